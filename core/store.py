@@ -1,0 +1,446 @@
+"""The run store: the one contract between the trainer (writer) and the app (reader).
+
+One folder per run (docs/CONTRACTS.md, "Run store"): `config.json`, an atomically replaced
+`status.json`, append-only `metrics.jsonl`, one Parquet credit map per step under `credit/`, and
+`save_pretrained` checkpoints under `checkpoints/`. Every write is crash-safe: a file is either
+the old version or the new one (tmp file + fsync + os.replace), and a metrics line is appended
+only after the step's credit file is in place, so a `kill -9` leaves every completed step readable.
+
+Never imports torch, streamlit or plotly: the app reads runs through this module.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+SCHEMA_KEY = b"mrtpo_schema_version"
+RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ACTIVE_STATES = ("starting", "running")
+FINAL_STATES = ("completed", "failed", "stopped")
+
+# Credit map columns and their Arrow types, in file order (see docs/CONTRACTS.md).
+CREDIT_SCHEMA = pa.schema(
+    [
+        ("step", pa.int32()),
+        ("sample", pa.int32()),
+        ("group", pa.int32()),
+        ("prompt_key", pa.string()),
+        ("prompt", pa.string()),
+        ("response", pa.string()),
+        ("reward", pa.string()),
+        ("score", pa.float32()),
+        ("group_adv", pa.float32()),
+        ("t", pa.int32()),
+        ("token_id", pa.int32()),
+        ("token", pa.string()),
+        ("start", pa.int32()),
+        ("end", pa.int32()),
+        ("js", pa.float32()),
+        ("weight", pa.float32()),
+        ("credit", pa.float32()),
+        ("in_span", pa.bool_()),
+        ("token_adv", pa.float32()),
+    ],
+    metadata={SCHEMA_KEY: str(SCHEMA_VERSION).encode()},
+)
+CREDIT_COLUMNS = tuple(CREDIT_SCHEMA.names)
+
+
+class RunStoreError(ValueError):
+    """A run name, folder or file that the store refuses (the message says why)."""
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_dir(runs_dir: str | os.PathLike, name: str) -> Path:
+    """The folder of run `name` inside `runs_dir`; refuses names that could escape it.
+
+    >>> run_dir("/tmp/runs", "mrtpo-seed0").name
+    'mrtpo-seed0'
+    """
+    if not isinstance(name, str) or not RUN_NAME_RE.match(name):
+        raise RunStoreError(
+            f"invalid run name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    root = Path(runs_dir).resolve()
+    path = (root / name).resolve()
+    if path.parent != root:
+        raise RunStoreError(f"run name {name!r} escapes the runs directory {root}")
+    return path
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see either the old or the new file, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _clean_json(obj: Any) -> Any:
+    """NaN/inf are not JSON: store them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean_json(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        return _clean_json(obj.item())
+    return obj
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    text = json.dumps(_clean_json(obj), indent=2, sort_keys=False, default=_json_default)
+    atomic_write_bytes(path, (text + "\n").encode())
+
+
+def credit_path(path: Path, step: int) -> Path:
+    return Path(path) / "credit" / f"step_{int(step):06d}.parquet"
+
+
+def pid_alive(pid: Any) -> bool:
+    """True when a process with this pid exists (a zombie counts as dead)."""
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) is not a running trainer
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+# --------------------------------------------------------------------------------------------- writer
+
+
+class RunWriter:
+    """Writes one run folder. Only the trainer process uses it."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._status: dict[str, Any] = {}
+        status_file = self.path / "status.json"
+        if status_file.exists():
+            try:
+                self._status = json.loads(status_file.read_text())
+            except (OSError, ValueError):
+                self._status = {}
+
+    @classmethod
+    def create(cls, runs_dir: str | os.PathLike, name: str, config: dict[str, Any], *, exist_ok: bool = False) -> RunWriter:
+        """Create `<runs_dir>/<name>/` with its config and a `starting` status."""
+        path = run_dir(runs_dir, name)
+        if path.exists() and not exist_ok:
+            raise RunStoreError(f"run {name!r} already exists in {path.parent}; pick another run name")
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "credit").mkdir(exist_ok=True)
+        (path / "checkpoints").mkdir(exist_ok=True)
+        writer = cls(path)
+        atomic_write_json(path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
+        writer.set_status(
+            state="starting", pid=os.getpid(), step=0, total_steps=config.get("steps"), error=None, started_at=now_iso()
+        )
+        return writer
+
+    def set_status(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into status.json and replace it atomically."""
+        self._status.update(fields)
+        self._status["updated_at"] = now_iso()
+        atomic_write_json(self.path / "status.json", self._status)
+        return dict(self._status)
+
+    def write_credit(self, step: int, frame: pd.DataFrame) -> Path:
+        """Write the step's credit map (columns per CREDIT_SCHEMA) atomically; returns its path."""
+        missing = [c for c in CREDIT_COLUMNS if c not in frame.columns]
+        if missing:
+            raise RunStoreError(f"credit map for step {step} lacks columns {missing}")
+        table = pa.Table.from_pandas(frame.loc[:, list(CREDIT_COLUMNS)], schema=CREDIT_SCHEMA, preserve_index=False)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        out = credit_path(self.path, step)
+        atomic_write_bytes(out, sink.getvalue().to_pybytes())
+        return out
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one step's metrics as a JSON line (flushed and fsynced: the step is then complete)."""
+        if "step" not in row:
+            raise RunStoreError("a metrics row needs its 'step'")
+        line = json.dumps(_clean_json(row), default=_json_default)
+        with open(self.path / "metrics.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def truncate_after(self, step: int) -> None:
+        """Drop metrics lines and credit files of steps after `step` (used when resuming from a checkpoint)."""
+        metrics = self.path / "metrics.jsonl"
+        if metrics.exists():
+            kept = [row for row in _read_jsonl(metrics)[0] if int(row.get("step", 0)) <= step]
+            atomic_write_bytes(metrics, "".join(json.dumps(r) + "\n" for r in kept).encode())
+        for f in (self.path / "credit").glob("step_*.parquet"):
+            if _step_of(f) is not None and _step_of(f) > step:
+                f.unlink(missing_ok=True)
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.path / "checkpoints" / f"step_{int(step):06d}"
+
+    def remove(self) -> None:
+        """Delete the whole run folder (only for a run that never started a step)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------- reader
+
+
+def _step_of(path: Path) -> int | None:
+    m = re.match(r"^step_(\d+)$", path.stem)
+    return int(m.group(1)) if m else None
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            # The last line may be torn by a kill mid-write; anything else is corruption worth reporting.
+            if n < len(lines) - 1 or line != lines[-1]:
+                problems.append(f"metrics.jsonl line {n} is not JSON; skipped")
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, problems
+
+
+@dataclass
+class RunStore:
+    """Read-only view of one run folder. Never raises on a corrupt folder: problems land in `warnings`."""
+
+    path: Path
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def _json(self, filename: str) -> dict[str, Any]:
+        file = self.path / filename
+        if not file.exists():
+            self._warn(f"{filename} is missing")
+            return {}
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            self._warn(f"{filename} is unreadable ({exc.__class__.__name__})")
+            return {}
+        if not isinstance(data, dict):
+            self._warn(f"{filename} is not a JSON object")
+            return {}
+        return data
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def config(self) -> dict[str, Any]:
+        cfg = self._json("config.json")
+        version = cfg.get("schema_version")
+        if cfg and version not in (None, SCHEMA_VERSION):
+            self._warn(f"schema_version {version} differs from this reader's {SCHEMA_VERSION}")
+        return cfg
+
+    def reward_names(self) -> list[str]:
+        names = self.config().get("reward_names")
+        return [str(n) for n in names] if isinstance(names, list) else []
+
+    def status(self) -> dict[str, Any]:
+        """status.json, with state 'crashed' when it says starting/running but its process is gone."""
+        st = self._json("status.json")
+        if not st:
+            return {"state": "unknown", "step": self._last_metric_step(), "total_steps": None, "error": None}
+        if st.get("state") in ACTIVE_STATES and not pid_alive(st.get("pid")):
+            st = {**st, "state": "crashed", "recorded_state": st.get("state")}
+            if not st.get("error"):
+                st["error"] = self.log_tail() or "the trainer process is gone without a final status"
+        return st
+
+    def is_active(self) -> bool:
+        return self.status().get("state") in ACTIVE_STATES
+
+    def log_tail(self, lines: int = 30) -> str:
+        log = self.path / "train.log"
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - 16384))
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _last_metric_step(self) -> int:
+        df = self.metrics()
+        return int(df["step"].max()) if len(df) else 0
+
+    def metrics(self) -> pd.DataFrame:
+        """One row per completed step, sorted by step (later duplicates of a step win)."""
+        file = self.path / "metrics.jsonl"
+        if not file.exists():
+            return pd.DataFrame({"step": pd.Series(dtype="int64")})
+        try:
+            rows, problems = _read_jsonl(file)
+        except OSError as exc:
+            self._warn(f"metrics.jsonl is unreadable ({exc})")
+            return pd.DataFrame({"step": pd.Series(dtype="int64")})
+        for p in problems:
+            self._warn(p)
+        rows = [r for r in rows if isinstance(r.get("step"), (int, float))]
+        if not rows:
+            return pd.DataFrame({"step": pd.Series(dtype="int64")})
+        df = pd.DataFrame(rows)
+        df["step"] = df["step"].astype("int64")
+        return df.drop_duplicates("step", keep="last").sort_values("step").reset_index(drop=True)
+
+    def credit_steps(self) -> list[int]:
+        folder = self.path / "credit"
+        if not folder.is_dir():
+            return []
+        return sorted(s for f in folder.glob("step_*.parquet") if (s := _step_of(f)) is not None)
+
+    def credit(self, step: int) -> pd.DataFrame:
+        """The credit map of `step` (empty frame with the schema's columns when missing or unreadable)."""
+        file = credit_path(self.path, step)
+        try:
+            table = pq.read_table(file)
+        except (OSError, pa.ArrowException) as exc:
+            self._warn(f"credit map of step {step} is unreadable ({exc.__class__.__name__})")
+            return CREDIT_SCHEMA.empty_table().to_pandas()
+        meta = table.schema.metadata or {}
+        version = meta.get(SCHEMA_KEY, b"?").decode()
+        if version != str(SCHEMA_VERSION):
+            self._warn(f"credit map of step {step} has schema version {version}, expected {SCHEMA_VERSION}")
+        return table.to_pandas()
+
+    def checkpoints(self) -> list[Path]:
+        folder = self.path / "checkpoints"
+        if not folder.is_dir():
+            return []
+        return sorted((p for p in folder.iterdir() if p.is_dir() and _step_of(p) is not None), key=_step_of)
+
+
+@dataclass
+class RunInfo:
+    """One line of the run list."""
+
+    name: str
+    path: Path
+    source: str  # which runs directory it came from
+    state: str
+    step: int
+    total_steps: int | None
+    method: str | None
+    model: str | None
+    updated_at: str | None
+    warnings: list[str]
+
+
+def list_runs(*dirs: str | os.PathLike, labels: Iterable[str] | None = None) -> list[RunInfo]:
+    """Every run folder in the given runs directories (missing directories are skipped), newest first."""
+    labels = list(labels) if labels is not None else [str(d) for d in dirs]
+    out: list[RunInfo] = []
+    for label, d in zip(labels, dirs, strict=False):
+        root = Path(d)
+        if not root.is_dir():
+            continue
+        for child in sorted(root.iterdir()):
+            if not child.is_dir() or child.name.startswith(".") or not RUN_NAME_RE.match(child.name):
+                continue
+            store = RunStore(child)
+            st = store.status()
+            cfg = store.config()
+            if not (child / "config.json").exists() and not (child / "status.json").exists():
+                continue  # not a run folder at all
+            done = store.metrics()
+            step = int(done["step"].max()) if len(done) else int(st.get("step") or 0)
+            out.append(
+                RunInfo(
+                    name=child.name,
+                    path=child,
+                    source=label,
+                    state=str(st.get("state", "unknown")),
+                    step=step,
+                    total_steps=st.get("total_steps") or cfg.get("steps"),
+                    method=cfg.get("method"),
+                    model=cfg.get("model"),
+                    updated_at=st.get("updated_at"),
+                    warnings=list(store.warnings),
+                )
+            )
+    out.sort(key=lambda r: r.updated_at or "", reverse=True)
+    return out

@@ -1,0 +1,68 @@
+"""The `mrtpo` command line and the server `make demo` starts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mrtpo(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_help_lists_every_subcommand():
+    out = mrtpo("--help")
+    assert out.returncode == 0
+    for sub in ("train", "app", "bootstrap", "bench"):
+        assert f"  {sub} " in out.stdout
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("mrtpo", path=str(Path(sys.executable).parent))
+    assert exe, "the mrtpo console script is missing: reinstall with `make venv`"
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "bootstrap" in out.stdout
+
+
+def test_unknown_subcommand_fails_clearly():
+    out = mrtpo("frobnicate")
+    assert out.returncode != 0 and "invalid choice" in out.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_app_serves_on_localhost(tmp_path):
+    port = free_port()
+    env = {**os.environ, "MRTPO_RUNS_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "core.cli", "app", "--headless", "--port", str(port)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        body = ""
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as resp:
+                    body = resp.read().decode()
+                    break
+            except OSError:
+                time.sleep(0.3)
+        assert "<title>" in body and "streamlit" in body.lower()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as resp:
+            assert resp.read().decode().strip() == "ok"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)

@@ -1,0 +1,122 @@
+"""The run store: atomic writes, torn files, crash detection, name safety (real Parquet files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.store import (
+    CREDIT_COLUMNS,
+    RunStore,
+    RunStoreError,
+    RunWriter,
+    list_runs,
+    pid_alive,
+    run_dir,
+)
+
+
+def credit_frame(step: int, n_samples: int = 2, rewards=("a", "b"), T: int = 3) -> pd.DataFrame:
+    rows = []
+    for i in range(n_samples):
+        for k in rewards:
+            for t in range(T):
+                rows.append(
+                    dict(step=step, sample=i, group=i // 2, prompt_key=f"p{i}", prompt="Do x.", response="abc",
+                         reward=k, score=np.nan if k == "b" and i == 1 else 1.0, group_adv=0.5, t=t, token_id=t,
+                         token="abc"[t], start=t, end=t + 1, js=0.1 * t, weight=1.0, credit=0.25, in_span=t == 1,
+                         token_adv=0.5)
+                )
+    return pd.DataFrame(rows)
+
+
+def test_run_dir_rejects_escapes(tmp_path):
+    assert run_dir(tmp_path, "ok-run_1.x") == (tmp_path / "ok-run_1.x").resolve()
+    for bad in ["../x", "a/b", "", ".hidden", "..", "x" * 65, "a b", "/abs", "é"]:
+        with pytest.raises(RunStoreError):
+            run_dir(tmp_path, bad)
+
+
+def test_write_and_read_back(tmp_path):
+    w = RunWriter.create(tmp_path, "r1", {"method": "mrtpo", "steps": 3, "reward_names": ["a", "b"]})
+    with pytest.raises(RunStoreError, match="already exists"):
+        RunWriter.create(tmp_path, "r1", {"steps": 3})
+    for step in (1, 2):
+        w.write_credit(step, credit_frame(step))
+        w.append_metrics({"step": step, "reward/a": 0.5 * step, "reward/b": float("nan")})
+    w.set_status(state="running", step=2)
+
+    store = RunStore(tmp_path / "r1")
+    assert store.config()["schema_version"] == 1
+    assert store.reward_names() == ["a", "b"]
+    assert store.status()["state"] == "running"  # our own pid is alive
+    m = store.metrics()
+    assert list(m["step"]) == [1, 2] and m["reward/a"].tolist() == [0.5, 1.0]
+    assert m["reward/b"].isna().all()  # NaN stored as null, read back as missing
+    assert store.credit_steps() == [1, 2]
+    c = store.credit(2)
+    assert list(c.columns) == list(CREDIT_COLUMNS)
+    assert len(c) == 2 * 2 * 3 and c["step"].eq(2).all()
+    assert c["score"].isna().sum() == 3  # sample 1, reward b
+    assert store.warnings == []
+
+
+def test_missing_columns_rejected(tmp_path):
+    w = RunWriter.create(tmp_path, "r", {"steps": 1})
+    with pytest.raises(RunStoreError, match="lacks columns"):
+        w.write_credit(1, credit_frame(1).drop(columns=["js"]))
+
+
+def test_torn_and_corrupt_files_warn_not_raise(tmp_path):
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    w.write_credit(1, credit_frame(1))
+    w.append_metrics({"step": 1, "reward/a": 1.0})
+    with open(w.path / "metrics.jsonl", "a") as fh:
+        fh.write('{"step": 2, "rew')  # killed mid-line
+    (w.path / "credit" / "step_000002.parquet").write_bytes(b"PAR1 not really")
+    store = RunStore(w.path)
+    assert list(store.metrics()["step"]) == [1]
+    assert store.credit(2).empty and any("step 2" in x for x in store.warnings)
+    (w.path / "config.json").write_text("{not json")
+    assert RunStore(w.path).config() == {}
+
+
+def test_dead_pid_reads_as_crashed(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    w.set_status(state="running", pid=proc.pid)
+    (w.path / "train.log").write_text("Traceback...\nRuntimeError: boom\n")
+    st = RunStore(w.path).status()
+    assert st["state"] == "crashed" and "boom" in st["error"]
+    assert not pid_alive(proc.pid) and pid_alive(os.getpid())
+
+
+def test_truncate_after_for_resume(tmp_path):
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    for step in (1, 2, 3):
+        w.write_credit(step, credit_frame(step))
+        w.append_metrics({"step": step})
+    w.truncate_after(1)
+    store = RunStore(w.path)
+    assert store.credit_steps() == [1] and list(store.metrics()["step"]) == [1]
+
+
+def test_list_runs_skips_non_runs_and_reports_corrupt(tmp_path):
+    RunWriter.create(tmp_path, "good", {"steps": 2, "method": "gdpo"}).set_status(state="completed", step=2)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "status.json").write_text("[]")
+    (tmp_path / "not-a-run").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    runs = {r.name: r for r in list_runs(tmp_path, tmp_path / "missing")}
+    assert set(runs) == {"good", "bad"}
+    assert runs["good"].state == "completed" and runs["good"].method == "gdpo"
+    assert runs["bad"].warnings
+    json.loads((tmp_path / "good" / "status.json").read_text())  # valid JSON on disk
