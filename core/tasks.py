@@ -1,0 +1,324 @@
+"""Prompt sets: JSONL files of prompts with their constraint specs, loaded into `PromptItem`s.
+
+Native format (one JSON object per line):
+    {"key": "p0001", "task": "Write a short note about rivers.",
+     "constraints": [{"family": "keywords:existence", "kwargs": {"keywords": ["steady"]}},
+                     {"family": "punctuation:no_comma", "kwargs": {}}]}
+IFEval's input format loads too: {"key": 1000, "prompt": "...", "instruction_id_list": [...],
+"kwargs": [{...}, ...]} (None-valued kwargs, IFEval's unused arguments, are dropped).
+
+The prompt of a native item is its task then its constraint sentences, joined with spaces; the
+contrastive prompt for constraint k leaves out constraint k's sentence (for a task verifier, the
+task text). An IFEval prompt is free text, so its contrastive prompt is best effort: the
+sentence (or line) of the prompt that states the constraint is found from the constraint's
+arguments (keywords, phrases) and cue words ("comma", "lowercase", ...) and removed. When no
+sentence matches, the prompt is returned unchanged (`constraint_part(k)` is None), so replay
+sees no difference and routes that reward uniformly, as GDPO would.
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build
+from core.verifiers.text import sentence_spans
+
+Span = tuple[int, int]
+
+
+class PromptSetError(ValueError):
+    """A prompt set that cannot be loaded; the message names the file and line."""
+
+
+@dataclass(eq=False)
+class PromptItem:
+    """One prompt: `key`, `task` text and its `constraints` (verifiers).
+
+    `text` is the verbatim prompt of an IFEval-format item (None for native items, whose prompt
+    is built from the task and the constraint sentences).
+
+    >>> from core.verifiers import build
+    >>> item = PromptItem("p1", "What is 3 plus 4?", [build("task:arithmetic", answer=7),
+    ...                                               build("punctuation:no_comma")])
+    >>> item.prompt()
+    'What is 3 plus 4? Do not use any commas.'
+    >>> item.contrastive_prompt(0), item.contrastive_prompt(1)
+    ('Do not use any commas.', 'What is 3 plus 4?')
+    """
+
+    key: str
+    task: str
+    constraints: list[Verifier] = field(default_factory=list)
+    text: str | None = None
+
+    # -- prompt text --------------------------------------------------------------------------
+
+    def _pieces(self) -> list[tuple[str, list[int]]]:
+        """Native prompt pieces in order, each with the constraint indices it states."""
+        task_owners = [k for k, c in enumerate(self.constraints) if c.is_task]
+        pieces = [(self.task, task_owners)]
+        for k, c in enumerate(self.constraints):
+            if not c.is_task:
+                pieces.append((c.sentence(), [k]))
+        return [(text, owners) for text, owners in pieces if text.strip()]
+
+    def prompt(self) -> str:
+        """The full user message."""
+        if self.text is not None:
+            return self.text
+        return " ".join(text for text, _ in self._pieces())
+
+    def constraint_part(self, k: int) -> Span | None:
+        """Character range of `prompt()` that states constraint k (its sentence; for a task
+        verifier the task text); None when it cannot be found (IFEval items only)."""
+        self._check_index(k)
+        if self.text is not None:
+            return _locate_constraint(self.text, self.constraints[k])
+        pos = 0
+        for text, owners in self._pieces():
+            if k in owners:
+                return (pos, pos + len(text))
+            pos += len(text) + 1
+        return None
+
+    def contrastive_prompt(self, k: int) -> str:
+        """The prompt with constraint k's part removed (see the module docstring)."""
+        self._check_index(k)
+        if self.text is None:
+            return " ".join(text for text, owners in self._pieces() if k not in owners)
+        part = self.constraint_part(k)
+        return self.text if part is None else _cut(self.text, *part)
+
+    def _check_index(self, k: int) -> None:
+        if not 0 <= k < len(self.constraints):
+            raise IndexError(f"prompt {self.key!r} has {len(self.constraints)} constraints, no index {k}")
+
+    # -- rewards ------------------------------------------------------------------------------
+
+    def families(self) -> list[str]:
+        return [c.family for c in self.constraints]
+
+    def verifier_for(self, family: str) -> Verifier | None:
+        """The constraint of this prompt with that family, or None when the prompt does not
+        state it."""
+        for c in self.constraints:
+            if c.family == family:
+                return c
+        return None
+
+    def verify(self, response: str, names: Sequence[str]) -> list[VerifyResult | None]:
+        """The verdict of each reward in `names` on `response` (None where this prompt does not
+        state that family)."""
+        out: list[VerifyResult | None] = []
+        for name in names:
+            verifier = self.verifier_for(name)
+            out.append(None if verifier is None else verifier.verify(response))
+        return out
+
+    def scores(self, response: str, names: Sequence[str]) -> list[float]:
+        """Scores of `response` per reward name; NaN where the prompt does not state it."""
+        return [math.nan if r is None else r.score for r in self.verify(response, names)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The native JSONL record of this item (IFEval items keep their verbatim prompt as `prompt`)."""
+        record: dict[str, Any] = {
+            "key": self.key,
+            "task": self.task,
+            "constraints": [c.to_spec() for c in self.constraints],
+        }
+        if self.text is not None:
+            record["prompt"] = self.text
+        return record
+
+
+def contrastive_prompt(item: PromptItem, k: int) -> str:
+    """`item.contrastive_prompt(k)`: the prompt with constraint k's part removed."""
+    return item.contrastive_prompt(k)
+
+
+def reward_names(items: Iterable[PromptItem]) -> list[str]:
+    """The rewards of a run: the distinct constraint families of the prompt set, first-seen order.
+
+    >>> from core.verifiers import build
+    >>> a = PromptItem("a", "t", [build("punctuation:no_comma")])
+    >>> b = PromptItem("b", "t", [build("task:arithmetic", answer=2), build("punctuation:no_comma")])
+    >>> reward_names([a, b])
+    ['punctuation:no_comma', 'task:arithmetic']
+    """
+    names: list[str] = []
+    for item in items:
+        for family in item.families():
+            if family not in names:
+                names.append(family)
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: str = "") -> PromptItem | None:
+    """Build a PromptItem from a native or IFEval-format record. Raises ValueError (including
+    VerifierSpecError) with a plain message; returns None when `skip_unknown` dropped every
+    constraint of an IFEval record."""
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+    if "instruction_id_list" in record:
+        return _ifeval_item(record, skip_unknown=skip_unknown, default_key=default_key)
+    key = str(record.get("key", default_key))
+    task = record.get("task")
+    if not isinstance(task, str):
+        raise ValueError("missing 'task' (a string); a native record has key, task, constraints")
+    specs = record.get("constraints", [])
+    if not isinstance(specs, list):
+        raise ValueError('\'constraints\' must be a list of {"family": ..., "kwargs": {...}}')
+    constraints = []
+    for spec in specs:
+        if not isinstance(spec, dict) or not isinstance(spec.get("family"), str):
+            raise ValueError(f'bad constraint spec {spec!r}: expected {{"family": str, "kwargs": {{...}}}}')
+        kwargs = spec.get("kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"constraint {spec['family']!r}: 'kwargs' must be an object")
+        constraints.append(build(spec["family"], **kwargs))
+    _check_distinct(constraints)
+    text = record.get("prompt") if isinstance(record.get("prompt"), str) else None
+    return PromptItem(key=key, task=task, constraints=constraints, text=text)
+
+
+def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str) -> PromptItem | None:
+    prompt = record.get("prompt")
+    ids = record.get("instruction_id_list")
+    all_kwargs = record.get("kwargs") or [{} for _ in ids or []]
+    if not isinstance(prompt, str):
+        raise ValueError("IFEval record without a 'prompt' string")
+    if not isinstance(ids, list) or not isinstance(all_kwargs, list) or len(ids) != len(all_kwargs):
+        raise ValueError("IFEval record: 'instruction_id_list' and 'kwargs' must be lists of the same length")
+    constraints = []
+    for family, kwargs in zip(ids, all_kwargs, strict=True):
+        kwargs = {k: v for k, v in (kwargs or {}).items() if v is not None}
+        try:
+            constraints.append(build(family, **kwargs))
+        except VerifierSpecError:
+            if skip_unknown and not _is_registered(family):
+                continue
+            raise
+    if not constraints:
+        return None
+    _check_distinct(constraints)
+    key = str(record.get("key", default_key))
+    return PromptItem(key=key, task=prompt, constraints=constraints, text=prompt)
+
+
+def _is_registered(family: Any) -> bool:
+    from core.verifiers import families
+
+    return family in families()
+
+
+def _check_distinct(constraints: list[Verifier]) -> None:
+    seen = set()
+    for c in constraints:
+        if c.family in seen:
+            raise ValueError(f"constraint family {c.family!r} appears twice in one prompt (merge its arguments)")
+        seen.add(c.family)
+
+
+def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[PromptItem]:
+    """Load a JSONL prompt set (native or IFEval format, blank lines ignored).
+
+    Raises `PromptSetError` naming the file and line for malformed JSON, bad constraint specs
+    (unknown family, bad arguments), duplicate keys, or a file without prompts. With
+    `skip_unknown=True`, IFEval constraints of families not implemented here are dropped
+    (and prompts left without constraints skipped) instead.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise PromptSetError(f"cannot read prompt set {str(path)!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise PromptSetError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    items: list[PromptItem] = []
+    keys: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PromptSetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        try:
+            item = item_from_record(record, skip_unknown=skip_unknown, default_key=f"line{lineno}")
+        except ValueError as exc:
+            raise PromptSetError(f"{path}:{lineno}: {exc}") from None
+        if item is None:
+            continue
+        if item.key in keys:
+            raise PromptSetError(f"{path}:{lineno}: duplicate key {item.key!r} (first on line {keys[item.key]})")
+        keys[item.key] = lineno
+        items.append(item)
+    if not items:
+        raise PromptSetError(f"{path}: no prompts")
+    return items
+
+
+def save_prompt_set(records: Iterable[dict[str, Any] | PromptItem], path: str | Path) -> None:
+    """Write records (native dicts or PromptItems) as JSONL, one per line."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for record in records:
+            if isinstance(record, PromptItem):
+                record = record.to_dict()
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the constraint's sentence in a free-form (IFEval) prompt
+
+
+def prompt_segments(text: str) -> list[Span]:
+    """Sentences of a prompt, never crossing a line break."""
+    segments: list[Span] = []
+    for line in re.finditer(r"[^\n]+", text):
+        offset = line.start()
+        segments += [(offset + s, offset + e) for s, e in sentence_spans(line.group())]
+    return segments
+
+
+def _locate_constraint(text: str, verifier: Verifier) -> Span | None:
+    """The segment of `text` that best matches the constraint: 2 points per argument string
+    (keyword, phrase) found, 1 per cue word, ties to the later segment (constraints usually
+    follow the task); None when nothing matches."""
+    args, cues = verifier.prompt_cues()
+    best, best_score = None, 0
+    for start, end in prompt_segments(text):
+        segment = text[start:end].lower()
+        score = 2 * sum(1 for a in args if a.strip() and a.strip().lower() in segment)
+        score += sum(1 for c in cues if re.search(r"(?<!\w)" + re.escape(c.lower()), segment))
+        if score > 0 and score >= best_score:
+            best, best_score = (start, end), score
+    return best
+
+
+def _cut(text: str, start: int, end: int) -> str:
+    """`text` without [start, end), joining the two sides with one space (or keeping the line
+    break when the cut part stood on its own line)."""
+    left, right = text[:start].rstrip(" \t"), text[end:].lstrip(" \t")
+    if not left:
+        return right.lstrip()
+    if not right:
+        return left.rstrip()
+    if left.endswith("\n") and right.startswith("\n"):
+        right = right[1:]
+    if left.endswith("\n") or right.startswith("\n"):
+        return left + right
+    return left + " " + right

@@ -1,0 +1,55 @@
+"""Verifiers: pure functions `text -> (score in [0, 1], inspected spans)` built from a constraint
+spec (family id + arguments), plus the constraint sentence a prompt states for them.
+
+Public entry points: `build(family_id, **kwargs)`, `register(family_id)`, `load_custom(...)`,
+`families()`. Never imports torch.
+
+>>> from core.verifiers import build
+>>> v = build("keywords:existence", keywords=["green"])
+>>> v.sentence()
+'Include the keyword green.'
+>>> v.verify("A green field.")
+VerifyResult(score=1.0, spans=((2, 7),))
+"""
+
+from core.verifiers import families as _families  # noqa: F401  (registers the built-in families)
+from core.verifiers.base import (
+    Param,
+    Span,
+    Verifier,
+    VerifierSpecError,
+    VerifyResult,
+    as_choice,
+    as_int,
+    as_text,
+    as_word_list,
+    build,
+    families,
+    family_class,
+    load_custom,
+    normalize_spans,
+    register,
+)
+from core.verifiers.text import count_sentences, count_words, sentence_spans, word_spans
+
+__all__ = [
+    "Param",
+    "Span",
+    "Verifier",
+    "VerifierSpecError",
+    "VerifyResult",
+    "as_choice",
+    "as_int",
+    "as_text",
+    "as_word_list",
+    "build",
+    "count_sentences",
+    "count_words",
+    "families",
+    "family_class",
+    "load_custom",
+    "normalize_spans",
+    "register",
+    "sentence_spans",
+    "word_spans",
+]

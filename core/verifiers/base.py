@@ -1,0 +1,383 @@
+"""The verifier base class, the family registry, `build` and custom-verifier loading.
+
+A verifier is built from a constraint spec (family id + arguments) and is a pure function of
+the response text: `verify(text) -> VerifyResult(score, spans)`. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+log = logging.getLogger(__name__)
+
+Span = tuple[int, int]
+
+
+class VerifierSpecError(ValueError):
+    """An unknown constraint family or bad arguments for one; the message names the constraint
+    and the valid choices."""
+
+
+class VerifyResult(NamedTuple):
+    """`score` in [0, 1]; `spans`: sorted, non-overlapping character ranges `(start, end)` of the
+    text that the check inspected. Unpacks as a tuple: `score, spans = v.verify(text)`."""
+
+    score: float
+    spans: tuple[Span, ...]
+
+
+def normalize_spans(spans: Iterable[Span], length: int) -> tuple[Span, ...]:
+    """Clip spans into [0, length], drop empty ones, sort, and merge the ones that overlap
+    (touching spans stay separate, so each counted item keeps its own range)."""
+    clipped = []
+    for start, end in spans:
+        start, end = max(0, int(start)), min(length, int(end))
+        if start < end:
+            clipped.append((start, end))
+    clipped.sort()
+    merged: list[Span] = []
+    for start, end in clipped:
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return tuple(merged)
+
+
+def clamp_score(score: Any) -> float:
+    """Scores outside [0, 1] are clipped; NaN or non-numbers become 0."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return 0.0
+    if math.isnan(value):
+        return 0.0
+    return min(1.0, max(0.0, value))
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument specs
+
+
+@dataclass(frozen=True)
+class Param:
+    """One keyword argument of a family: `convert(value)` returns the normalised value or raises
+    ValueError/TypeError with a short reason; `choices` (if any) are listed in the error."""
+
+    convert: Callable[[Any], Any]
+    required: bool = True
+    default: Any = None
+    choices: tuple[Any, ...] = ()
+    help: str = ""
+
+
+def as_int(minimum: int = 0) -> Callable[[Any], int]:
+    def convert(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(f"expected an integer, got {value!r}")
+        try:
+            number = int(value) if not isinstance(value, float) else value
+        except ValueError:
+            raise ValueError(f"expected an integer, got {value!r}") from None
+        if isinstance(number, float):
+            if not number.is_integer():
+                raise ValueError(f"expected an integer, got {value!r}")
+            number = int(number)
+        if number < minimum:
+            raise ValueError(f"must be >= {minimum}, got {number}")
+        return number
+
+    return convert
+
+
+def as_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def as_word_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"expected a non-empty list of strings, got {value!r}")
+    return [as_text(item) for item in value]
+
+
+def as_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"got {value!r}")
+        return value
+
+    return convert
+
+
+# ---------------------------------------------------------------------------------------------
+# The base class and the registry
+
+
+class Verifier:
+    """Base class of all verifiers. Subclasses set `params`, and implement `check(text)` (the raw
+    check: may assume `text` is a str) and `sentence()`.
+
+    Attributes: `family` (the IFEval id), `kwargs` (the normalised arguments, without `graded`),
+    `graded` (bool), `is_task` (True for task-correctness families).
+
+    >>> from core.verifiers import build
+    >>> build("punctuation:no_comma").verify("a, b")
+    VerifyResult(score=0.0, spans=((1, 2),))
+    """
+
+    family: ClassVar[str] = ""
+    is_task: ClassVar[bool] = False
+    has_graded: ClassVar[bool] = False
+    graded_doc: ClassVar[str] = ""
+    params: ClassVar[dict[str, Param]] = {}
+    # Words that mark the sentence of a free-form prompt (IFEval) that states this constraint.
+    cue_words: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, graded: bool = False, **kwargs: Any) -> None:
+        if not isinstance(graded, bool):
+            raise VerifierSpecError(f"constraint {self.family!r}: 'graded' must be true or false, got {graded!r}")
+        if graded and not self.has_graded:
+            raise VerifierSpecError(f"constraint {self.family!r} has no graded variant; valid choices: graded=False")
+        self.graded = graded
+        self.kwargs = self._convert_kwargs(kwargs)
+
+    def _convert_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        names = sorted(self.params) + (["graded"] if self.has_graded else [])
+        valid = ", ".join(names) or "(none)"
+        unknown = sorted(set(kwargs) - set(self.params))
+        if unknown:
+            raise VerifierSpecError(
+                f"constraint {self.family!r}: unknown argument(s) {', '.join(unknown)}; valid arguments: {valid}"
+            )
+        out: dict[str, Any] = {}
+        for name, param in self.params.items():
+            if name not in kwargs:
+                if param.required:
+                    raise VerifierSpecError(
+                        f"constraint {self.family!r}: missing argument {name!r} ({param.help or 'required'});"
+                        f" valid arguments: {valid}"
+                    )
+                out[name] = param.default
+                continue
+            try:
+                out[name] = param.convert(kwargs[name])
+            except (TypeError, ValueError) as exc:
+                choices = f"; valid choices: {', '.join(repr(c) for c in param.choices)}" if param.choices else ""
+                hint = f" ({param.help})" if param.help and not choices else ""
+                raise VerifierSpecError(
+                    f"constraint {self.family!r}: bad argument {name}={kwargs[name]!r}: {exc}{choices}{hint}"
+                ) from None
+        return out
+
+    # -- the interface ------------------------------------------------------------------------
+
+    def sentence(self) -> str:
+        """The constraint sentence a prompt states for this verifier ("" for a task verifier)."""
+        return ""
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        """The raw check on a str; returns (score, spans). Built-in checks never raise."""
+        raise NotImplementedError
+
+    def verify(self, text: Any) -> VerifyResult:
+        """Score and inspected spans of `text`; never raises (a non-string scores 0, no spans;
+        an exception inside a custom check is logged and scores 0)."""
+        if not isinstance(text, str):
+            return VerifyResult(0.0, ())
+        try:
+            score, spans = self.check(text)
+            return VerifyResult(clamp_score(score), normalize_spans(spans, len(text)))
+        except Exception:  # noqa: BLE001 - the contract: verify never raises on any text
+            log.exception("verifier %s raised on a text of %d characters; scoring 0", self.family, len(text))
+            return VerifyResult(0.0, ())
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        """(argument strings, cue words) used to find the sentence of a free-form prompt that
+        states this constraint: argument strings (keywords, phrases) are strong evidence, cue
+        words ("comma", "lowercase") weaker."""
+        return [], list(self.cue_words)
+
+    def to_spec(self) -> dict[str, Any]:
+        """The JSON constraint spec this verifier was built from (`build(**spec)` rebuilds it)."""
+        kwargs = {k: v for k, v in self.kwargs.items() if v is not None}
+        if self.graded:
+            kwargs["graded"] = True
+        return {"family": self.family, "kwargs": kwargs}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        graded = ", graded=True" if self.graded else ""
+        return f"{type(self).__name__}({self.family!r}{', ' if args else ''}{args}{graded})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Verifier) and (self.family, self.kwargs, self.graded) == (
+            other.family,
+            other.kwargs,
+            other.graded,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.family, repr(sorted(self.kwargs.items())), self.graded))
+
+
+_REGISTRY: dict[str, type[Verifier]] = {}
+
+
+def families() -> list[str]:
+    """All registered family ids, sorted."""
+    return sorted(_REGISTRY)
+
+
+def family_class(family_id: str) -> type[Verifier]:
+    if not isinstance(family_id, str) or family_id not in _REGISTRY:
+        raise VerifierSpecError(f"unknown constraint family {family_id!r}; valid choices: {', '.join(families())}")
+    return _REGISTRY[family_id]
+
+
+def build(family_id: str, **kwargs: Any) -> Verifier:
+    """Build the verifier of a constraint spec. Raises `VerifierSpecError` on an unknown family
+    or bad arguments.
+
+    >>> build("keywords:existence", keywords=["river"]).verify("The River runs.")
+    VerifyResult(score=1.0, spans=((4, 9),))
+    """
+    return family_class(family_id)(**kwargs)
+
+
+def _origin(obj: Any) -> tuple[str, str]:
+    return getattr(obj, "__module__", ""), getattr(obj, "__qualname__", "")
+
+
+def register(
+    family_id: str,
+    *,
+    sentence: str | Callable[..., str] | None = None,
+    params: dict[str, Param] | None = None,
+    is_task: bool = False,
+) -> Callable[[Any], Any]:
+    """Decorator that registers a constraint family under `family_id`.
+
+    Decorate either a `Verifier` subclass, or a plain function `fn(text, **kwargs)` returning a
+    score or `(score, spans)`. For a function, `sentence` is a format string over the kwargs (or a
+    callable taking them) and `params` the accepted arguments (default: any keyword arguments,
+    passed through unchecked). Registering a different object under an existing id raises
+    `VerifierSpecError`; re-registering the same class or function (a module imported twice) is
+    allowed. See `sample_data/custom_verifier_example.py`.
+    """
+    if not isinstance(family_id, str) or ":" not in family_id:
+        raise VerifierSpecError(f"family id must look like 'group:name', got {family_id!r}")
+
+    def decorator(obj: Any) -> Any:
+        if isinstance(obj, type) and issubclass(obj, Verifier):
+            cls = obj
+            cls.family = family_id
+        elif callable(obj):
+            cls = _function_verifier(family_id, obj, sentence, params, is_task)
+        else:
+            raise VerifierSpecError(f"register({family_id!r}) decorates a Verifier subclass or a function")
+        existing = _REGISTRY.get(family_id)
+        if existing is not None and _origin(getattr(existing, "_source", existing)) != _origin(obj):
+            raise VerifierSpecError(
+                f"constraint family {family_id!r} is already registered by "
+                f"{'.'.join(_origin(getattr(existing, '_source', existing)))}"
+            )
+        cls._source = obj
+        _REGISTRY[family_id] = cls
+        return obj
+
+    return decorator
+
+
+def _function_verifier(
+    family_id: str,
+    fn: Callable[..., Any],
+    sentence: str | Callable[..., str] | None,
+    params: dict[str, Param] | None,
+    is_task: bool,
+) -> type[Verifier]:
+    class FunctionVerifier(Verifier):
+        __doc__ = fn.__doc__
+
+        def _convert_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+            if params is None:
+                return dict(kwargs)
+            return super()._convert_kwargs(kwargs)
+
+        def sentence(self) -> str:
+            if sentence is None:
+                return ""
+            if callable(sentence):
+                return str(sentence(**self.kwargs))
+            return sentence.format(**self.kwargs)
+
+        def check(self, text: str) -> tuple[float, Iterable[Span]]:
+            result = fn(text, **self.kwargs)
+            if isinstance(result, tuple) and len(result) == 2:
+                return result[0], result[1] or ()
+            return result, ()
+
+    FunctionVerifier.family = family_id
+    FunctionVerifier.is_task = is_task
+    FunctionVerifier.params = dict(params or {})
+    FunctionVerifier.__name__ = FunctionVerifier.__qualname__ = f"FunctionVerifier[{family_id}]"
+    if sentence is not None and not callable(sentence):
+        # Fail at registration, not at first use, when the sentence names a missing argument.
+        try:
+            sentence.format(**{name: f"{{{name}}}" for name in (params or {})})
+        except (KeyError, IndexError) as exc:
+            if params is not None:
+                raise VerifierSpecError(f"register({family_id!r}): sentence names unknown argument {exc}") from None
+    return FunctionVerifier
+
+
+_LOADED_PATHS: dict[str, str] = {}
+
+
+def load_custom(module_or_path: str) -> list[str]:
+    """Import a module that registers custom families (a dotted module name, or a path to a .py
+    file) and return the family ids it added. Loading the same file twice is a no-op.
+    Raises `VerifierSpecError` when it cannot be found or imported."""
+    before = set(_REGISTRY)
+    target = str(module_or_path).strip()
+    if not target:
+        raise VerifierSpecError("custom_verifiers: empty module name")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise VerifierSpecError(f"custom_verifiers: no such file {str(path)!r}")
+        key = str(path)
+        if key in _LOADED_PATHS:
+            return []
+        name = "mrtpo_custom_" + "".join(c if c.isalnum() else "_" for c in path.stem) + f"_{abs(hash(key)):x}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise VerifierSpecError(f"custom_verifiers: cannot import {str(path)!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except VerifierSpecError:
+            sys.modules.pop(name, None)
+            raise
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise VerifierSpecError(f"custom_verifiers: importing {str(path)!r} failed: {exc!r}") from exc
+        _LOADED_PATHS[key] = name
+    else:
+        try:
+            importlib.import_module(target)
+        except ImportError as exc:
+            raise VerifierSpecError(f"custom_verifiers: cannot import module {target!r}: {exc}") from exc
+    return sorted(set(_REGISTRY) - before)

@@ -1,0 +1,578 @@
+"""The built-in constraint families.
+
+Verdicts follow IFEval's strict checks (google-research `instruction_following_eval`,
+`instructions.py`) on the same text, with these documented differences:
+- `change_case:*`: IFEval also requires `langdetect` to say the text is English; no language
+  detection here (the check is `text.islower()` / `text.isupper()` alone).
+- keywords, end/start phrases and postscript markers are matched literally; IFEval puts
+  keywords and custom markers into a regular expression unescaped, so the two differ only for
+  arguments holding regex metacharacters.
+- `length_constraints:number_sentences` uses our own Punkt-like splitter (see `text.py`).
+
+Spans (what the check inspected), by kind of rule:
+- presence rules (keywords, title, placeholders, highlights, bullets, postscript): the items
+  found; empty when none was found;
+- absence rules (no comma, forbidden words): the violations; empty when the rule holds ("the
+  verifier's span only exists when the rule is broken");
+- all-text rules (lowercase, capitals): the offending characters, or the whole text when the
+  rule holds (every letter was inspected) or when the text has no letter at all;
+- counting rules (words, sentences, keyword frequency): every counted unit;
+- position rules (start/end phrase): the part of the text compared with the phrase, whether it
+  matched or not;
+- JSON: the block that was parsed; `task:arithmetic`: the first integer, or the whole text when
+  it holds none (the whole text was searched).
+
+Graded variants (`graded=True`) where a family has one; binary otherwise (asking for a graded
+variant of a binary-only family raises `VerifierSpecError`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import ClassVar
+
+from core.verifiers.base import Param, Span, Verifier, as_choice, as_int, as_text, as_word_list, register
+from core.verifiers.text import sentence_spans, word_spans
+
+RELATIONS = ("less than", "at least")
+
+
+def _relation_param() -> Param:
+    return Param(as_choice(RELATIONS), choices=RELATIONS, help="comparison")
+
+
+def _compare(count: int, relation: str, target: int) -> bool:
+    """IFEval's relations: 'less than' is count < target, 'at least' is count >= target."""
+    return count < target if relation == "less than" else count >= target
+
+
+def _graded_count(count: int, relation: str, target: int) -> float:
+    """Graded count score.
+    at least N: min(1, count / N)   (1 when N = 0)
+    less than N: 1 if count < N else (N - 1) / count   (0 when N <= 1)."""
+    if relation == "at least":
+        return 1.0 if target <= 0 else min(1.0, count / target)
+    if count < target:
+        return 1.0
+    return max(0.0, (target - 1) / count) if count > 0 else 0.0
+
+
+def _join_words(words: list[str], conj: str = "and") -> str:
+    if len(words) == 1:
+        return words[0]
+    return " ".join(words[:-1]) + f" {conj} " + words[-1]
+
+
+def _with_stop(sentence: str) -> str:
+    """End a sentence with a period unless the phrase it quotes already ends in . ! or ?
+    ("End your response with the phrase That is all." rather than "... all..")."""
+    return sentence if sentence.rstrip()[-1:] in ".!?" else sentence.rstrip() + "."
+
+
+def _lower_map(text: str) -> tuple[str, list[int]]:
+    """`text` lower-cased character by character, and for each lowered character the index of
+    the original character it came from (plus a final entry len(text)); str.lower() may turn one
+    character into two (İ -> i̇)."""
+    pieces, index = [], []
+    for i, char in enumerate(text):
+        low = char.lower()
+        pieces.append(low)
+        index.extend([i] * len(low))
+    index.append(len(text))
+    return "".join(pieces), index
+
+
+def _runs(positions: list[int]) -> list[Span]:
+    """Consecutive character positions grouped into ranges."""
+    spans: list[Span] = []
+    for pos in positions:
+        if spans and spans[-1][1] == pos:
+            spans[-1] = (spans[-1][0], pos + 1)
+        else:
+            spans.append((pos, pos + 1))
+    return spans
+
+
+# ---------------------------------------------------------------------------------------------
+# keywords
+
+
+@register("keywords:existence")
+class KeywordExistence(Verifier):
+    """Every keyword appears (case-insensitive substring, as IFEval). Graded: share of keywords
+    present. Spans: all occurrences of the keywords.
+
+    >>> KeywordExistence(keywords=["light"]).verify("Light and light.")
+    VerifyResult(score=1.0, spans=((0, 5), (10, 15)))
+    """
+
+    has_graded = True
+    params: ClassVar = {"keywords": Param(as_word_list, help="list of keywords")}
+    cue_words = ("keyword", "include", "mention", "word", "use")
+
+    def sentence(self) -> str:
+        words = self.kwargs["keywords"]
+        return f"Include the keyword {words[0]}." if len(words) == 1 else f"Include the keywords {_join_words(words)}."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans: list[Span] = []
+        found = 0
+        for word in self.kwargs["keywords"]:
+            hits = [m.span() for m in re.finditer(re.escape(word), text, flags=re.IGNORECASE)]
+            found += bool(hits)
+            spans += hits
+        total = len(self.kwargs["keywords"])
+        score = found / total if self.graded else float(found == total)
+        return score, spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return list(self.kwargs["keywords"]), list(self.cue_words)
+
+
+@register("keywords:forbidden_words")
+class ForbiddenWords(Verifier):
+    """None of the words appears as a whole word (case-insensitive). Graded: 1 - share of the
+    forbidden words present. Spans: the occurrences (empty when the rule holds)."""
+
+    has_graded = True
+    params: ClassVar = {"forbidden_words": Param(as_word_list, help="list of words")}
+    cue_words = ("not", "forbid", "avoid", "without", "word")
+
+    def sentence(self) -> str:
+        words = self.kwargs["forbidden_words"]
+        if len(words) == 1:
+            return f"Do not include the word {words[0]}."
+        return f"Do not include the words {_join_words(words, 'or')}."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans: list[Span] = []
+        present = 0
+        for word in self.kwargs["forbidden_words"]:
+            hits = [m.span() for m in re.finditer(r"\b" + re.escape(word) + r"\b", text, flags=re.IGNORECASE)]
+            present += bool(hits)
+            spans += hits
+        total = len(self.kwargs["forbidden_words"])
+        score = 1 - present / total if self.graded else float(present == 0)
+        return score, spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return list(self.kwargs["forbidden_words"]), list(self.cue_words)
+
+
+@register("keywords:frequency")
+class KeywordFrequency(Verifier):
+    """The keyword occurs (case-insensitive substring) `< frequency` or `>= frequency` times.
+    Graded: see `_graded_count`. Spans: the occurrences."""
+
+    has_graded = True
+    params: ClassVar = {
+        "keyword": Param(as_text, help="a word"),
+        "frequency": Param(as_int(0), help="an integer >= 0"),
+        "relation": _relation_param(),
+    }
+    cue_words = ("times", "word", "appear", "occur")
+
+    def sentence(self) -> str:
+        k = self.kwargs
+        return f"Use the word {k['keyword']} {k['relation']} {k['frequency']} times."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        k = self.kwargs
+        spans = [m.span() for m in re.finditer(re.escape(k["keyword"]), text, flags=re.IGNORECASE)]
+        count = len(spans)
+        if self.graded:
+            return _graded_count(count, k["relation"], k["frequency"]), spans
+        return float(_compare(count, k["relation"], k["frequency"])), spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return [self.kwargs["keyword"]], [*self.cue_words, str(self.kwargs["frequency"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# start / end
+
+
+class _PhrasePosition(Verifier):
+    """Shared by the start and end checks: compare the stripped, lower-cased text's start or end
+    with the stripped, lower-cased phrase (IFEval's end_checker)."""
+
+    phrase_arg: ClassVar[str] = ""
+    at_end: ClassVar[bool] = True
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        phrase = self.kwargs[self.phrase_arg].strip().lower()
+        stripped = text.strip()
+        lowered = stripped.lower()
+        ok = lowered.endswith(phrase) if self.at_end else lowered.startswith(phrase)
+        lead = len(text) - len(text.lstrip())
+        low_cw, index = _lower_map(stripped)
+        if self.at_end:
+            start = lead + index[max(0, len(low_cw) - len(phrase))]
+            span = (start, lead + len(stripped))
+        else:
+            span = (lead, lead + index[min(len(low_cw), len(phrase))])
+        return float(ok), [span]
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return [self.kwargs[self.phrase_arg]], list(self.cue_words)
+
+
+@register("startend:end_checker")
+class EndChecker(_PhrasePosition):
+    """The response ends with the phrase (after stripping whitespace, case-insensitive).
+    Spans: the end of the text compared with the phrase.
+
+    >>> EndChecker(end_phrase="That is all.").verify("Rain. That is all.  ")
+    VerifyResult(score=1.0, spans=((6, 18),))
+    """
+
+    params: ClassVar = {"end_phrase": Param(as_text, help="a phrase")}
+    phrase_arg = "end_phrase"
+    at_end = True
+    cue_words = ("end", "finish", "phrase")
+
+    def sentence(self) -> str:
+        return _with_stop(f"End your response with the phrase {self.kwargs['end_phrase']}")
+
+
+@register("startend:start_checker")
+class StartChecker(_PhrasePosition):
+    """The response starts with the phrase (after stripping whitespace, case-insensitive); not
+    an IFEval family, the mirror image of `startend:end_checker`. Spans: the start of the text
+    compared with the phrase."""
+
+    params: ClassVar = {"start_phrase": Param(as_text, help="a phrase")}
+    phrase_arg = "start_phrase"
+    at_end = False
+    cue_words = ("start", "begin", "phrase")
+
+    def sentence(self) -> str:
+        return _with_stop(f"Start your response with the phrase {self.kwargs['start_phrase']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# case
+
+
+@register("change_case:english_lowercase")
+class EnglishLowercase(Verifier):
+    """`text.islower()`: at least one cased letter and no upper/title-case letter (IFEval without
+    its language detection). Graded: share of cased letters that are lowercase. Spans: the
+    offending letters, or the whole text when the rule holds or the text has no letter."""
+
+    has_graded = True
+    params: ClassVar = {}
+    cue_words = ("lowercase", "lower case", "lower-case", "capital")
+
+    def sentence(self) -> str:
+        return "Use only lowercase letters."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        bad = [i for i, c in enumerate(text) if c.isupper() or c.istitle()]
+        good = sum(1 for c in text if c.islower())
+        if self.graded:
+            score = good / (good + len(bad)) if good + len(bad) else 0.0
+        else:
+            score = float(text.islower())
+        return score, (_runs(bad) if bad else [(0, len(text))])
+
+
+@register("change_case:english_capital")
+class EnglishCapital(Verifier):
+    """`text.isupper()`: at least one cased letter and no lower/title-case letter (IFEval without
+    its language detection). Graded: share of cased letters that are uppercase. Spans: the
+    offending letters, or the whole text when the rule holds or the text has no letter."""
+
+    has_graded = True
+    params: ClassVar = {}
+    cue_words = ("capital", "uppercase", "upper case", "all caps")
+
+    def sentence(self) -> str:
+        return "Use only capital letters."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        bad = [i for i, c in enumerate(text) if c.islower() or (c.istitle() and not c.isupper())]
+        good = sum(1 for c in text if c.isupper())
+        if self.graded:
+            score = good / (good + len(bad)) if good + len(bad) else 0.0
+        else:
+            score = float(text.isupper())
+        return score, (_runs(bad) if bad else [(0, len(text))])
+
+
+# ---------------------------------------------------------------------------------------------
+# length
+
+
+@register("length_constraints:number_words")
+class NumberWords(Verifier):
+    """Word count (`\\w+` runs, as IFEval) `< num_words` or `>= num_words`. Graded: see
+    `_graded_count`. Spans: every word."""
+
+    has_graded = True
+    params: ClassVar = {"num_words": Param(as_int(0), help="an integer >= 0"), "relation": _relation_param()}
+    cue_words = ("words", "word")
+
+    def sentence(self) -> str:
+        return f"Answer with {self.kwargs['relation']} {self.kwargs['num_words']} words."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans = word_spans(text)
+        k = self.kwargs
+        if self.graded:
+            return _graded_count(len(spans), k["relation"], k["num_words"]), spans
+        return float(_compare(len(spans), k["relation"], k["num_words"])), spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return [], [*self.cue_words, str(self.kwargs["num_words"])]
+
+
+@register("length_constraints:number_sentences")
+class NumberSentences(Verifier):
+    """Sentence count `< num_sentences` or `>= num_sentences` (our Punkt-like splitter, see
+    `core.verifiers.text`). Graded: see `_graded_count`. Spans: every sentence."""
+
+    has_graded = True
+    params: ClassVar = {"num_sentences": Param(as_int(0), help="an integer >= 0"), "relation": _relation_param()}
+    cue_words = ("sentences", "sentence")
+
+    def sentence(self) -> str:
+        return f"Answer with {self.kwargs['relation']} {self.kwargs['num_sentences']} sentences."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans = sentence_spans(text)
+        k = self.kwargs
+        if self.graded:
+            return _graded_count(len(spans), k["relation"], k["num_sentences"]), spans
+        return float(_compare(len(spans), k["relation"], k["num_sentences"])), spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return [], [*self.cue_words, str(self.kwargs["num_sentences"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# format
+
+
+@register("detectable_format:json_format")
+class JsonFormat(Verifier):
+    """The whole response (whitespace and one ```json fence removed, as IFEval) parses as JSON.
+    Spans: the block that was parsed."""
+
+    params: ClassVar = {}
+    cue_words = ("json",)
+
+    def sentence(self) -> str:
+        return "Wrap your entire response in JSON format."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        # Same sequence as IFEval: strip, drop the prefixes ```json, ```Json, ```JSON, ``` in turn,
+        # drop a ``` suffix, strip; tracked as indices so the span maps back into `text`.
+        start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+        if start >= end:
+            return 0.0, []
+        for prefix in ("```json", "```Json", "```JSON", "```"):
+            if text.startswith(prefix, start, end):
+                start += len(prefix)
+        if end - start >= 3 and text.endswith("```", start, end):
+            end -= 3
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        try:
+            json.loads(text[start:end])
+            ok = True
+        except (ValueError, RecursionError):
+            ok = False
+        return float(ok), [(start, end)]
+
+
+@register("detectable_format:number_bullet_lists")
+class NumberBulletLists(Verifier):
+    """Exactly `num_bullets` markdown bullets (lines starting with `* ` or `-`, IFEval's two
+    regexes). Graded: max(0, 1 - |count - N| / max(N, 1)). Spans: each bullet item."""
+
+    has_graded = True
+    params: ClassVar = {"num_bullets": Param(as_int(0), help="an integer >= 0")}
+    cue_words = ("bullet", "bullets", "points", "markdown")
+
+    def sentence(self) -> str:
+        n = self.kwargs["num_bullets"]
+        return f"Use exactly {n} markdown bullet point{'s' if n != 1 else ''} such as * this."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans: list[Span] = []
+        for pattern in (r"^\s*\*[^\*].*$", r"^\s*-.*$"):
+            for m in re.finditer(pattern, text, flags=re.MULTILINE):
+                start, end = m.span()
+                while start < end and text[start].isspace():
+                    start += 1  # the span starts at the bullet marker
+                spans.append((start, end))
+        count, target = len(spans), self.kwargs["num_bullets"]
+        if self.graded:
+            return max(0.0, 1 - abs(count - target) / max(target, 1)), spans
+        return float(count == target), spans
+
+
+@register("punctuation:no_comma")
+class NoComma(Verifier):
+    """No ',' anywhere. Graded: 1 / (1 + number of commas). Spans: each comma (empty when the
+    rule holds).
+
+    >>> NoComma().verify("a, b, c")
+    VerifyResult(score=0.0, spans=((1, 2), (4, 5)))
+    """
+
+    has_graded = True
+    params: ClassVar = {}
+    cue_words = ("comma", "commas")
+
+    def sentence(self) -> str:
+        return "Do not use any commas."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans = [(i, i + 1) for i, c in enumerate(text) if c == ","]
+        if self.graded:
+            return 1 / (1 + len(spans)), spans
+        return float(not spans), spans
+
+
+@register("detectable_format:title")
+class Title(Verifier):
+    """A title in double angular brackets, `<<...>>` on one line with non-blank content.
+    Spans: every `<<...>>` found."""
+
+    params: ClassVar = {}
+    cue_words = ("title", "<<", "angular")
+
+    def sentence(self) -> str:
+        return "Give your answer a title wrapped in double angular brackets such as <<my title>>."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        matches = list(re.finditer(r"<<[^\n]+>>", text))
+        ok = any(m.group().lstrip("<").rstrip(">").strip() for m in matches)
+        return float(ok), [m.span() for m in matches]
+
+
+@register("detectable_format:number_highlighted_sections")
+class NumberHighlightedSections(Verifier):
+    """At least `num_highlights` non-blank markdown highlights (`*text*` or `**text**`, IFEval's
+    count). Graded: min(1, count / N). Spans: the counted highlights."""
+
+    has_graded = True
+    params: ClassVar = {"num_highlights": Param(as_int(0), help="an integer >= 0")}
+    cue_words = ("highlight", "highlighted", "sections", "markdown")
+
+    def sentence(self) -> str:
+        return (
+            f"Highlight at least {self.kwargs['num_highlights']} sections with markdown such as *highlighted section*."
+        )
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans = [m.span() for m in re.finditer(r"\*[^\n\*]*\*", text) if m.group().strip("*").strip()]
+        spans += [
+            m.span()
+            for m in re.finditer(r"\*\*[^\n\*]*\*\*", text)
+            if m.group().removeprefix("**").removesuffix("**").strip()
+        ]
+        count, target = len(spans), self.kwargs["num_highlights"]
+        if self.graded:
+            return (1.0 if target <= 0 else min(1.0, count / target)), spans
+        return float(count >= target), spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return [], [*self.cue_words, str(self.kwargs["num_highlights"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# content
+
+
+@register("detectable_content:number_placeholders")
+class NumberPlaceholders(Verifier):
+    """At least `num_placeholders` placeholders in square brackets (`[name]`). Graded:
+    min(1, count / N). Spans: each placeholder."""
+
+    has_graded = True
+    params: ClassVar = {"num_placeholders": Param(as_int(0), help="an integer >= 0")}
+    cue_words = ("placeholder", "placeholders", "square brackets")
+
+    def sentence(self) -> str:
+        return f"Include at least {self.kwargs['num_placeholders']} placeholders in square brackets such as [name]."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans = [m.span() for m in re.finditer(r"\[.*?\]", text)]
+        count, target = len(spans), self.kwargs["num_placeholders"]
+        if self.graded:
+            return (1.0 if target <= 0 else min(1.0, count / target)), spans
+        return float(count >= target), spans
+
+
+@register("detectable_content:postscript")
+class Postscript(Verifier):
+    """A line (case-insensitive) holding the postscript marker: IFEval's patterns for 'P.S.' and
+    'P.P.S' (which allow a space after each period); any other marker is matched literally.
+    Spans: from each marker to the end of its line."""
+
+    params: ClassVar = {"postscript_marker": Param(as_text, help="e.g. 'P.S.' or 'P.P.S'")}
+    cue_words = ("postscript", "p.s", "p.p.s")
+
+    def sentence(self) -> str:
+        return _with_stop(
+            f"At the end of your response add a postscript starting with {self.kwargs['postscript_marker']}"
+        )
+
+    def _pattern(self) -> str:
+        marker = self.kwargs["postscript_marker"]
+        if marker == "P.P.S":
+            return r"\s*p\.\s?p\.\s?s.*$"
+        if marker == "P.S.":
+            return r"\s*p\.\s?s\..*$"
+        return r"\s*" + re.escape(marker.lower()) + r".*$"
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        ok = bool(re.findall(self._pattern(), text.lower(), flags=re.MULTILINE))
+        lowered, index = _lower_map(text)
+        spans = []
+        for m in re.finditer(self._pattern(), lowered, flags=re.MULTILINE):
+            start, end = m.span()
+            while start < end and lowered[start].isspace():
+                start += 1
+            spans.append((index[start], index[end]))
+        return float(ok), spans
+
+    def prompt_cues(self) -> tuple[list[str], list[str]]:
+        return [self.kwargs["postscript_marker"]], list(self.cue_words)
+
+
+# ---------------------------------------------------------------------------------------------
+# task correctness
+
+
+_INT_RE = re.compile(r"-?\d+")
+
+
+@register("task:arithmetic")
+class Arithmetic(Verifier):
+    """Task correctness: the first integer in the response equals `answer`. Spans: that integer,
+    or the whole text when it holds no integer (the whole text was searched).
+
+    >>> Arithmetic(answer=7).verify("It is 7.")
+    VerifyResult(score=1.0, spans=((6, 7),))
+    """
+
+    is_task = True
+    params: ClassVar = {"answer": Param(as_int(-(10**18)), help="an integer")}
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        m = _INT_RE.search(text)
+        if m is None:
+            return 0.0, [(0, len(text))]
+        try:
+            value = int(m.group())
+        except ValueError:  # more digits than int() accepts from a string: not the answer
+            return 0.0, [m.span()]
+        return float(value == self.kwargs["answer"]), [m.span()]
