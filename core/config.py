@@ -1,0 +1,489 @@
+"""The training configuration: one validated dataclass, its JSON form and its command line.
+
+`TrainConfig(**fields)` checks every value on construction and raises `ConfigError` (a
+`ValueError` whose `.field` names the offending field, so the app can show the message next to
+its form input). Checks that need the prompt set (reward weights naming real rewards) live in
+`TrainConfig.validate_against(reward_names)` and `TrainConfig.load_prompts()`.
+
+The command line is built from the fields: `--<field-name>` for every field (`_` -> `-`), its
+help text taken from the docstring line under the field.
+
+Never imports torch or transformers, not even indirectly: the app validates its form with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+import functools
+import inspect
+import json
+import math
+import os
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The names the registries in core/advantages.py and core/trainer.py know. Kept here (not imported
+# from them) because those modules import torch; tests check the two lists agree.
+METHODS = ("grpo", "gdpo", "mrtpo")
+ROUTINGS = ("replay", "span", "uniform")
+RELEVANCES = ("js", "js_specific")
+DEVICES = ("auto", "cpu", "cuda")
+MODEL_PRESETS = ("tiny-instruct", "smollm2-135m")
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Keys that config.json of a run holds besides the fields; from_dict() skips them.
+STORE_KEYS = ("reward_names", "schema_version")
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; `field` names it (None when the problem spans fields)."""
+
+    def __init__(self, field: str | None, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+        self.message = message
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    """A path as given when it exists (relative to the working directory), else relative to the repo root.
+
+    Lets `sample_data/prompts/default.jsonl` work from any working directory.
+    """
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    alt = REPO_ROOT / p
+    return alt if alt.exists() else p
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs; the run store records it as config.json."""
+
+    # --- model and data ---
+    model: str = "tiny-instruct"
+    """policy to train: a preset (tiny-instruct, smollm2-135m) or a local Hugging Face folder; tiny-instruct runs on a laptop CPU"""
+    prompt_set: str = "sample_data/prompts/default.jsonl"
+    """JSONL prompt set (native or IFEval format); the default matches tiny-instruct's training distribution"""
+    eval_prompt_set: str | None = None
+    """optional held-out JSONL prompt set, scored at every checkpoint (eval/... metrics); none by default to save time"""
+    custom_verifiers: str | None = None
+    """module name or .py path that registers extra verifier families before the prompt set loads"""
+
+    # --- method ---
+    method: str = "mrtpo"
+    """advantage estimator: grpo (sum rewards, then normalise), gdpo (normalise each reward per group) or mrtpo (GDPO routed to tokens)"""
+    routing: str = "replay"
+    """mrtpo only: where each reward's credit goes; replay (contrastive JS), span (verifier spans, an oracle) or uniform (= gdpo)"""
+    relevance: str = "js"
+    """mrtpo replay only: token relevance; js (JS distance) or js_specific (minus the mean JS of the other rewards)"""
+    sharpen: float = 1.0
+    """exponent on the normalised relevance u before mixing; 1.0 leaves it as measured, >1 concentrates credit"""
+    lam: float = 1.0
+    """routing strength in [0, 1]: w = clip((1 - lam) + lam * u, 0, w_max); 1 is pure routing, 0 reduces mrtpo to gdpo"""
+    w_max: float = 5.0
+    """upper clip of a routing weight (>= 1); 5 bounds how much one token can take of a reward's credit"""
+    reward_weights: dict[str, float] = field(default_factory=dict)
+    """weight per reward name (JSON object, or name=w,name=w on the command line); names left out get 1.0"""
+    eps: float = 1e-4
+    """added to standard deviations in the normalisations; 1e-4 keeps zero-spread groups at advantage 0"""
+
+    # --- rollout ---
+    group_size: int = 8
+    """G, responses sampled per prompt (>= 2: advantages compare responses inside a group); 8 as in GRPO papers"""
+    prompts_per_step: int = 4
+    """prompts per optimizer step; the batch is prompts_per_step * group_size responses"""
+    max_new_tokens: int = 48
+    """longest response in tokens (it ends earlier at eos); tiny-instruct's answers take 20-40 tokens"""
+    temperature: float = 1.0
+    """sampling temperature (top_k=0, top_p=1: the full distribution); 1.0 samples the policy itself"""
+
+    # --- optimisation ---
+    steps: int = 50
+    """optimizer steps of the run; 50 steps of tiny-instruct take a few minutes on a laptop CPU"""
+    lr: float = 5e-5
+    """AdamW learning rate; small models move visibly within 50 steps at 5e-5, use 1e-6..1e-5 for >1B models"""
+    clip_range: float = 0.2
+    """PPO clip epsilon on the importance ratio against the rollout policy; 0.2 as in PPO"""
+    kl_beta: float = 0.0
+    """weight of the KL penalty to a frozen copy of the initial policy; 0 skips the reference model (as in DAPO/Dr. GRPO)"""
+    inner_epochs: int = 1
+    """passes over each batch of rollouts; 1 is on-policy (ratio 1 on the first pass)"""
+    max_grad_norm: float = 1.0
+    """clip the gradient's global norm to this value before each step; 0 disables clipping"""
+    seed: int = 0
+    """seeds prompt order, sampling and initialisation; the same seed on CPU gives the same metrics"""
+
+    # --- replay ---
+    replay_chunk: int = 16
+    """samples per forward pass in replay and in the update (memory bound); 16 fits a 135M model on 8 GB"""
+
+    # --- run and output ---
+    runs_dir: str = "runs"
+    """folder that holds run folders (the app lists it)"""
+    run_name: str = ""
+    """name of the run folder ([A-Za-z0-9._-], up to 64 chars); empty picks <method>-<date>-<time>"""
+    checkpoint_every: int = 25
+    """save the policy and optimizer every this many steps (and always at the end); 0 saves only at the end"""
+    device: str = "auto"
+    """auto (cuda when available, else cpu), cpu or cuda; cuda runs under bf16 autocast"""
+
+    def __post_init__(self) -> None:
+        _coerce_types(self)
+        for name, check in _CHECKS:
+            message = check(getattr(self, name), self)
+            if message:
+                raise ConfigError(name, message)
+
+    # ---- reward-dependent checks ----
+    def validate_against(self, reward_names: list[str]) -> None:
+        """Check `reward_weights` against the rewards of the prompt set (ConfigError on mismatch)."""
+        unknown = [name for name in self.reward_weights if name not in reward_names]
+        if unknown:
+            raise ConfigError(
+                "reward_weights",
+                f"unknown reward name(s) {unknown}; the prompt set's rewards are {list(reward_names)}",
+            )
+        if reward_names and all(self.reward_weight(n) == 0 for n in reward_names):
+            raise ConfigError("reward_weights", "every reward has weight 0, so no reward would be learned; raise one")
+
+    def reward_weight(self, name: str) -> float:
+        return float(self.reward_weights.get(name, 1.0))
+
+    def load_prompts(self, path: str | None = None) -> tuple[list, list[str]]:
+        """Load custom verifiers and the prompt set, check the weights: `(items, reward_names)`.
+
+        Any problem is a ConfigError naming `custom_verifiers`, `prompt_set` or `reward_weights`.
+        `path` loads another set (the eval set) with the same checks, reported against `eval_prompt_set`.
+        """
+        from core import tasks, verifiers  # torch-free by contract
+
+        if self.custom_verifiers:
+            try:
+                verifiers.load_custom(self.custom_verifiers)
+            except Exception as exc:  # a user's module can fail in any way
+                raise ConfigError("custom_verifiers", f"cannot load {self.custom_verifiers!r}: {exc}") from exc
+        field_name = "prompt_set" if path is None else "eval_prompt_set"
+        source = resolve_path(self.prompt_set if path is None else path)
+        try:
+            items = tasks.load_prompt_set(source)
+        except Exception as exc:
+            raise ConfigError(field_name, f"cannot load {str(source)!r}: {exc}") from exc
+        if not items:
+            raise ConfigError(field_name, f"{str(source)!r} holds no prompts")
+        names = list(tasks.reward_names(items))
+        if path is None:
+            self.validate_against(names)
+        return items, names
+
+    # ---- serialisation ----
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _copy_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> TrainConfig:
+        """Build from a dict (config.json of a run works: its store keys are skipped); unknown keys are errors."""
+        if not isinstance(data, dict):
+            raise ConfigError(None, f"a config must be a JSON object, got {type(data).__name__}")
+        merged = {k: v for k, v in data.items() if k not in STORE_KEYS}
+        merged.update(overrides)
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in merged:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; valid fields: {', '.join(names)}"
+                raise ConfigError(key, f"unknown config field{hint}")
+        return cls(**merged)
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike, **overrides: Any) -> TrainConfig:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(None, f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(None, f"config file {str(path)!r} is not valid JSON: {exc}") from exc
+        return cls.from_dict(data, **overrides)
+
+
+# ---------------------------------------------------------------- value checks
+# Each check returns an error message (what is wrong and how to fix it) or "" when the value is fine.
+
+
+def _model_check(v: str, cfg: TrainConfig) -> str:
+    if not v:
+        return f"give a preset ({', '.join(MODEL_PRESETS)}) or a local Hugging Face model folder"
+    if v in MODEL_PRESETS:
+        return ""
+    p = resolve_path(v)
+    if p.is_dir():
+        if not (p / "config.json").exists():
+            return f"{v!r} is a folder without config.json; point it at a save_pretrained folder"
+        return ""
+    return (
+        f"{v!r} is neither a preset ({', '.join(MODEL_PRESETS)}) nor an existing model folder "
+        "(nothing is downloaded: give a local save_pretrained folder)"
+    )
+
+
+def _readable_file(v: str | None, optional: bool) -> str:
+    if v is None or v == "":
+        return "" if optional else "give the path of a JSONL prompt set"
+    p = resolve_path(v)
+    if not p.is_file():
+        return f"no such file {v!r}; give the path of a JSONL prompt set"
+    if not os.access(p, os.R_OK):
+        return f"{v!r} is not readable; check its permissions"
+    return ""
+
+
+def _custom_check(v: str | None, cfg: TrainConfig) -> str:
+    if not v:
+        return ""
+    if v.endswith(".py"):
+        return "" if resolve_path(v).is_file() else f"no such file {v!r}; give a .py path or an importable module name"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", v):
+        return f"{v!r} is neither a .py file nor a module name like my_pkg.verifiers"
+    return ""
+
+
+def _choice(valid: tuple[str, ...]):
+    def check(v: str, cfg: TrainConfig) -> str:
+        if v in valid:
+            return ""
+        close = difflib.get_close_matches(str(v), valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown value {v!r}{hint}; choose one of: {', '.join(valid)}"
+
+    return check
+
+
+def _at_least(lo: float, why: str = "", strict: bool = False):
+    def check(v: float, cfg: TrainConfig) -> str:
+        if not math.isfinite(v):
+            return f"must be a finite number, got {v}"
+        if v < lo or (strict and v == lo):
+            relation = ">" if strict else ">="
+            return f"must be {relation} {lo:g}, got {v:g}" + (f"; {why}" if why else "")
+        return ""
+
+    return check
+
+
+def _lam_check(v: float, cfg: TrainConfig) -> str:
+    if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+        return f"must lie in [0, 1] (0 = uniform weights, 1 = pure routing), got {v}"
+    return ""
+
+
+def _weights_check(v: dict[str, float], cfg: TrainConfig) -> str:
+    for name, w in v.items():
+        if not isinstance(name, str) or not name:
+            return f"reward names must be non-empty strings, got {name!r}"
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            return f"weight of {name!r} must be a finite number, got {w!r}"
+        if w < 0:
+            return f"weight of {name!r} is {w:g}; weights must be >= 0 (set 0 to ignore a reward)"
+    return ""
+
+
+def _run_name_check(v: str, cfg: TrainConfig) -> str:
+    if v and not RUN_NAME_RE.fullmatch(v):
+        return (
+            f"{v!r} is not a valid run name: use 1-64 characters from A-Z a-z 0-9 . _ - "
+            "starting with a letter or digit (or leave it empty for an automatic name)"
+        )
+    return ""
+
+
+_CHECKS: list[tuple[str, Any]] = [
+    ("model", _model_check),
+    ("prompt_set", lambda v, c: _readable_file(v, optional=False)),
+    ("eval_prompt_set", lambda v, c: _readable_file(v, optional=True)),
+    ("custom_verifiers", _custom_check),
+    ("method", _choice(METHODS)),
+    ("routing", _choice(ROUTINGS)),
+    ("relevance", _choice(RELEVANCES)),
+    ("sharpen", _at_least(0.0, "use 1.0 to keep the relevance as measured", strict=True)),
+    ("lam", _lam_check),
+    ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),
+    ("reward_weights", _weights_check),
+    ("eps", _at_least(0.0, "try 1e-4", strict=True)),
+    ("group_size", _at_least(2, "advantages compare responses within a group, so a group needs 2 or more")),
+    ("prompts_per_step", _at_least(1)),
+    ("max_new_tokens", _at_least(1)),
+    ("temperature", _at_least(0.0, "use 1.0 to sample the policy itself", strict=True)),
+    ("steps", _at_least(1)),
+    ("lr", _at_least(0.0, "try 5e-5 for small models, 1e-6 for large ones", strict=True)),
+    ("clip_range", _at_least(0.0, "try 0.2", strict=True)),
+    ("kl_beta", _at_least(0.0, "use 0 to train without a reference model")),
+    ("inner_epochs", _at_least(1)),
+    ("max_grad_norm", _at_least(0.0, "use 0 to disable clipping")),
+    ("seed", _at_least(0)),
+    ("replay_chunk", _at_least(1)),
+    ("runs_dir", lambda v, c: "" if v else "give a folder for the runs, e.g. runs"),
+    ("run_name", _run_name_check),
+    ("checkpoint_every", _at_least(0, "use 0 to save only at the end")),
+    ("device", _choice(DEVICES)),
+]
+
+
+# ---------------------------------------------------------------- types
+
+
+@functools.cache
+def field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def _base_type(tp: Any) -> Any:
+    """`str | None` -> str; other annotations unchanged."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
+        return args[0]
+    return tp
+
+
+def _coerce_types(cfg: TrainConfig) -> None:
+    """Accept what JSON and forms produce (an int for a float, 8.0 for an int); reject the rest with a message."""
+    for f in dataclasses.fields(cfg):
+        tp = field_types()[f.name]
+        optional = type(None) in typing.get_args(tp)
+        base = _base_type(tp)
+        v = getattr(cfg, f.name)
+        if v is None and optional:
+            continue
+        if base is str and optional and v == "":
+            setattr(cfg, f.name, None)
+            continue
+        if base is int:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+                raise ConfigError(f.name, f"must be a whole number, got {v!r}")
+            setattr(cfg, f.name, int(v))
+        elif base is float:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ConfigError(f.name, f"must be a number, got {v!r}")
+            setattr(cfg, f.name, float(v))
+        elif base is str:
+            if isinstance(v, os.PathLike):
+                v = os.fspath(v)
+                setattr(cfg, f.name, v)
+            if not isinstance(v, str):
+                raise ConfigError(f.name, f"must be a string, got {v!r}")
+        elif typing.get_origin(base) is dict:
+            if not isinstance(v, dict):
+                raise ConfigError(f.name, f"must be a mapping of reward name to weight, got {v!r}")
+            setattr(cfg, f.name, dict(v))
+
+
+def _copy_value(v: Any) -> Any:
+    return dict(v) if isinstance(v, dict) else v
+
+
+# ---------------------------------------------------------------- docs and command line
+
+
+@functools.cache
+def field_docs() -> dict[str, tuple[str, str]]:
+    """field name -> (section title, docstring line), read from this class's source (cleanrl style)."""
+    source = inspect.getsource(TrainConfig)
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    body = tree.body[0].body
+    docs: dict[str, tuple[str, str]] = {}
+    section = ""
+    prev_end = 0
+    for i, node in enumerate(body):
+        for line in lines[prev_end : node.lineno - 1]:
+            m = re.match(r"\s*# --- (.+?) ---", line)
+            if m:
+                section = m.group(1)
+        prev_end = node.end_lineno or node.lineno
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            nxt = body[i + 1] if i + 1 < len(body) else None
+            doc = ""
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                doc = nxt.value.value.strip()
+            docs[node.target.id] = (section, doc)
+    return docs
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """`'{"a": 2}'` or `'a=2,b=0.5'` -> {"a": 2.0, "b": 0.5} (argparse type for reward_weights)."""
+    text = text.strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"not a JSON object: {exc}") from exc
+        if not isinstance(data, dict):
+            raise argparse.ArgumentTypeError("give a JSON object of reward name -> weight")
+        return data
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.rpartition("=")
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"{part!r}: write name=weight, e.g. keywords:existence=2")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{part!r}: the weight must be a number") from exc
+    return out
+
+
+def _optional_str(text: str) -> str | None:
+    return text or None
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One `--<field-name>` option per TrainConfig field, grouped by section, help from the field docs.
+
+    Defaults are `argparse.SUPPRESS`, so the namespace holds only the flags given (they override --config).
+    """
+    docs = field_docs()
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    defaults = TrainConfig.__dataclass_fields__
+    for f in dataclasses.fields(TrainConfig):
+        section, doc = docs.get(f.name, ("", ""))
+        group = groups.get(section)
+        if group is None:
+            group = groups[section] = parser.add_argument_group(section or "options")
+        tp = _base_type(field_types()[f.name])
+        if typing.get_origin(tp) is dict:
+            conv, metavar = parse_weights, "NAME=W,..."
+        elif type(None) in typing.get_args(field_types()[f.name]):
+            conv, metavar = _optional_str, "STR"
+        else:
+            conv, metavar = tp, tp.__name__.upper()
+        choices = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES, "device": DEVICES}.get(f.name)
+        default = defaults[f.name].default
+        if default is dataclasses.MISSING:
+            default = defaults[f.name].default_factory()  # type: ignore[misc]
+        shown = json.dumps(default) if isinstance(default, dict) else repr(default)
+        group.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=conv,
+            choices=choices,
+            metavar=None if choices else metavar,
+            default=argparse.SUPPRESS,
+            help=f"{doc} (default: {shown})".replace("%", "%%"),
+        )
+
+
+def config_from_args(ns: argparse.Namespace, config_file: str | None = None) -> TrainConfig:
+    """`--config FILE` first, then the flags given on the command line on top of it."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    flags = {k: v for k, v in vars(ns).items() if k in names}
+    if config_file:
+        return TrainConfig.from_json(config_file, **flags)
+    return TrainConfig(**flags)
