@@ -14,11 +14,15 @@ Never imports streamlit or plotly.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from core.loss import entropy_from_logits, token_logprobs
 
 LN2 = math.log(2.0)
 
@@ -197,3 +201,180 @@ def js_summary(d: Tensor, mask: Tensor, reward_names: Sequence[str]) -> dict[str
         out[f"js/{name}/mean"] = float(vals.mean()) if vals.numel() else float("nan")
         out[f"js/{name}/max"] = float(vals.max()) if vals.numel() else float("nan")
     return out
+
+
+# ----------------------------------------------------------------------------- teacher-forced passes
+
+
+def teacher_forced_batch(
+    prompts_ids: Sequence[Sequence[int]], response_ids: Tensor, resp_mask: Tensor, pad_token_id: int = 0
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Inputs for teacher-forcing response rows under prompts: (input_ids, attention_mask, position_ids).
+
+    Prompts are left-padded to the longest prompt P, so response token t of every row sits at
+    column P + t and is predicted by the logits at column P + t - 1. The attention mask is 0 on the
+    left padding and on the response's right padding; position ids count real tokens only
+    (cumsum(attention_mask) - 1), so a row's positions do not depend on how much padding it got.
+    """
+    n, t = response_ids.shape
+    if len(prompts_ids) != n:
+        raise ValueError(f"{len(prompts_ids)} prompts for {n} response rows")
+    if any(len(p) == 0 for p in prompts_ids):
+        raise ValueError("every prompt needs at least one token (nothing would predict response token 0)")
+    p_max = max(len(p) for p in prompts_ids)
+    device = response_ids.device
+    prompt_block = torch.full((n, p_max), pad_token_id, dtype=torch.long, device=device)
+    prompt_attn = torch.zeros((n, p_max), dtype=torch.long, device=device)
+    for row, ids in enumerate(prompts_ids):
+        prompt_block[row, p_max - len(ids):] = torch.as_tensor(list(ids), dtype=torch.long, device=device)
+        prompt_attn[row, p_max - len(ids):] = 1
+    input_ids = torch.cat([prompt_block, response_ids.long()], dim=1)  # (n, P + T)
+    attention_mask = torch.cat([prompt_attn, resp_mask.long()], dim=1)  # (n, P + T)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return input_ids, attention_mask, position_ids
+
+
+def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def response_logits(
+    model: torch.nn.Module,
+    prompts_ids: Sequence[Sequence[int]],
+    response_ids: Tensor,
+    resp_mask: Tensor,
+    pad_token_id: int = 0,
+) -> Tensor:
+    """Logits (n, T, V) whose row t is the distribution that predicts response token t
+    (model logits at column P + t - 1 of the left-padded sequence). Gradient follows the caller's
+    context (wrap in torch.no_grad() for rollout / replay passes)."""
+    t = response_ids.shape[1]
+    input_ids, attention_mask, position_ids = teacher_forced_batch(prompts_ids, response_ids, resp_mask, pad_token_id)
+    kwargs = {"logits_to_keep": t + 1} if _accepts_logits_to_keep(model) else {}
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False, **kwargs)
+    logits = out.logits  # (n, T + 1, V) with logits_to_keep, else (n, P + T, V)
+    return logits[:, -(t + 1):-1, :]
+
+
+@dataclass
+class ResponseLogprobs:
+    """One teacher-forced pass over the sampled responses.
+
+    token_logp: (B, T) log pi(y_t) of the sampled tokens (0 at padding) - the rollout log-probs;
+    entropy: (B, T) next-token entropy (0 at padding);
+    logp_full: (B, T, V) float32 next-token log-distributions (or None when not kept) - hand it to
+    `contrastive_js` so replay only runs the K contrastive passes.
+    """
+
+    token_logp: Tensor
+    entropy: Tensor
+    logp_full: Tensor | None
+
+
+def _chunks(n: int, size: int) -> list[range]:
+    size = max(1, int(size))
+    return [range(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+@torch.no_grad()
+def response_logprobs(
+    model: torch.nn.Module,
+    prompts_ids: Sequence[Sequence[int]],
+    response_ids: Tensor,
+    resp_mask: Tensor,
+    chunk: int = 8,
+    keep_full: bool = True,
+    pad_token_id: int = 0,
+) -> ResponseLogprobs:
+    """Teacher-force the sampled response ids under their prompts, `chunk` rows per forward pass,
+    no gradient. Each chunk is cut to its longest response. See `ResponseLogprobs`."""
+    b, t = response_ids.shape
+    mask = resp_mask.bool()
+    token_logp = torch.zeros((b, t), dtype=torch.float32, device=response_ids.device)
+    entropy = torch.zeros_like(token_logp)
+    logp_full = None
+    for rows in _chunks(b, chunk):
+        sl = slice(rows.start, rows.stop)
+        t_c = int(mask[sl].sum(-1).max()) if t else 0
+        if t_c == 0:
+            continue
+        logits = response_logits(
+            model, [prompts_ids[i] for i in rows], response_ids[sl, :t_c], resp_mask[sl, :t_c], pad_token_id
+        ).float()
+        m = mask[sl, :t_c]
+        token_logp[sl, :t_c] = torch.where(m, token_logprobs(logits, response_ids[sl, :t_c]), 0.0)
+        entropy[sl, :t_c] = torch.where(m, entropy_from_logits(logits), 0.0)
+        if keep_full:
+            if logp_full is None:
+                logp_full = torch.zeros((b, t, logits.shape[-1]), dtype=torch.float32, device=logits.device)
+            logp_full[sl, :t_c] = torch.log_softmax(logits, dim=-1)
+    return ResponseLogprobs(token_logp, entropy, logp_full)
+
+
+@torch.no_grad()
+def contrastive_js(
+    model: torch.nn.Module,
+    prompts_ids: Sequence[Sequence[int]],
+    contrastive_ids: Sequence[Sequence[Sequence[int] | None]],
+    response_ids: Tensor,
+    resp_mask: Tensor,
+    chunk_size: int = 8,
+    logp_full: Tensor | None = None,
+    pad_token_id: int = 0,
+) -> Tensor:
+    """Relevance d[i, k, t] = js_distance(p_t, q_t) (B, K, T) by contrastive replay.
+
+    p_t: next-token distribution at response position t under the full prompt x_i; q_t: the same
+    under the contrastive prompt x_i^-k (`contrastive_ids[i][k]`, None when reward k does not apply
+    to sample i -> d = NaN there). The SAME sampled response ids are teacher-forced in every pass
+    (never a re-encoding of the text). All (sample, prompt variant) rows are batched together,
+    `chunk_size` rows per forward pass, each chunk cut to its longest response, no gradient.
+    `logp_full` (B, T, V) from `response_logprobs` (the rollout pass) is reused when given;
+    otherwise the full-prompt rows join the job list and are kept only until their sample's
+    contrastive rows are done (memory stays bounded by the chunk). Padding positions get d = 0.
+    """
+    b, t = response_ids.shape
+    if len(contrastive_ids) != b:
+        raise ValueError(f"contrastive prompts for {len(contrastive_ids)} samples, responses for {b}")
+    k_count = max((len(c) for c in contrastive_ids), default=0)
+    device = response_ids.device
+    d = torch.zeros((b, k_count, t), dtype=torch.float32, device=device)
+    lengths = resp_mask.bool().sum(-1).tolist()
+    full = object()  # marks a full-prompt job
+    jobs: list[tuple[int, object]] = []
+    last_job: dict[int, int] = {}
+    for i in range(b):
+        ks = [k for k in range(k_count) if k < len(contrastive_ids[i]) and contrastive_ids[i][k] is not None]
+        if lengths[i] == 0 or not ks:
+            continue
+        if logp_full is None:
+            jobs.append((i, full))
+        jobs.extend((i, k) for k in ks)
+        last_job[i] = len(jobs) - 1
+    cache: dict[int, Tensor] = {}
+    for rows in _chunks(len(jobs), chunk_size):
+        chunk_jobs = [jobs[j] for j in rows]
+        idx = torch.tensor([i for i, _ in chunk_jobs], dtype=torch.long, device=device)
+        t_c = max(lengths[i] for i, _ in chunk_jobs)
+        prompts = [prompts_ids[i] if k is full else contrastive_ids[i][k] for i, k in chunk_jobs]
+        logits = response_logits(model, prompts, response_ids[idx, :t_c], resp_mask[idx, :t_c], pad_token_id)
+        logq = torch.log_softmax(logits.float(), dim=-1)  # (n, t_c, V)
+        for row, (i, k) in enumerate(chunk_jobs):  # full rows precede their sample's contrastive rows
+            if k is full:
+                cache[i] = logq[row, : lengths[i]]
+        for row, (i, k) in enumerate(chunk_jobs):
+            if k is full:
+                continue
+            n_i = lengths[i]
+            logp = cache[i] if logp_full is None else logp_full[i, :n_i].to(device).float()
+            d[i, k, :n_i] = js_distance(logp, logq[row, :n_i])
+            if rows.start + row == last_job[i]:
+                cache.pop(i, None)
+    for i in range(b):
+        for k in range(k_count):
+            if k >= len(contrastive_ids[i]) or contrastive_ids[i][k] is None:
+                d[i, k, :] = torch.nan
+    return d

