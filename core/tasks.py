@@ -81,7 +81,8 @@ class PromptItem:
         verifier the task text); None when it cannot be found (IFEval items only)."""
         self._check_index(k)
         if self.text is not None:
-            return _locate_constraint(self.text, self.constraints[k])
+            others = [c for j, c in enumerate(self.constraints) if j != k]
+            return _locate_constraint(self.text, self.constraints[k], others)
         pos = 0
         for text, owners in self._pieces():
             if k in owners:
@@ -196,7 +197,9 @@ def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: st
 def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str) -> PromptItem | None:
     prompt = record.get("prompt")
     ids = record.get("instruction_id_list")
-    all_kwargs = record.get("kwargs") or [{} for _ in ids or []]
+    all_kwargs = record.get("kwargs")
+    if all_kwargs is None and isinstance(ids, list):
+        all_kwargs = [{} for _ in ids]
     if not isinstance(prompt, str):
         raise ValueError("IFEval record without a 'prompt' string")
     if not isinstance(ids, list) or not isinstance(all_kwargs, list) or len(ids) != len(all_kwargs):
@@ -294,19 +297,40 @@ def prompt_segments(text: str) -> list[Span]:
     return segments
 
 
-def _locate_constraint(text: str, verifier: Verifier) -> Span | None:
-    """The segment of `text` that best matches the constraint: 2 points per argument string
-    (keyword, phrase) found, 1 per cue word, ties to the later segment (constraints usually
-    follow the task); None when nothing matches."""
+def _segment_score(segment: str, verifier: Verifier) -> int:
+    """3 per argument string (keyword, phrase, "at least 300") the segment holds, plus the
+    weight of each cue word found at a word start; case-insensitive."""
     args, cues = verifier.prompt_cues()
-    best, best_score = None, 0
-    for start, end in prompt_segments(text):
-        segment = text[start:end].lower()
-        score = 2 * sum(1 for a in args if a.strip() and a.strip().lower() in segment)
-        score += sum(1 for c in cues if re.search(r"(?<!\w)" + re.escape(c.lower()), segment))
-        if score > 0 and score >= best_score:
-            best, best_score = (start, end), score
-    return best
+    low = segment.lower()
+    score = 3 * sum(1 for a in args if a.strip() and a.strip().lower() in low)
+    score += sum(w for cue, w in cues.items() if re.search(r"(?<!\w)" + re.escape(cue.lower()), low))
+    return score
+
+
+def _best_segment(text: str, segments: list[Span], verifier: Verifier) -> tuple[int | None, list[int]]:
+    """Index of the best-scoring segment for `verifier` (ties go to the later segment, as
+    constraints usually follow the task; None when none scores above 0) and all scores."""
+    scores = [_segment_score(text[s:e], verifier) for s, e in segments]
+    best = max(range(len(segments)), key=lambda i: (scores[i], i), default=None)
+    if best is None or scores[best] <= 0:
+        return None, scores
+    return best, scores
+
+
+def _locate_constraint(text: str, verifier: Verifier, others: Sequence[Verifier] = ()) -> Span | None:
+    """The part of a free-form prompt that states the constraint: its best-scoring segment
+    (`_segment_score`), extended over the segments right after it that also match its cues
+    and are not another constraint's best segment ("... in all lowercase letters. No capital
+    letters are allowed."). None when no segment matches."""
+    segments = prompt_segments(text)
+    best, scores = _best_segment(text, segments, verifier)
+    if best is None:
+        return None
+    taken = {_best_segment(text, segments, other)[0] for other in others}
+    last = best
+    while last + 1 < len(segments) and scores[last + 1] > 0 and last + 1 not in taken:
+        last += 1
+    return (segments[best][0], segments[last][1])
 
 
 def _cut(text: str, start: int, end: int) -> str:

@@ -142,8 +142,11 @@ class Verifier:
     has_graded: ClassVar[bool] = False
     graded_doc: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
-    # Words that mark the sentence of a free-form prompt (IFEval) that states this constraint.
-    cue_words: ClassVar[tuple[str, ...]] = ()
+    # Words (matched at a word start, case-insensitive) that mark the sentence of a free-form
+    # prompt (IFEval) stating this constraint, with their weight: 2 for the word that names the
+    # rule ("comma"), 1 for words of its follow-up sentences ("capital" in "No capital letters
+    # are allowed." after a lowercase rule).
+    cue_words: ClassVar[dict[str, int]] = {}
 
     def __init__(self, graded: bool = False, **kwargs: Any) -> None:
         if not isinstance(graded, bool):
@@ -203,11 +206,11 @@ class Verifier:
             log.exception("verifier %s raised on a text of %d characters; scoring 0", self.family, len(text))
             return VerifyResult(0.0, ())
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        """(argument strings, cue words) used to find the sentence of a free-form prompt that
-        states this constraint: argument strings (keywords, phrases) are strong evidence, cue
-        words ("comma", "lowercase") weaker."""
-        return [], list(self.cue_words)
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        """(argument strings, weighted cue words) used to find the sentence of a free-form
+        prompt that states this constraint: argument strings (keywords, phrases, "at least 300")
+        count 3 each, cue words their weight."""
+        return [], dict(self.cue_words)
 
     def to_spec(self) -> dict[str, Any]:
         """The JSON constraint spec this verifier was built from (`build(**spec)` rebuilds it)."""

@@ -110,7 +110,7 @@ class KeywordExistence(Verifier):
 
     has_graded = True
     params: ClassVar = {"keywords": Param(as_word_list, help="list of keywords")}
-    cue_words = ("keyword", "include", "mention", "word", "use")
+    cue_words = {"keyword": 2, "include": 1, "mention": 1}
 
     def sentence(self) -> str:
         words = self.kwargs["keywords"]
@@ -127,8 +127,8 @@ class KeywordExistence(Verifier):
         score = found / total if self.graded else float(found == total)
         return score, spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return list(self.kwargs["keywords"]), list(self.cue_words)
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return list(self.kwargs["keywords"]), dict(self.cue_words)
 
 
 @register("keywords:forbidden_words")
@@ -137,8 +137,8 @@ class ForbiddenWords(Verifier):
     forbidden words present. Spans: the occurrences (empty when the rule holds)."""
 
     has_graded = True
-    params: ClassVar = {"forbidden_words": Param(as_word_list, help="list of words")}
-    cue_words = ("not", "forbid", "avoid", "without", "word")
+    params: ClassVar = {"forbidden_words": Param(lambda v: sorted(set(as_word_list(v))), help="list of words")}
+    cue_words = {"keyword": 1, "forbid": 1, "avoid": 1, "not": 1}
 
     def sentence(self) -> str:
         words = self.kwargs["forbidden_words"]
@@ -157,8 +157,8 @@ class ForbiddenWords(Verifier):
         score = 1 - present / total if self.graded else float(present == 0)
         return score, spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return list(self.kwargs["forbidden_words"]), list(self.cue_words)
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return list(self.kwargs["forbidden_words"]), dict(self.cue_words)
 
 
 @register("keywords:frequency")
@@ -168,11 +168,11 @@ class KeywordFrequency(Verifier):
 
     has_graded = True
     params: ClassVar = {
-        "keyword": Param(as_text, help="a word"),
+        "keyword": Param(lambda v: as_text(v).strip(), help="a word"),
         "frequency": Param(as_int(0), help="an integer >= 0"),
         "relation": _relation_param(),
     }
-    cue_words = ("times", "word", "appear", "occur")
+    cue_words = {"times": 1, "appear": 1, "occur": 1}
 
     def sentence(self) -> str:
         k = self.kwargs
@@ -186,8 +186,9 @@ class KeywordFrequency(Verifier):
             return _graded_count(count, k["relation"], k["frequency"]), spans
         return float(_compare(count, k["relation"], k["frequency"])), spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return [self.kwargs["keyword"]], [*self.cue_words, str(self.kwargs["frequency"])]
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        k = self.kwargs
+        return [k["keyword"], f"{k['relation']} {k['frequency']}"], dict(self.cue_words)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,18 +196,20 @@ class KeywordFrequency(Verifier):
 
 
 class _PhrasePosition(Verifier):
-    """Shared by the start and end checks: compare the stripped, lower-cased text's start or end
-    with the stripped, lower-cased phrase (IFEval's end_checker)."""
+    """Shared by the start and end checks, as IFEval's end_checker: strip whitespace, then
+    double quotes, from the text; compare its lower-cased end (or start) with the stripped,
+    lower-cased phrase."""
 
     phrase_arg: ClassVar[str] = ""
     at_end: ClassVar[bool] = True
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
         phrase = self.kwargs[self.phrase_arg].strip().lower()
-        stripped = text.strip()
+        ws_stripped = text.strip()
+        stripped = ws_stripped.strip('"')
         lowered = stripped.lower()
         ok = lowered.endswith(phrase) if self.at_end else lowered.startswith(phrase)
-        lead = len(text) - len(text.lstrip())
+        lead = len(text) - len(text.lstrip()) + len(ws_stripped) - len(ws_stripped.lstrip('"'))
         low_cw, index = _lower_map(stripped)
         if self.at_end:
             start = lead + index[max(0, len(low_cw) - len(phrase))]
@@ -215,13 +218,14 @@ class _PhrasePosition(Verifier):
             span = (lead, lead + index[min(len(low_cw), len(phrase))])
         return float(ok), [span]
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return [self.kwargs[self.phrase_arg]], list(self.cue_words)
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [self.kwargs[self.phrase_arg]], dict(self.cue_words)
 
 
 @register("startend:end_checker")
 class EndChecker(_PhrasePosition):
-    """The response ends with the phrase (after stripping whitespace, case-insensitive).
+    """The response ends with the phrase (after stripping whitespace and double quotes,
+    case-insensitive).
     Spans: the end of the text compared with the phrase.
 
     >>> EndChecker(end_phrase="That is all.").verify("Rain. That is all.  ")
@@ -231,7 +235,7 @@ class EndChecker(_PhrasePosition):
     params: ClassVar = {"end_phrase": Param(as_text, help="a phrase")}
     phrase_arg = "end_phrase"
     at_end = True
-    cue_words = ("end", "finish", "phrase")
+    cue_words = {"end": 1, "finish": 1, "phrase": 1}
 
     def sentence(self) -> str:
         return _with_stop(f"End your response with the phrase {self.kwargs['end_phrase']}")
@@ -239,14 +243,15 @@ class EndChecker(_PhrasePosition):
 
 @register("startend:start_checker")
 class StartChecker(_PhrasePosition):
-    """The response starts with the phrase (after stripping whitespace, case-insensitive); not
+    """The response starts with the phrase (after stripping whitespace and double quotes,
+    case-insensitive); not
     an IFEval family, the mirror image of `startend:end_checker`. Spans: the start of the text
     compared with the phrase."""
 
     params: ClassVar = {"start_phrase": Param(as_text, help="a phrase")}
     phrase_arg = "start_phrase"
     at_end = False
-    cue_words = ("start", "begin", "phrase")
+    cue_words = {"start": 1, "begin": 1, "phrase": 1}
 
     def sentence(self) -> str:
         return _with_stop(f"Start your response with the phrase {self.kwargs['start_phrase']}")
@@ -264,7 +269,7 @@ class EnglishLowercase(Verifier):
 
     has_graded = True
     params: ClassVar = {}
-    cue_words = ("lowercase", "lower case", "lower-case", "capital")
+    cue_words = {"lowercase": 2, "lower case": 2, "lower-case": 2, "capital": 1}
 
     def sentence(self) -> str:
         return "Use only lowercase letters."
@@ -287,7 +292,7 @@ class EnglishCapital(Verifier):
 
     has_graded = True
     params: ClassVar = {}
-    cue_words = ("capital", "uppercase", "upper case", "all caps")
+    cue_words = {"capital": 2, "uppercase": 2, "upper case": 2, "all caps": 2}
 
     def sentence(self) -> str:
         return "Use only capital letters."
@@ -313,7 +318,7 @@ class NumberWords(Verifier):
 
     has_graded = True
     params: ClassVar = {"num_words": Param(as_int(0), help="an integer >= 0"), "relation": _relation_param()}
-    cue_words = ("words", "word")
+    cue_words = {"words": 1}
 
     def sentence(self) -> str:
         return f"Answer with {self.kwargs['relation']} {self.kwargs['num_words']} words."
@@ -325,8 +330,8 @@ class NumberWords(Verifier):
             return _graded_count(len(spans), k["relation"], k["num_words"]), spans
         return float(_compare(len(spans), k["relation"], k["num_words"])), spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return [], [*self.cue_words, str(self.kwargs["num_words"])]
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"{self.kwargs['relation']} {self.kwargs['num_words']}"], dict(self.cue_words)
 
 
 @register("length_constraints:number_sentences")
@@ -336,7 +341,7 @@ class NumberSentences(Verifier):
 
     has_graded = True
     params: ClassVar = {"num_sentences": Param(as_int(0), help="an integer >= 0"), "relation": _relation_param()}
-    cue_words = ("sentences", "sentence")
+    cue_words = {"sentences": 1}
 
     def sentence(self) -> str:
         return f"Answer with {self.kwargs['relation']} {self.kwargs['num_sentences']} sentences."
@@ -348,8 +353,8 @@ class NumberSentences(Verifier):
             return _graded_count(len(spans), k["relation"], k["num_sentences"]), spans
         return float(_compare(len(spans), k["relation"], k["num_sentences"])), spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return [], [*self.cue_words, str(self.kwargs["num_sentences"])]
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"{self.kwargs['relation']} {self.kwargs['num_sentences']}"], dict(self.cue_words)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +367,7 @@ class JsonFormat(Verifier):
     Spans: the block that was parsed."""
 
     params: ClassVar = {}
-    cue_words = ("json",)
+    cue_words = {"json": 2, "markdown ticks": 1}
 
     def sentence(self) -> str:
         return "Wrap your entire response in JSON format."
@@ -397,11 +402,14 @@ class NumberBulletLists(Verifier):
 
     has_graded = True
     params: ClassVar = {"num_bullets": Param(as_int(0), help="an integer >= 0")}
-    cue_words = ("bullet", "bullets", "points", "markdown")
+    cue_words = {"bullet": 2, "markdown": 1, "point": 1, "* ": 1}
 
     def sentence(self) -> str:
         n = self.kwargs["num_bullets"]
         return f"Use exactly {n} markdown bullet point{'s' if n != 1 else ''} such as * this."
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"exactly {self.kwargs['num_bullets']} bullet"], dict(self.cue_words)
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
         spans: list[Span] = []
@@ -428,7 +436,7 @@ class NoComma(Verifier):
 
     has_graded = True
     params: ClassVar = {}
-    cue_words = ("comma", "commas")
+    cue_words = {"comma": 2}
 
     def sentence(self) -> str:
         return "Do not use any commas."
@@ -446,7 +454,7 @@ class Title(Verifier):
     Spans: every `<<...>>` found."""
 
     params: ClassVar = {}
-    cue_words = ("title", "<<", "angular")
+    cue_words = {"title": 2, "<<": 1, "angular": 1}
 
     def sentence(self) -> str:
         return "Give your answer a title wrapped in double angular brackets such as <<my title>>."
@@ -464,7 +472,7 @@ class NumberHighlightedSections(Verifier):
 
     has_graded = True
     params: ClassVar = {"num_highlights": Param(as_int(0), help="an integer >= 0")}
-    cue_words = ("highlight", "highlighted", "sections", "markdown")
+    cue_words = {"highlight": 2, "markdown": 1}
 
     def sentence(self) -> str:
         return (
@@ -483,8 +491,8 @@ class NumberHighlightedSections(Verifier):
             return (1.0 if target <= 0 else min(1.0, count / target)), spans
         return float(count >= target), spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return [], [*self.cue_words, str(self.kwargs["num_highlights"])]
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"at least {self.kwargs['num_highlights']} section"], dict(self.cue_words)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -498,10 +506,13 @@ class NumberPlaceholders(Verifier):
 
     has_graded = True
     params: ClassVar = {"num_placeholders": Param(as_int(0), help="an integer >= 0")}
-    cue_words = ("placeholder", "placeholders", "square brackets")
+    cue_words = {"placeholder": 2, "square bracket": 1}
 
     def sentence(self) -> str:
         return f"Include at least {self.kwargs['num_placeholders']} placeholders in square brackets such as [name]."
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"at least {self.kwargs['num_placeholders']} placeholder"], dict(self.cue_words)
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
         spans = [m.span() for m in re.finditer(r"\[.*?\]", text)]
@@ -517,8 +528,8 @@ class Postscript(Verifier):
     'P.P.S' (which allow a space after each period); any other marker is matched literally.
     Spans: from each marker to the end of its line."""
 
-    params: ClassVar = {"postscript_marker": Param(as_text, help="e.g. 'P.S.' or 'P.P.S'")}
-    cue_words = ("postscript", "p.s", "p.p.s")
+    params: ClassVar = {"postscript_marker": Param(lambda v: as_text(v).strip(), help="e.g. 'P.S.' or 'P.P.S'")}
+    cue_words = {"postscript": 2}
 
     def sentence(self) -> str:
         return _with_stop(
@@ -544,8 +555,8 @@ class Postscript(Verifier):
             spans.append((index[start], index[end]))
         return float(ok), spans
 
-    def prompt_cues(self) -> tuple[list[str], list[str]]:
-        return [self.kwargs["postscript_marker"]], list(self.cue_words)
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [self.kwargs["postscript_marker"]], dict(self.cue_words)
 
 
 # ---------------------------------------------------------------------------------------------

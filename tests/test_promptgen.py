@@ -1,0 +1,85 @@
+"""The default prompt set generator and the shipped prompt files."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from core import promptgen
+from core.promptgen import END_PHRASES, HELDOUT_KEYWORDS, HELDOUT_TOPICS, KEYWORDS, TOPICS, generate_prompts
+from core.tasks import item_from_record, load_prompt_set, reward_names
+
+PROMPTS = Path(__file__).resolve().parent.parent / "sample_data" / "prompts"
+DEFAULT_FAMILIES = {
+    "keywords:existence",
+    "startend:end_checker",
+    "change_case:english_lowercase",
+    "punctuation:no_comma",
+    "task:arithmetic",
+}
+
+
+def test_deterministic_and_seed_dependent():
+    assert generate_prompts(50, seed=3) == generate_prompts(50, seed=3)
+    assert generate_prompts(50, seed=3) != generate_prompts(50, seed=4)
+    assert generate_prompts(50, seed=3, split="heldout") != generate_prompts(50, seed=3)
+
+
+@pytest.mark.parametrize("split", ["train", "heldout"])
+def test_prompt_distribution(split):
+    records = generate_prompts(200, seed=0, split=split)
+    topics, keywords = (TOPICS, KEYWORDS) if split == "train" else (HELDOUT_TOPICS, HELDOUT_KEYWORDS)
+    assert len({r["key"] for r in records}) == 200
+    arithmetic = [r for r in records if r["constraints"][0]["family"] == "task:arithmetic"]
+    assert len(arithmetic) == 40  # round(200 * 0.2)
+    for r in records:
+        item = item_from_record(r)
+        families = item.families()
+        assert set(families) <= DEFAULT_FAMILIES and len(set(families)) == len(families)
+        if r in arithmetic:
+            a, b = map(int, re.fullmatch(r"What is (\d) plus (\d)\?", r["task"]).groups())
+            assert item.constraints[0].kwargs == {"answer": a + b}
+            assert 1 <= len(families) - 1 <= 3
+        else:
+            topic = re.fullmatch(r"Write a short note about (.+)\.", r["task"]).group(1)
+            assert topic in topics
+            assert 2 <= len(families) <= 4
+        for c in item.constraints:
+            if c.family == "keywords:existence":
+                assert c.kwargs["keywords"][0] in keywords
+                assert c.kwargs["keywords"][0] not in r["task"]
+            if c.family == "startend:end_checker":
+                assert c.kwargs["end_phrase"] in END_PHRASES
+
+
+def test_heldout_uses_other_topics_and_keywords():
+    assert not set(TOPICS) & set(HELDOUT_TOPICS)
+    assert not set(KEYWORDS) & set(HELDOUT_KEYWORDS)
+    assert 10 <= len(KEYWORDS) <= 12
+    assert all(1 < len(p.split()) <= 4 for p in END_PHRASES)
+
+
+def test_constraint_count_options_for_the_bootstrap_corpus():
+    records = generate_prompts(300, seed=1, arithmetic_share=0.0, writing_constraints=(0, 3))
+    counts = Counter(len(r["constraints"]) for r in records)
+    assert set(counts) == {0, 1, 2, 3}
+    with pytest.raises(ValueError, match="writing_constraints"):
+        generate_prompts(3, writing_constraints=(3, 5))
+    with pytest.raises(ValueError, match="split"):
+        generate_prompts(3, split="test")
+
+
+def test_shipped_files_are_the_generator_output(tmp_path):
+    promptgen.main(["--out", str(tmp_path)])
+    for name in ("default.jsonl", "heldout.jsonl"):
+        assert (tmp_path / name).read_text() == (PROMPTS / name).read_text(), f"regenerate {name}"
+    default = load_prompt_set(PROMPTS / "default.jsonl")
+    heldout = load_prompt_set(PROMPTS / "heldout.jsonl")
+    assert len(default) == 200 and len(heldout) == 60
+    assert set(reward_names(default)) == DEFAULT_FAMILIES == set(reward_names(heldout))
+    first = json.loads((PROMPTS / "default.jsonl").read_text().splitlines()[0])
+    assert set(first) == {"key", "task", "constraints"}

@@ -1,0 +1,383 @@
+"""Hand-written cases per verifier family: pass, fail, edge (empty, unicode, very long text),
+the inspected spans, graded variants and bad specs."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.verifiers import VerifierSpecError, VerifyResult, build, count_sentences, count_words, families
+
+LONG = "the river runs by the stone. " * 4000  # ~116k characters
+
+
+def v(family, **kwargs):
+    return build(family, **kwargs)
+
+
+def spans_text(text, result):
+    return [text[s:e] for s, e in result.spans]
+
+
+# ---------------------------------------------------------------------------------------------
+# keywords
+
+
+def test_keyword_existence_case_insensitive_substring_and_all_occurrences():
+    ver = v("keywords:existence", keywords=["light"])
+    text = "Light falls. The lighthouse."
+    result = ver.verify(text)
+    assert result == VerifyResult(1.0, ((0, 5), (17, 22)))
+    assert spans_text(text, result) == ["Light", "light"]
+    assert ver.verify("dark night") == VerifyResult(0.0, ())
+    assert ver.verify("") == VerifyResult(0.0, ())
+
+
+def test_keyword_existence_needs_all_keywords_graded_counts_share():
+    text = "green river"
+    assert v("keywords:existence", keywords=["green", "stone"]).verify(text).score == 0.0
+    assert v("keywords:existence", keywords=["green", "stone"], graded=True).verify(text).score == 0.5
+    assert v("keywords:existence", keywords=["green", "river"]).verify(text).score == 1.0
+
+
+def test_keyword_is_matched_literally_not_as_regex():
+    ver = v("keywords:existence", keywords=["a.b"])
+    assert ver.verify("axb").score == 0.0
+    assert ver.verify("a.b").score == 1.0
+
+
+def test_keyword_unicode_and_long_text():
+    ver = v("keywords:existence", keywords=["café"])
+    assert ver.verify("Un CAFÉ noir").spans == ((3, 7),)
+    result = v("keywords:existence", keywords=["stone"]).verify(LONG)
+    assert result.score == 1.0 and len(result.spans) == 4000
+
+
+def test_forbidden_words_whole_words_spans_only_when_broken():
+    ver = v("keywords:forbidden_words", forbidden_words=["bad", "ugly"])
+    assert ver.verify("a badge of honour") == VerifyResult(1.0, ())  # \b: 'badge' is not 'bad'
+    text = "Bad and BAD, not ugly?"
+    result = ver.verify(text)
+    assert result.score == 0.0
+    assert spans_text(text, result) == ["Bad", "BAD", "ugly"]
+    graded = v("keywords:forbidden_words", forbidden_words=["bad", "ugly", "mean"], graded=True)
+    assert graded.verify("bad").score == pytest.approx(2 / 3)
+    assert ver.verify("") == VerifyResult(1.0, ())
+
+
+def test_keyword_frequency_relations():
+    text = "Rain, rain, go away; RAIN."
+    at_least_3 = v("keywords:frequency", keyword="rain", frequency=3, relation="at least")
+    less_than_3 = v("keywords:frequency", keyword="rain", frequency=3, relation="less than")
+    assert at_least_3.verify(text).score == 1.0
+    assert len(at_least_3.verify(text).spans) == 3
+    assert less_than_3.verify(text).score == 0.0
+    assert less_than_3.verify("rain rain").score == 1.0
+    graded = v("keywords:frequency", keyword="rain", frequency=4, relation="at least", graded=True)
+    assert graded.verify(text).score == 0.75
+    graded_lt = v("keywords:frequency", keyword="rain", frequency=2, relation="less than", graded=True)
+    assert graded_lt.verify(text).score == pytest.approx(1 / 3)  # (N - 1) / count
+
+
+# ---------------------------------------------------------------------------------------------
+# start / end
+
+
+def test_end_checker_ifeval_normalisation_and_span():
+    ver = v("startend:end_checker", end_phrase="That is all.")
+    text = "Rivers run. that is ALL.  \n"
+    result = ver.verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ["that is ALL."]
+    # IFEval strips double quotes after whitespace
+    assert ver.verify('"Rivers run. That is all."').score == 1.0
+    failed = ver.verify("That is all. More.")
+    assert failed.score == 0.0
+    # the compared tail: as many characters as the phrase
+    assert spans_text("That is all. More.", failed) == ["s all. More."]
+    assert ver.verify("") == VerifyResult(0.0, ())
+    assert ver.verify("all.") == VerifyResult(0.0, ((0, 4),))
+
+
+def test_end_checker_unicode_lowercase_that_grows():
+    # 'İ'.lower() is two characters: the span must still map into the original text.
+    ver = v("startend:end_checker", end_phrase="The end.")
+    text = "İİİ the end."
+    result = ver.verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ["the end."]
+    assert v("startend:end_checker", end_phrase="x").verify("İ").spans == ((0, 1),)
+
+
+def test_start_checker():
+    ver = v("startend:start_checker", start_phrase="Dear friend")
+    text = "  dear Friend, hello."
+    result = ver.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["dear Friend"]
+    assert ver.verify("Hello dear friend").score == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# case
+
+
+def test_lowercase_spans_offenders_or_whole_text():
+    ver = v("change_case:english_lowercase")
+    assert ver.verify("all lower, 123.") == VerifyResult(1.0, ((0, 15),))
+    text = "Some UPPER words"
+    result = ver.verify(text)
+    assert result.score == 0.0
+    assert spans_text(text, result) == ["S", "UPPER"]
+    assert ver.verify("") == VerifyResult(0.0, ())  # ''.islower() is False
+    assert ver.verify("123 !") == VerifyResult(0.0, ((0, 5),))  # no cased letter: fails, whole text inspected
+    assert ver.verify("ǅ").score == 0.0  # title-case letter
+
+
+def test_lowercase_unicode_and_graded():
+    ver = v("change_case:english_lowercase")
+    assert ver.verify("ça va très bien").score == 1.0
+    assert ver.verify("ça va TRÈS bien").spans == ((6, 10),)
+    graded = v("change_case:english_lowercase", graded=True)
+    assert graded.verify("abC").score == pytest.approx(2 / 3)
+    assert graded.verify("123").score == 0.0
+    assert ver.verify(LONG).score == 1.0
+
+
+def test_capital():
+    ver = v("change_case:english_capital")
+    assert ver.verify("ALL CAPS, OK!").score == 1.0
+    text = "ALL Caps"
+    result = ver.verify(text)
+    assert result.score == 0.0 and spans_text(text, result) == ["aps"]
+    assert v("change_case:english_capital", graded=True).verify("ABc").score == pytest.approx(2 / 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# length
+
+
+def test_number_words_counts_word_runs_like_ifeval():
+    assert count_words("Hello, world! It's 3.5 km.") == 7  # Hello world It s 3 5 km
+    ver = v("length_constraints:number_words", num_words=3, relation="less than")
+    assert ver.verify("one two").score == 1.0
+    assert ver.verify("one two three").score == 0.0
+    at_least = v("length_constraints:number_words", num_words=3, relation="at least")
+    assert at_least.verify("one two three") == VerifyResult(1.0, ((0, 3), (4, 7), (8, 13)))
+    assert at_least.verify("") == VerifyResult(0.0, ())
+    graded = v("length_constraints:number_words", num_words=4, relation="at least", graded=True)
+    assert graded.verify("one two three").score == 0.75
+    assert v("length_constraints:number_words", num_words=100, relation="at least").verify(LONG).score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [
+        ("", 0),
+        ("   ", 0),
+        ("One sentence", 1),
+        ("One. Two! Three? Four", 4),
+        ("Mr. Smith went to Washington. He left.", 2),
+        ("It costs 3.5 dollars. Cheap.", 2),
+        ('He said "stop." Then left.', 2),
+        ("Wait... What happened?", 2),
+        ("Wait... and then", 1),
+        ("Title\n\nBody text here.", 1),
+        ("e.g. this one. And J. Smith too.", 2),
+        ("Ça va. Très bien.", 2),
+    ],
+)
+def test_sentence_counter(text, n):
+    assert count_sentences(text) == n
+
+
+def test_number_sentences_spans_each_sentence():
+    text = "One. Two! Three"
+    result = v("length_constraints:number_sentences", num_sentences=3, relation="at least").verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ["One.", "Two!", "Three"]
+    assert v("length_constraints:number_sentences", num_sentences=3, relation="less than").verify(text).score == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# format
+
+
+def test_json_format_with_and_without_fences():
+    ver = v("detectable_format:json_format")
+    text = '  ```json\n{"a": [1, 2]}\n```  '
+    result = ver.verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ['{"a": [1, 2]}']
+    assert ver.verify('{"a": 1}').score == 1.0
+    assert ver.verify("```\n[1, 2]\n```").score == 1.0
+    assert ver.verify("not json").score == 0.0
+    assert ver.verify('{"a": 1} trailing').score == 0.0
+    assert ver.verify("") == VerifyResult(0.0, ())
+    assert ver.verify("[" * 100000).score == 0.0  # deep nesting: no RecursionError escapes
+
+
+def test_bullets_exact_count_both_markers():
+    ver = v("detectable_format:number_bullet_lists", num_bullets=3)
+    text = "Intro\n* one\n  * two\n- three\n**bold** not a bullet"
+    result = ver.verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ["* one", "* two", "- three"]
+    assert ver.verify("* one\n* two").score == 0.0
+    assert v("detectable_format:number_bullet_lists", num_bullets=4, graded=True).verify(text).score == 0.75
+    assert v("detectable_format:number_bullet_lists", num_bullets=0).verify("no bullets") == VerifyResult(1.0, ())
+
+
+def test_no_comma_spans_are_the_commas():
+    ver = v("punctuation:no_comma")
+    assert ver.verify("no commas here.") == VerifyResult(1.0, ())
+    assert ver.verify("one, two, three") == VerifyResult(0.0, ((3, 4), (8, 9)))
+    assert ver.verify("fullwidth，comma") == VerifyResult(1.0, ())  # IFEval checks ',' only
+    assert v("punctuation:no_comma", graded=True).verify("a, b, c").score == pytest.approx(1 / 3)
+    assert ver.verify("") == VerifyResult(1.0, ())
+
+
+def test_title():
+    ver = v("detectable_format:title")
+    text = "<<A River Song>>\nThe river sings."
+    result = ver.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["<<A River Song>>"]
+    assert ver.verify("<<   >> no title").score == 0.0
+    assert ver.verify("<<broken\ntitle>>").score == 0.0
+    assert ver.verify("no title") == VerifyResult(0.0, ())
+
+
+def test_highlighted_sections():
+    ver = v("detectable_format:number_highlighted_sections", num_highlights=2)
+    text = "*one* and **two** and * * empty"
+    result = ver.verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ["*one*", "**two**"]
+    assert ver.verify("*only one*").score == 0.0
+    assert v("detectable_format:number_highlighted_sections", num_highlights=4, graded=True).verify(text).score == 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# content
+
+
+def test_placeholders():
+    ver = v("detectable_content:number_placeholders", num_placeholders=2)
+    text = "Dear [name], at [address]."
+    assert ver.verify(text) == VerifyResult(1.0, ((5, 11), (16, 25)))
+    assert ver.verify("Dear [name]").score == 0.0
+
+
+def test_postscript_markers():
+    ps = v("detectable_content:postscript", postscript_marker="P.S.")
+    text = "Hello.\n\np. s. see you"
+    result = ps.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["p. s. see you"]
+    assert ps.verify("Hello. PS see you").score == 0.0
+    pps = v("detectable_content:postscript", postscript_marker="P.P.S")
+    assert pps.verify("Hi\nP.P.S bye").score == 1.0
+    custom = v("detectable_content:postscript", postscript_marker="Note:")
+    assert custom.verify("Body\nNOTE: x").score == 1.0
+    assert custom.verify("Body\nNotes x").score == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# task correctness
+
+
+def test_arithmetic_first_integer():
+    ver = v("task:arithmetic", answer=12)
+    assert ver.sentence() == "" and ver.is_task
+    assert ver.verify("the answer is 12.") == VerifyResult(1.0, ((14, 16),))
+    assert ver.verify("3 plus 9 is 12") == VerifyResult(0.0, ((0, 1),))  # the first integer is read
+    assert ver.verify("twelve") == VerifyResult(0.0, ((0, 6),))  # no integer: whole text searched
+    assert ver.verify("") == VerifyResult(0.0, ())
+    assert v("task:arithmetic", answer=-3).verify("It is -3.").score == 1.0
+    assert ver.verify("1" * 10000).score == 0.0  # longer than int() accepts: no exception
+    assert ver.verify("١٢").score == 1.0  # Arabic-Indic digits are integers too
+
+
+# ---------------------------------------------------------------------------------------------
+# sentences, specs, robustness
+
+
+def test_default_prompt_set_sentences_match_contracts():
+    assert v("keywords:existence", keywords=["steady"]).sentence() == "Include the keyword steady."
+    assert v("startend:end_checker", end_phrase="The end").sentence() == "End your response with the phrase The end."
+    # a phrase ending in a stop is not followed by a second one
+    assert v("startend:end_checker", end_phrase="That is all.").sentence() == (
+        "End your response with the phrase That is all."
+    )
+    assert v("change_case:english_lowercase").sentence() == "Use only lowercase letters."
+    assert v("punctuation:no_comma").sentence() == "Do not use any commas."
+
+
+def test_every_family_has_a_sentence_and_roundtrips_its_spec():
+    specs = {
+        "keywords:existence": {"keywords": ["a", "b"]},
+        "keywords:forbidden_words": {"forbidden_words": ["x"]},
+        "keywords:frequency": {"keyword": "x", "frequency": 2, "relation": "at least"},
+        "startend:end_checker": {"end_phrase": "Bye."},
+        "startend:start_checker": {"start_phrase": "Hi"},
+        "change_case:english_lowercase": {},
+        "change_case:english_capital": {},
+        "length_constraints:number_words": {"num_words": 5, "relation": "less than"},
+        "length_constraints:number_sentences": {"num_sentences": 2, "relation": "at least"},
+        "detectable_format:json_format": {},
+        "detectable_format:number_bullet_lists": {"num_bullets": 2},
+        "punctuation:no_comma": {},
+        "detectable_format:title": {},
+        "detectable_format:number_highlighted_sections": {"num_highlights": 2},
+        "detectable_content:number_placeholders": {"num_placeholders": 1},
+        "detectable_content:postscript": {"postscript_marker": "P.S."},
+        "task:arithmetic": {"answer": 4},
+    }
+    assert set(specs) <= set(families())
+    for family, kwargs in specs.items():
+        ver = build(family, **kwargs)
+        assert ver.family == family and ver.kwargs == kwargs and ver.graded is False
+        assert ver.is_task == (family == "task:arithmetic")
+        assert ver.sentence().endswith(".") or ver.is_task
+        spec = ver.to_spec()
+        assert build(spec["family"], **spec["kwargs"]) == ver
+
+
+def test_unknown_family_names_the_valid_choices():
+    with pytest.raises(VerifierSpecError, match="unknown constraint family 'keywords:nope'.*keywords:existence"):
+        build("keywords:nope")
+    assert issubclass(VerifierSpecError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("family", "kwargs", "pattern"),
+    [
+        ("keywords:existence", {}, "missing argument 'keywords'"),
+        ("keywords:existence", {"keywords": []}, "bad argument keywords"),
+        ("keywords:existence", {"keywords": ["ok"], "kw": 1}, "unknown argument.*kw.*valid arguments: keywords"),
+        ("length_constraints:number_words", {"num_words": 5, "relation": "at most"}, "valid choices: 'less than'"),
+        ("length_constraints:number_words", {"num_words": -1, "relation": "at least"}, "must be >= 0"),
+        ("length_constraints:number_words", {"num_words": True, "relation": "at least"}, "expected an integer"),
+        ("task:arithmetic", {"answer": "seven"}, "expected an integer"),
+        ("detectable_format:json_format", {"graded": True}, "has no graded variant"),
+        ("punctuation:no_comma", {"graded": "yes"}, "'graded' must be true or false"),
+    ],
+)
+def test_bad_arguments_raise_one_clear_error(family, kwargs, pattern):
+    with pytest.raises(VerifierSpecError, match=pattern) as info:
+        build(family, **kwargs)
+    assert family in str(info.value)
+
+
+def test_verify_never_raises_on_non_text():
+    ver = v("keywords:existence", keywords=["a"])
+    assert ver.verify(None) == VerifyResult(0.0, ())
+    assert ver.verify(b"bytes") == VerifyResult(0.0, ())
+
+
+@pytest.mark.parametrize(
+    "module", ["core.verifiers", "core.verifiers.base", "core.verifiers.families", "core.tasks", "core.promptgen"]
+)
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0

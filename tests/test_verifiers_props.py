@@ -1,0 +1,180 @@
+"""Property tests: every verifier on arbitrary text returns a score in [0, 1] and sorted,
+non-overlapping spans inside the text, without raising; and the verdicts equal a plain
+re-statement of IFEval's strict checks (string operations, no span bookkeeping)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.verifiers import build, count_words
+
+SPECS = [
+    ("keywords:existence", {"keywords": ["light"]}),
+    ("keywords:existence", {"keywords": ["a", "ab", "İ"]}),
+    ("keywords:forbidden_words", {"forbidden_words": ["bad", "a"]}),
+    ("keywords:frequency", {"keyword": "a", "frequency": 2, "relation": "at least"}),
+    ("keywords:frequency", {"keyword": "ab", "frequency": 2, "relation": "less than"}),
+    ("startend:end_checker", {"end_phrase": "That is all."}),
+    ("startend:end_checker", {"end_phrase": "İ a"}),
+    ("startend:start_checker", {"start_phrase": "Dear a"}),
+    ("change_case:english_lowercase", {}),
+    ("change_case:english_capital", {}),
+    ("length_constraints:number_words", {"num_words": 3, "relation": "at least"}),
+    ("length_constraints:number_sentences", {"num_sentences": 2, "relation": "less than"}),
+    ("detectable_format:json_format", {}),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 2}),
+    ("punctuation:no_comma", {}),
+    ("detectable_format:title", {}),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}),
+    ("detectable_content:number_placeholders", {"num_placeholders": 1}),
+    ("detectable_content:postscript", {"postscript_marker": "P.S."}),
+    ("detectable_content:postscript", {"postscript_marker": "P.P.S"}),
+    ("detectable_content:postscript", {"postscript_marker": "Note:"}),
+    ("task:arithmetic", {"answer": 7}),
+]
+GRADED = [(f, k) for f, k in SPECS if build(f, **k).has_graded]
+
+# Text built from the characters the checks care about, plus arbitrary unicode.
+SPECIAL = list("aAbB lightLIGHT,.!?*-<>[]{}\n\t\"':PpSs70İǅ") + ["```json", "That is all.", "P.S.", "**", "* ", "- "]
+texts = st.one_of(
+    st.text(max_size=80),
+    st.lists(st.sampled_from(SPECIAL), max_size=40).map("".join),
+    st.lists(st.one_of(st.sampled_from(SPECIAL), st.text(max_size=3)), max_size=30).map("".join),
+)
+
+
+def assert_well_formed(result, text):
+    assert 0.0 <= result.score <= 1.0
+    previous_end = 0
+    for start, end in result.spans:
+        assert isinstance(start, int) and isinstance(end, int)
+        assert previous_end <= start < end <= len(text)
+        previous_end = end
+
+
+@pytest.mark.parametrize(("family", "kwargs"), SPECS + [(f, {**k, "graded": True}) for f, k in GRADED])
+@settings(max_examples=30, deadline=None)
+@given(text=texts)
+def test_scores_and_spans_are_well_formed(family, kwargs, text):
+    ver = build(family, **kwargs)
+    ver.check(text)  # the raw check itself never raises (verify would hide an exception)
+    result = ver.verify(text)
+    assert_well_formed(result, text)
+    if not ver.graded:
+        assert result.score in (0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# IFEval's strict checks, restated as plain string operations (semantics of instructions.py)
+
+
+def ifeval_reference(family, kwargs, value):
+    if family == "keywords:existence":
+        return all(re.search(re.escape(k), value, flags=re.IGNORECASE) for k in kwargs["keywords"])
+    if family == "keywords:forbidden_words":
+        return not any(
+            re.search(r"\b" + re.escape(w) + r"\b", value, flags=re.IGNORECASE) for w in kwargs["forbidden_words"]
+        )
+    if family == "keywords:frequency":
+        n = len(re.findall(re.escape(kwargs["keyword"]), value, flags=re.IGNORECASE))
+        return n < kwargs["frequency"] if kwargs["relation"] == "less than" else n >= kwargs["frequency"]
+    if family == "startend:end_checker":
+        return value.strip().strip('"').lower().endswith(kwargs["end_phrase"].strip().lower())
+    if family == "change_case:english_lowercase":
+        return value.islower()
+    if family == "change_case:english_capital":
+        return value.isupper()
+    if family == "length_constraints:number_words":
+        n = len(re.findall(r"\w+", value))
+        return n < kwargs["num_words"] if kwargs["relation"] == "less than" else n >= kwargs["num_words"]
+    if family == "detectable_format:json_format":
+        value = (
+            value.strip()
+            .removeprefix("```json")
+            .removeprefix("```Json")
+            .removeprefix("```JSON")
+            .removeprefix("```")
+            .removesuffix("```")
+            .strip()
+        )
+        try:
+            json.loads(value)
+        except ValueError:
+            return False
+        return True
+    if family == "detectable_format:number_bullet_lists":
+        n = len(re.findall(r"^\s*\*[^\*].*$", value, flags=re.MULTILINE))
+        n += len(re.findall(r"^\s*-.*$", value, flags=re.MULTILINE))
+        return n == kwargs["num_bullets"]
+    if family == "punctuation:no_comma":
+        return "," not in value
+    if family == "detectable_format:title":
+        return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", value))
+    if family == "detectable_format:number_highlighted_sections":
+        n = sum(1 for h in re.findall(r"\*[^\n\*]*\*", value) if h.strip("*").strip())
+        n += sum(1 for h in re.findall(r"\*\*[^\n\*]*\*\*", value) if h.removeprefix("**").removesuffix("**").strip())
+        return n >= kwargs["num_highlights"]
+    if family == "detectable_content:number_placeholders":
+        return len(re.findall(r"\[.*?\]", value)) >= kwargs["num_placeholders"]
+    if family == "detectable_content:postscript":
+        marker = kwargs["postscript_marker"]
+        pattern = {"P.P.S": r"\s*p\.\s?p\.\s?s.*$", "P.S.": r"\s*p\.\s?s\..*$"}.get(
+            marker, r"\s*" + re.escape(marker.lower()) + r".*$"
+        )
+        return bool(re.findall(pattern, value.lower(), flags=re.MULTILINE))
+    return None
+
+
+IFEVAL_SPECS = [(f, k) for f, k in SPECS if ifeval_reference(f, k, "") is not None]
+
+
+@pytest.mark.parametrize(("family", "kwargs"), IFEVAL_SPECS)
+@settings(max_examples=40, deadline=None)
+@given(text=texts)
+def test_verdicts_equal_ifeval_strict(family, kwargs, text):
+    assert build(family, **kwargs).verify(text).score == float(ifeval_reference(family, kwargs, text))
+
+
+# ---------------------------------------------------------------------------------------------
+# span semantics
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_negative_rules_have_spans_only_when_broken(text):
+    for family, kwargs in [("punctuation:no_comma", {}), ("keywords:forbidden_words", {"forbidden_words": ["a"]})]:
+        result = build(family, **kwargs).verify(text)
+        assert (result.score == 1.0) == (result.spans == ())
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_case_rules_span_whole_text_when_they_hold(text):
+    result = build("change_case:english_lowercase").verify(text)
+    if result.score == 1.0:
+        assert result.spans == ((0, len(text)),)
+    else:
+        for start, end in result.spans:
+            if (start, end) != (0, len(text)):
+                assert all(c.isupper() or c.istitle() for c in text[start:end])
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_word_spans_are_the_counted_words(text):
+    result = build("length_constraints:number_words", num_words=1, relation="at least").verify(text)
+    assert len(result.spans) == count_words(text)
+    assert all(re.fullmatch(r"\w+", text[s:e]) for s, e in result.spans)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_keyword_spans_hold_the_keyword(text):
+    result = build("keywords:existence", keywords=["light"]).verify(text)
+    assert all(text[s:e].lower() == "light" for s, e in result.spans)
+    assert (result.score == 1.0) == bool(result.spans)
