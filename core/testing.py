@@ -33,15 +33,11 @@ def _corpus(n: int = 200, seed: int = 0) -> list[str]:
     lines = list(_FALLBACK_TEXT)
     try:
         from core.promptgen import generate_prompts
+        from core.tasks import item_from_record
     except ImportError:
         return lines * 4
-    for item in generate_prompts(n, seed=seed):
-        if hasattr(item, "prompt"):
-            lines.append(item.prompt())
-        elif isinstance(item, dict):
-            lines.append(str(item.get("task", "")) + " " + str(item.get("prompt", "")))
-        else:
-            lines.append(str(item))
+    for record in generate_prompts(n, seed=seed):
+        lines.append(item_from_record(record).prompt())
     return lines
 
 

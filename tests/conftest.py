@@ -39,3 +39,29 @@ def micro_model(tmp_path_factory):
     from core.testing import make_micro_model
 
     return make_micro_model(tmp_path_factory.mktemp("models") / "micro")
+
+
+# A custom verifier (loaded through the `custom_verifiers` config field) whose graded score varies
+# with any text, so that rewards differ inside every group even for the random micro model.
+LETTERS_VERIFIER = '''
+from core.verifiers import register
+
+
+@register("test:letters", sentence="Use mostly letters.")
+def letter_share(text):
+    """Share of characters that are ASCII letters; spans: every letter."""
+    spans = [(i, i + 1) for i, c in enumerate(text) if c.isascii() and c.isalpha()]
+    return (len(spans) / len(text) if text else 0.0), spans
+'''
+
+
+@pytest.fixture(scope="session")
+def letters_setup(tmp_path_factory):
+    """(prompt set path, custom verifier path): the micro prompts, each with the test:letters reward too."""
+    folder = tmp_path_factory.mktemp("letters")
+    verifier = folder / "letters_verifier.py"
+    verifier.write_text(LETTERS_VERIFIER)
+    prompts = folder / "letters.jsonl"
+    records = [{**r, "constraints": [*r["constraints"], {"family": "test:letters", "kwargs": {}}]} for r in MICRO_PROMPTS]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return prompts, verifier

@@ -1,0 +1,222 @@
+"""The training loop on the micro model: parameters move, the run store is complete, seeds reproduce."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from core.config import TrainConfig
+from core.store import CREDIT_COLUMNS, RunStore
+
+torch.set_num_threads(1)
+
+CONTRACT_KEYS = [
+    "reward/all_satisfied", "adv/mean", "adv/std", "adv/abs_mean", "loss/policy", "loss/kl", "loss/total",
+    "policy/clip_frac", "policy/kl", "policy/entropy", "time/generate", "time/verify", "time/replay", "time/update",
+    "time/step",
+]  # fmt: skip
+PER_REWARD = ["reward/{}", "js/{}/mean", "js/{}/max", "span/{}/mass_in", "span/{}/auc", "span/{}/auc_control"]
+
+
+@pytest.fixture
+def make_cfg(micro_model, letters_setup, tmp_path):
+    prompts, verifier = letters_setup
+
+    def make(**overrides) -> TrainConfig:
+        fields = dict(
+            model=str(micro_model), prompt_set=str(prompts), custom_verifiers=str(verifier), runs_dir=str(tmp_path),
+            group_size=4, prompts_per_step=2, max_new_tokens=10, steps=3, lr=1e-2, checkpoint_every=0, device="cpu",
+            replay_chunk=8,
+        )
+        fields.update(overrides)
+        return TrainConfig(**fields)
+
+    return make
+
+
+def test_two_training_steps_change_the_parameters(make_cfg):
+    from core import trainer
+
+    state = trainer.build_state(make_cfg())
+    before = {n: p.detach().clone() for n, p in state.model.named_parameters()}
+    results = [trainer.train_step(state, step) for step in (1, 2)]
+    assert all(r.metrics["adv/std"] > 0 for r in results)  # test:letters varies inside every group
+    changed = [n for n, p in state.model.named_parameters() if not torch.equal(before[n], p.detach())]
+    assert len(changed) == len(before), f"unchanged: {set(before) - set(changed)}"
+    # First pass is on-policy: the ratio starts at 1, so nothing is clipped on the first micro-batch.
+    assert results[0].metrics["policy/clip_frac"] < 0.5
+    assert all(math.isfinite(r.metrics["loss/total"]) for r in results)
+
+
+def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
+    from core import model as model_lib
+    from core import trainer
+
+    cfg = make_cfg(run_name="full", checkpoint_every=2)
+    path = trainer.train(cfg)
+    store = RunStore(path)
+    assert store.warnings == []
+    config = store.config()
+    assert config["schema_version"] == 1 and config["steps"] == 3 and config["method"] == "mrtpo"
+    names = config["reward_names"]
+    assert names == ["keywords:existence", "punctuation:no_comma", "test:letters", "change_case:english_lowercase",
+                     "task:arithmetic"]
+    assert TrainConfig.from_dict(config) == cfg  # the recorded config rebuilds the run's config
+    status = store.status()
+    assert status["state"] == "completed" and status["step"] == 3 and status["error"] is None
+
+    metrics = store.metrics()
+    assert metrics["step"].tolist() == [1, 2, 3]
+    for key in CONTRACT_KEYS + [t.format(n) for n in names for t in PER_REWARD]:
+        assert key in metrics.columns, key
+    row = metrics.iloc[0]
+    assert row["reward/test:letters"] == pytest.approx(row["reward/test:letters"])  # not NaN
+    assert 0 < row["js/test:letters/mean"] <= row["js/test:letters/max"] <= 1
+    assert row["time/step"] >= row["time/generate"]
+
+    assert store.credit_steps() == [1, 2, 3]
+    for step in (1, 2, 3):
+        frame = store.credit(step)
+        assert tuple(frame.columns) == CREDIT_COLUMNS and len(frame) > 0
+        assert (frame["step"] == step).all()
+        check_credit_frame(frame, cfg, names)
+
+    assert [p.name for p in store.checkpoints()] == ["step_000002", "step_000003"]
+    ckpt = store.checkpoints()[-1]
+    assert (ckpt / "optimizer.pt").is_file() and json.loads((ckpt / "trainer_state.json").read_text())["step"] == 3
+    model, tokenizer, _ = model_lib.load_policy(str(ckpt), device="cpu")
+    trained, _, _ = model_lib.load_policy(cfg.model, device="cpu")
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), trained.parameters(), strict=True))
+
+
+def check_credit_frame(frame: pd.DataFrame, cfg: TrainConfig, names: list[str]) -> None:
+    """Invariants of one step's credit map."""
+    b = cfg.group_size * cfg.prompts_per_step
+    assert sorted(frame["sample"].unique()) == list(range(b))
+    assert (frame["group"] == frame["sample"] // cfg.group_size).all()
+    for (_sample, reward), rows in frame.groupby(["sample", "reward"]):
+        assert reward in names
+        assert rows["t"].tolist() == list(range(len(rows)))
+        response = rows["response"].iloc[0]
+        # Offsets tile the response: consecutive, from 0 to its end; token texts are its slices.
+        assert rows["start"].iloc[0] == 0 and rows["end"].iloc[-1] == len(response)
+        assert (rows["start"].to_numpy()[1:] <= rows["end"].to_numpy()[:-1]).all()
+        assert all(response[s:e] == tok for s, e, tok in zip(rows["start"], rows["end"], rows["token"], strict=True))
+        if math.isnan(rows["score"].iloc[0]):
+            assert (rows["credit"] == 0).all() and (rows["group_adv"] == 0).all()
+    # token_adv is per (sample, token): the same for every reward.
+    assert (frame.groupby(["sample", "t"])["token_adv"].nunique() == 1).all()
+    # The spans of the letters reward are its letters.
+    letters = frame[frame["reward"] == "test:letters"]
+    assert (letters["in_span"] == letters["token"].map(lambda s: any(c.isascii() and c.isalpha() for c in s))).all()
+
+
+def _run_metrics(cfg) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from core import trainer
+
+    store = RunStore(trainer.train(cfg))
+    return store.metrics(), store.credit(1)
+
+
+def test_same_seed_gives_the_same_metrics(make_cfg, tmp_path):
+    a, credit_a = _run_metrics(make_cfg(steps=2, run_name="a"))
+    b, credit_b = _run_metrics(make_cfg(steps=2, run_name="b"))
+    c, _ = _run_metrics(make_cfg(steps=2, run_name="c", seed=1))
+    keep = [k for k in a.columns if not k.startswith("time/")]
+    pd.testing.assert_frame_equal(a[keep], b[keep])
+    pd.testing.assert_frame_equal(credit_a, credit_b)
+    assert not a[keep].equals(c[keep])
+
+
+def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg):
+    from core import trainer
+
+    gdpo = trainer.train_step(trainer.build_state(make_cfg(method="gdpo")), 1).credit
+    mrtpo = trainer.train_step(trainer.build_state(make_cfg(method="mrtpo", lam=0.0)), 1).credit
+    assert gdpo["response"].tolist() == mrtpo["response"].tolist()  # same seed: same rollout
+    assert gdpo["token_adv"].tolist() == mrtpo["token_adv"].tolist()
+    assert gdpo["js"].isna().all() and (gdpo["weight"] == 1).all()
+    applies = mrtpo["score"].notna()
+    assert mrtpo.loc[applies, "js"].notna().all() and mrtpo.loc[~applies, "js"].isna().all()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"method": "grpo"},
+        {"routing": "span"},
+        {"routing": "uniform"},
+        {"relevance": "js_specific", "sharpen": 2.0},
+        {"kl_beta": 0.1, "inner_epochs": 2, "replay_chunk": 3},
+    ],
+)
+def test_every_method_and_option_runs_a_step(make_cfg, overrides):
+    from core import trainer
+
+    cfg = make_cfg(**overrides)
+    result = trainer.train_step(trainer.build_state(cfg), 1)
+    m = result.metrics
+    assert math.isfinite(m["loss/total"]) and math.isfinite(m["policy/entropy"])
+    frame = result.credit
+    if cfg.kl_beta > 0:
+        assert m["loss/kl"] >= 0 and m["loss/total"] != m["loss/policy"] or m["loss/kl"] == 0
+    if cfg.routing == "span" and cfg.method == "mrtpo":
+        letters = frame[(frame["reward"] == "test:letters")]
+        inside, outside = letters[letters["in_span"]], letters[~letters["in_span"]]
+        if len(inside) and len(outside):
+            assert inside["weight"].mean() > outside["weight"].mean()
+        assert m["span/test:letters/mass_in"] >= 0.5
+    if cfg.method == "grpo" or cfg.routing != "replay":
+        assert frame["js"].isna().all()
+        assert "js/test:letters/mean" not in m
+
+
+def test_an_exception_marks_the_run_failed_with_the_traceback(make_cfg):
+    from core import trainer
+
+    def boom(state, metrics):
+        raise RuntimeError("hook exploded")
+
+    with pytest.raises(RuntimeError):
+        trainer.train(make_cfg(run_name="boom"), hooks=[boom])
+    status = RunStore(make_cfg().runs_dir + "/boom").status()
+    assert status["state"] == "failed" and "hook exploded" in status["error"] and "Traceback" in status["error"]
+    assert status["step"] == 1
+
+
+def test_a_stop_request_marks_the_run_stopped_and_checkpoints(make_cfg):
+    from core import trainer
+
+    def stop_after_first(state, metrics):
+        state.stop_requested = True  # what the SIGTERM handler does
+
+    path = trainer.train(make_cfg(run_name="halt", steps=5), hooks=[stop_after_first])
+    store = RunStore(path)
+    assert store.status()["state"] == "stopped" and store.status()["step"] == 1
+    assert store.metrics()["step"].tolist() == [1]
+    assert [p.name for p in store.checkpoints()] == ["step_000001"]
+
+
+def test_prompt_sampling_is_seeded_and_covers_every_prompt():
+    from core.trainer import sample_prompts
+
+    items = list(range(5))
+    epoch = sample_prompts(items, 5, seed=0, step=1)
+    assert sorted(epoch) == items
+    assert sample_prompts(items, 2, seed=0, step=3) == sample_prompts(items, 2, seed=0, step=3)
+    first_two_steps = sample_prompts(items, 2, 0, 1) + sample_prompts(items, 2, 0, 2)
+    assert len(set(first_two_steps)) == 4
+    assert sample_prompts(items, 5, seed=1, step=1) != epoch
+
+
+def test_span_token_mask_overlap_rule():
+    from core.trainer import span_token_mask
+
+    offsets = [(0, 3), (3, 4), (4, 4), (4, 9)]
+    assert span_token_mask(offsets, [(2, 3)], 6).tolist() == [True, False, False, False, False, False]
+    assert span_token_mask(offsets, [(3, 5)], 4).tolist() == [False, True, False, True]
+    assert span_token_mask(offsets, [], 4).tolist() == [False] * 4
