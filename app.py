@@ -7,7 +7,24 @@ import streamlit as st
 
 st.set_page_config(page_title="MRTPO workbench", layout="wide")
 
+# Session defaults, in one place: the run chosen on single-run pages, the runs overlaid on multi-run pages,
+# the Launch form's errors and the runs this session started.
+for key, value in {"mrtpo_run": None, "mrtpo_runs": [], "launch_errors": {}, "launched_runs": []}.items():
+    st.session_state.setdefault(key, value)
+
 pages = {
-    "Runs": [st.Page("mrtpo_viz/pages/runs.py", title="Runs", default=True)],
+    "Runs": [
+        st.Page("mrtpo_viz/pages/runs.py", title="Runs", icon=":material/list:", default=True),
+        st.Page("mrtpo_viz/pages/launch.py", title="Launch", icon=":material/rocket_launch:", url_path="launch"),
+    ],
+    "Inspect": [
+        st.Page("mrtpo_viz/pages/curves.py", title="Training curves", icon=":material/show_chart:", url_path="curves"),
+        st.Page("mrtpo_viz/pages/credit.py", title="Token credit", icon=":material/format_color_fill:", url_path="credit"),
+        st.Page("mrtpo_viz/pages/js.py", title="JS divergence", icon=":material/difference:", url_path="js"),
+        st.Page("mrtpo_viz/pages/debugger.py", title="Verifier debugger", icon=":material/bug_report:", url_path="debugger"),
+    ],
+    "Compare": [
+        st.Page("mrtpo_viz/pages/compare.py", title="Compare runs", icon=":material/compare_arrows:", url_path="compare"),
+    ],
 }
 st.navigation(pages).run()

@@ -1,0 +1,169 @@
+"""Small tables the pages show: sample summaries, credit/span disagreement, steps to a target, exports.
+
+Pure pandas on run-store frames (schema in docs/CONTRACTS.md). No Streamlit; never imports torch.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+OUTCOMES = ("any", "satisfied", "not satisfied", "not applicable")
+
+
+def sample_summary(credit_df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (sample, reward): group, prompt key, score, group advantage, token count, in-span count,
+    and the response's mean total token advantage. Sorted by sample then reward order of appearance."""
+    cols = ["sample", "group", "prompt_key", "reward", "score", "group_adv", "tokens", "in_span_tokens", "mean_adv"]
+    if credit_df.empty:
+        return pd.DataFrame(columns=cols)
+    order = {r: i for i, r in enumerate(dict.fromkeys(credit_df["reward"]))}
+    g = credit_df.groupby(["sample", "reward"], sort=False)
+    out = g.agg(group=("group", "first"), prompt_key=("prompt_key", "first"), score=("score", "first"),
+                group_adv=("group_adv", "first"), tokens=("t", "size"), in_span_tokens=("in_span", "sum"),
+                mean_adv=("token_adv", "mean")).reset_index()
+    out["_o"] = out["reward"].map(order)
+    return out.sort_values(["sample", "_o"]).drop(columns="_o").reset_index(drop=True)[cols]
+
+
+def sample_rewards_table(sample_df: pd.DataFrame) -> pd.DataFrame:
+    """The rewards of one sample: reward, score, group advantage, credit sum, share of |credit| in spans."""
+    rows = []
+    for reward, d in sample_df.groupby("reward", sort=False):
+        credit = pd.to_numeric(d["credit"], errors="coerce").fillna(0.0)
+        mass = float(credit.abs().sum())
+        inside = float(credit[d["in_span"].astype(bool)].abs().sum())
+        rows.append({
+            "reward": reward,
+            "score": float(d["score"].iloc[0]),
+            "group_adv": float(d["group_adv"].iloc[0]),
+            "credit_sum": float(credit.sum()),
+            "in_span_tokens": int(d["in_span"].astype(bool).sum()),
+            "credit_share_in_span": inside / mass if mass > 0 else float("nan"),
+        })
+    return pd.DataFrame(rows, columns=["reward", "score", "group_adv", "credit_sum", "in_span_tokens",
+                                       "credit_share_in_span"])
+
+
+def filter_samples(credit_df: pd.DataFrame, prompt_key: str | None = None, reward: str | None = None,
+                   outcome: str = "any") -> list[int]:
+    """Sample indices that match a prompt key (None = any) and a reward outcome.
+
+    outcome: "satisfied" (score == 1), "not satisfied" (score < 1), "not applicable" (score NaN), or "any".
+    """
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
+    if credit_df.empty:
+        return []
+    per = credit_df.drop_duplicates(["sample", "reward"])
+    keep = pd.Series(True, index=per.index)
+    if prompt_key is not None:
+        keep &= per["prompt_key"] == prompt_key
+    if reward is not None and outcome != "any":
+        is_r = per["reward"] == reward
+        score = pd.to_numeric(per["score"], errors="coerce")
+        cond = {"satisfied": score >= 1.0, "not satisfied": score < 1.0, "not applicable": score.isna()}[outcome]
+        ok_samples = set(per.loc[is_r & cond, "sample"])
+        keep &= per["sample"].isin(ok_samples)
+    return sorted(int(s) for s in set(per.loc[keep, "sample"]))
+
+
+def span_mass_in(weight: Sequence[float], in_span: Sequence[bool]) -> float:
+    """Share of routing mass inside the verifier's spans: sum_{t in span} w_t / sum_t w_t (NaN when sum is 0)."""
+    w = np.asarray(weight, dtype="float64")
+    m = np.asarray(in_span, dtype=bool)
+    w = np.where(np.isfinite(w), w, 0.0)
+    total = w.sum()
+    return float(w[m].sum() / total) if total > 0 else float("nan")
+
+
+def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd.DataFrame:
+    """Samples where a reward's routing disagrees most with its verifier's spans.
+
+    For each (step, sample, reward) whose verifier marked at least one token, whose reward applies and whose
+    group advantage is not 0 (a reward that gives no credit cannot misplace it):
+    mass_in = span_mass_in(weight, in_span), span_share = in-span tokens / tokens (what uniform routing puts
+    inside), and disagreement = 1 - mass_in. Rows sorted by disagreement (largest first), then step.
+    """
+    rows = []
+    for step, df in credit_frames.items():
+        if df.empty:
+            continue
+        for (sample, reward), d in df.groupby(["sample", "reward"], sort=False):
+            spans = d["in_span"].astype(bool).to_numpy()
+            score = float(d["score"].iloc[0])
+            if not spans.any() or not math.isfinite(score) or float(d["group_adv"].iloc[0]) == 0.0:
+                continue
+            m = span_mass_in(d["weight"].to_numpy(), spans)
+            if not math.isfinite(m):
+                continue
+            rows.append({"step": int(step), "sample": int(sample), "reward": reward,
+                         "prompt_key": d["prompt_key"].iloc[0], "score": score,
+                         "group_adv": float(d["group_adv"].iloc[0]), "mass_in": m,
+                         "span_share": float(spans.mean()), "disagreement": 1.0 - m})
+    cols = ["step", "sample", "reward", "prompt_key", "score", "group_adv", "mass_in", "span_share", "disagreement"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["disagreement", "step", "sample"], ascending=[False, True, True]).head(top).reset_index(
+        drop=True)
+
+
+def js_in_out_table(credit_df: pd.DataFrame) -> pd.DataFrame:
+    """Per reward: token counts and mean JS distance inside / outside the verifier's spans, and their ratio."""
+    cols = ["reward", "tokens_in", "tokens_out", "js_in", "js_out", "ratio"]
+    rows = []
+    for reward, d in credit_df.groupby("reward", sort=False):
+        js = pd.to_numeric(d["js"], errors="coerce")
+        m = d["in_span"].astype(bool)
+        js_in = float(js[m].mean()) if m.any() else float("nan")
+        js_out = float(js[~m].mean()) if (~m).any() else float("nan")
+        ratio = js_in / js_out if js_out and math.isfinite(js_out) and js_out > 0 else float("nan")
+        rows.append({"reward": reward, "tokens_in": int(m.sum()), "tokens_out": int((~m).sum()),
+                     "js_in": js_in, "js_out": js_out, "ratio": ratio})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def steps_to_reach(metrics_by_run: Mapping[str, pd.DataFrame], thresholds: Sequence[float],
+                   key: str = "reward/all_satisfied") -> pd.DataFrame:
+    """First step at which `key` >= each threshold, per run (None when never reached); plus the best value."""
+    rows = []
+    for run, df in metrics_by_run.items():
+        row: dict[str, object] = {"run": run}
+        y = pd.to_numeric(df[key], errors="coerce") if key in df.columns else pd.Series(dtype="float64")
+        for thr in thresholds:
+            hit = df.loc[y >= thr, "step"] if len(y) else pd.Series(dtype="int64")
+            row[f"≥ {thr:g}"] = int(hit.iloc[0]) if len(hit) else None
+        row["best"] = float(y.max()) if y.notna().any() else None
+        row["steps logged"] = int(len(df))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def credit_export_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The credit rows to export, with the schema's columns in order (extra columns dropped)."""
+    from core.store import CREDIT_COLUMNS
+
+    return df.loc[:, [c for c in CREDIT_COLUMNS if c in df.columns]].reset_index(drop=True)
+
+
+def to_csv_bytes(df: pd.DataFrame) -> bytes:
+    return credit_export_frame(df).to_csv(index=False).encode("utf-8")
+
+
+def to_parquet_bytes(df: pd.DataFrame) -> bytes:
+    """Parquet with the run store's credit schema (so the file reads back like a run's own credit map)."""
+    from core.store import CREDIT_SCHEMA
+
+    frame = credit_export_frame(df)
+    schema = CREDIT_SCHEMA if list(frame.columns) == list(CREDIT_SCHEMA.names) else None
+    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()

@@ -1,0 +1,294 @@
+"""Token credit heatmaps as HTML strings.
+
+Pure functions from a credit frame (the run store's long format, one row per sample, reward and
+response token) to HTML. No Streamlit here, so tests can check the output directly; the Token
+credit page passes the string to `st.html`.
+
+Every piece of text that comes from a run (token text, prompt, reward names) is HTML-escaped, so a
+token such as `<script>` shows as text. Whitespace inside tokens is made visible: a newline shows
+as `↵` followed by a line break, a tab as `⇥`, and a token made only of spaces shows `·` per space.
+
+Colours: a diverging scale centred at 0 (blue < 0 < red, white at exactly 0), symmetric around 0
+with half-width `scale`; `scale` is the largest |value| shown unless the caller fixes it (to
+compare samples on one scale). Each reward's inspected spans are drawn as a bar under the tokens
+in that reward's colour; consecutive in-span tokens join into one bar, so a bar is a span.
+
+Never imports torch or streamlit.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+# Qualitative colours for rewards (span bars, figure lines); chosen to stay readable on white and to
+# differ from the blue/red credit scale's mid tones.
+REWARD_PALETTE = (
+    "#2ca02c",  # green
+    "#9467bd",  # purple
+    "#ff7f0e",  # orange
+    "#17becf",  # teal
+    "#8c564b",  # brown
+    "#e377c2",  # pink
+    "#bcbd22",  # olive
+    "#7f7f7f",  # grey
+)
+
+NEGATIVE_RGB = (33, 102, 172)  # blue end of the diverging scale
+POSITIVE_RGB = (178, 24, 43)  # red end
+ZERO_RGB = (255, 255, 255)
+
+TOTAL_ROW = "total advantage"
+
+_CSS = """
+<style>
+.mrtpo-hm { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 14px;
+  line-height: 1.25; color: #111; }
+.mrtpo-hm .row { margin: 0 0 10px 0; }
+.mrtpo-hm .row-label { font-family: sans-serif; font-size: 12px; font-weight: 600; margin: 2px 0; }
+.mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 4px; }
+.mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; }
+.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; }
+.mrtpo-hm .dk { color: #fff; }
+.mrtpo-hm .ws { color: #999; }
+.mrtpo-hm i.b { display: block; height: 3px; margin-top: 1px; }
+.mrtpo-hm .br { flex-basis: 100%; height: 0; }
+.mrtpo-hm .prompt { font-family: sans-serif; background: #f3f3f3; padding: 6px 8px; border-radius: 4px;
+  margin-bottom: 8px; white-space: pre-wrap; }
+.mrtpo-hm .legend { font-family: sans-serif; font-size: 12px; display: flex; flex-wrap: wrap; gap: 14px;
+  align-items: center; margin: 6px 0 10px 0; }
+.mrtpo-hm .cbar { display: inline-block; width: 160px; height: 12px; vertical-align: middle; border: 1px solid #ccc;
+  margin: 0 4px; }
+.mrtpo-hm .swatch { display: inline-block; width: 18px; height: 4px; vertical-align: middle; margin-right: 4px; }
+</style>
+"""
+
+
+def reward_colors(reward_names: Sequence[str]) -> dict[str, str]:
+    """A fixed colour per reward, by its position in the run's reward list."""
+    return {name: REWARD_PALETTE[i % len(REWARD_PALETTE)] for i, name in enumerate(reward_names)}
+
+
+def diverging_rgb(value: float, scale: float) -> tuple[int, int, int]:
+    """RGB of `value` on a diverging scale centred at 0.
+
+    x = clip(value / scale, -1, 1); colour = white + |x| * (end - white), end = red for x > 0,
+    blue for x < 0. value = 0 (or NaN) is pure white; |value| >= scale is the full end colour.
+    """
+    if value is None or not math.isfinite(value) or scale <= 0 or not math.isfinite(scale):
+        return ZERO_RGB
+    x = max(-1.0, min(1.0, value / scale))
+    end = POSITIVE_RGB if x > 0 else NEGATIVE_RGB
+    a = abs(x)
+    return tuple(round(z + a * (e - z)) for z, e in zip(ZERO_RGB, end, strict=True))  # type: ignore[return-value]
+
+
+def diverging_color(value: float, scale: float) -> str:
+    """CSS colour string of `diverging_rgb`."""
+    r, g, b = diverging_rgb(value, scale)
+    return f"rgb({r},{g},{b})"
+
+
+def text_color_for(rgb: tuple[int, int, int]) -> str:
+    """Black on light backgrounds, white on dark ones (relative luminance < 0.45)."""
+    r, g, b = (c / 255 for c in rgb)
+    return "#fff" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.45 else "#111"
+
+
+def auto_scale(values: Sequence[float] | pd.Series) -> float:
+    """Half-width of the colour scale: max |value| over finite values, 1.0 when there is none or it is 0."""
+    s = pd.Series(values, dtype="float64").abs()
+    s = s[s.map(math.isfinite)] if len(s) else s
+    m = float(s.max()) if len(s) else 0.0
+    return m if m > 0 and math.isfinite(m) else 1.0
+
+
+def visible_token_html(token: str) -> tuple[str, bool]:
+    """Escaped HTML for a token with its whitespace made visible; second value: it ends a line.
+
+    Newlines become `↵` (and the caller breaks the line), tabs `⇥`, carriage returns `␍`; a token made
+    only of spaces shows a dim `·` per space so it is not an invisible box.
+    """
+    if token == "":
+        return '<span class="ws">∅</span>', False
+    if token.strip(" ") == "":
+        return f'<span class="ws">{"·" * len(token)}</span>', False
+    parts = []
+    for ch in token:
+        if ch == "\n":
+            parts.append('<span class="ws">↵</span>')
+        elif ch == "\t":
+            parts.append('<span class="ws">⇥</span>')
+        elif ch == "\r":
+            parts.append('<span class="ws">␍</span>')
+        else:
+            parts.append(html.escape(ch, quote=True))
+    return "".join(parts), token.endswith("\n")
+
+
+def _fmt(x: float, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def token_tooltip(token: str, lines: Sequence[str]) -> str:
+    """Hover text of a token (escaped for an HTML attribute): the token's repr, then one line per reward."""
+    return html.escape("\n".join([f"token {token!r}", *lines]), quote=True)
+
+
+def _reward_line(reward: str, credit: float, js: float, weight: float, in_span: bool) -> str:
+    span = "in span" if in_span else "out of span"
+    return f"{reward}: credit {_fmt(credit, True)} | JS {_fmt(js)} | weight {_fmt(weight)} | {span}"
+
+
+def sample_token_table(sample_df: pd.DataFrame) -> pd.DataFrame:
+    """Wide per-token view of one sample: index t; columns token, start, end, token_adv and
+    (credit|js|weight|in_span, reward) pairs. Rewards keep their order of appearance.
+    """
+    if sample_df.empty:
+        return pd.DataFrame(columns=["token", "start", "end", "token_adv"])
+    base = sample_df.drop_duplicates("t").set_index("t").sort_index()
+    out = base[["token", "start", "end", "token_adv"]].copy()
+    cols: dict[tuple[str, str], pd.Series] = {}
+    for r, d in sample_df.groupby("reward", sort=False):
+        d = d.drop_duplicates("t").set_index("t").reindex(out.index)
+        for col in ("credit", "js", "weight"):
+            cols[(col, r)] = d[col].astype("float64")
+        cols[("in_span", r)] = d["in_span"].fillna(False).astype(bool)
+    return pd.concat([out, pd.DataFrame(cols, index=out.index)], axis=1)
+
+
+def _legend_html(scale: float, colors: dict[str, str], label: str) -> str:
+    lo, hi = diverging_color(-scale, scale), diverging_color(scale, scale)
+    items = [
+        f'<span>{html.escape(label)}: {-scale:+.3g} <span class="cbar" '
+        f'style="background: linear-gradient(to right, {lo}, #ffffff, {hi});"></span> {scale:+.3g} '
+        f"(white = 0)</span>"
+    ]
+    for name, col in colors.items():
+        items.append(f'<span><span class="swatch" style="background:{col}"></span>{html.escape(name)} span</span>')
+    return f'<div class="legend">{"".join(items)}</div>'
+
+
+def _token_cell(text_html: str, bg: tuple[int, int, int], bars: Sequence[str | None], title: str,
+                t: int, end_line: bool) -> str:
+    # Span bars are <i class="b">: one slot per reward, filled in its colour where the token is in a span.
+    bar_html = "".join(f'<i class="b" style="background:{c}"></i>' if c else '<i class="b"></i>' for c in bars)
+    r, g, b = bg
+    dark = " dk" if text_color_for(bg) == "#fff" else ""
+    cell = (
+        f'<span class="tok" data-t="{t}" title="{title}">'
+        f'<span class="tok-text{dark}" style="background:rgb({r},{g},{b})">{text_html}</span>{bar_html}</span>'
+    )
+    return cell + ('<span class="br"></span>' if end_line else "")
+
+
+def token_heatmap_html(
+    sample_df: pd.DataFrame,
+    reward: str | None = None,
+    *,
+    mode: str = "single",
+    scale: float | None = None,
+    reward_names: Sequence[str] | None = None,
+    show_prompt: bool = True,
+) -> str:
+    """HTML heatmap of one sample's response tokens.
+
+    sample_df: credit rows of one (step, sample), all rewards (schema of the run store's credit files).
+    mode "single": one row of tokens coloured by `reward`'s credit, or by the total token advantage when
+      `reward` is None or `TOTAL_ROW`; under each token, one bar slot per reward, filled in the reward's
+      colour where the token is in that verifier's spans.
+    mode "rows": one aligned row per reward (coloured by its credit, with its own span bar) plus a last
+      row coloured by the total advantage; all rows share one scale.
+    scale: half-width of the colour scale; None = max |value| shown (per sample).
+    Hover (title attribute) on every token: token repr, then per reward credit, JS, weight, in/out of span.
+    """
+    if mode not in ("single", "rows"):
+        raise ValueError(f"mode must be 'single' or 'rows', got {mode!r}")
+    if sample_df.empty:
+        return _CSS + '<div class="mrtpo-hm"><em>No tokens in this sample.</em></div>'
+    present = list(dict.fromkeys(sample_df["reward"]))
+    names = [r for r in (reward_names or present) if r in present] + [
+        r for r in present if r not in (reward_names or [])
+    ]
+    colors = reward_colors(list(reward_names or names))
+    colors = {r: colors.get(r, REWARD_PALETTE[i % len(REWARD_PALETTE)]) for i, r in enumerate(names)}
+    wide = sample_token_table(sample_df)
+    ts = [int(t) for t in wide.index]
+    tokens = wide["token"].astype(str).tolist()
+    total = wide["token_adv"].astype(float).tolist()
+    credit = {r: wide[("credit", r)].astype(float).tolist() for r in names}
+    js = {r: wide[("js", r)].astype(float).tolist() for r in names}
+    weight = {r: wide[("weight", r)].astype(float).tolist() for r in names}
+    in_span = {r: wide[("in_span", r)].astype(bool).tolist() for r in names}
+
+    def tooltip(i: int, rewards: Sequence[str]) -> str:
+        lines = [f"total advantage {_fmt(total[i], True)}"]
+        lines += [_reward_line(r, credit[r][i], js[r][i], weight[r][i], in_span[r][i]) for r in rewards]
+        return token_tooltip(tokens[i], lines)
+
+    texts = [visible_token_html(tok) for tok in tokens]
+
+    first = sample_df.iloc[0]
+    parts = [_CSS, '<div class="mrtpo-hm">']
+    if show_prompt and "prompt" in sample_df.columns:
+        parts.append(f'<div class="prompt"><b>Prompt</b><br>{html.escape(str(first["prompt"]))}</div>')
+
+    if mode == "single":
+        key = TOTAL_ROW if reward in (None, TOTAL_ROW) else reward
+        if key != TOTAL_ROW and key not in names:
+            raise ValueError(f"reward {key!r} not in this sample; choose one of {names}")
+        values = total if key == TOTAL_ROW else credit[key]
+        sc = scale if scale is not None else auto_scale(values)
+        label = "total token advantage" if key == TOTAL_ROW else f"credit of {key}"
+        parts.append(_legend_html(sc, colors, label))
+        parts.append(f'<div class="row" data-row="{html.escape(key, quote=True)}"><div class="tokens">')
+        for i, t in enumerate(ts):
+            bars = [colors[r] if in_span[r][i] else None for r in names]
+            parts.append(_token_cell(texts[i][0], diverging_rgb(values[i], sc), bars, tooltip(i, names), t,
+                                     texts[i][1]))
+        parts.append("</div></div>")
+    else:
+        rows = [(r, credit[r], [colors[r] if v else None for v in in_span[r]]) for r in names]
+        rows.append((TOTAL_ROW, total, None))
+        allv = [v for _, vals, _ in rows for v in vals]
+        sc = scale if scale is not None else auto_scale(allv)
+        parts.append(_legend_html(sc, colors, "credit / advantage"))
+        for name, vals, bar_colors in rows:
+            parts.append(f'<div class="row" data-row="{html.escape(name, quote=True)}">'
+                         f'<div class="row-label">{html.escape(name)}</div><div class="tokens">')
+            # Each row's hover names only its own reward (the total row: all of them), to keep the page small.
+            row_rewards = names if name == TOTAL_ROW else [name]
+            for i, t in enumerate(ts):
+                bars = [bar_colors[i]] if bar_colors is not None else []
+                parts.append(_token_cell(texts[i][0], diverging_rgb(vals[i], sc), bars, tooltip(i, row_rewards), t,
+                                         texts[i][1]))
+            parts.append("</div></div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def spans_html(text: str, spans: Sequence[tuple[int, int]], color: str = REWARD_PALETTE[0]) -> str:
+    """The text with character ranges `spans` highlighted (outlined box tinted in `color`); all text escaped.
+
+    Spans are (start, end) character offsets, sorted and non-overlapping (as a verifier returns them);
+    out-of-range parts are clipped. Newlines are kept (pre-wrap) and also marked with `↵`.
+    """
+    def esc(s: str) -> str:
+        return html.escape(s, quote=True).replace("\n", '<span class="ws">↵</span>\n')
+
+    out, pos, n = [], 0, len(text)
+    for i, (a, b) in enumerate(sorted((max(0, int(a)), min(n, int(b))) for a, b in spans)):
+        if b <= a or a < pos:
+            continue
+        out.append(esc(text[pos:a]))
+        out.append(f'<span class="vspan" data-span="{i}" title="span {i}: characters {a}-{b}" '
+                   f'style="outline:2px solid {color};background:{color}33">{esc(text[a:b])}</span>')
+        pos = b
+    out.append(esc(text[pos:]))
+    return (_CSS + '<div class="mrtpo-hm"><div class="prompt" style="background:#fff;border:1px solid #ddd;'
+            'font-family:ui-monospace,monospace">' + "".join(out) + "</div></div>")

@@ -1,0 +1,101 @@
+"""Cached readers of the run store for the pages.
+
+Every cached function takes the file's (mtime_ns, size) as an argument, so its cache key changes
+when the trainer appends a step or replaces a file: a page never shows stale data and never
+re-reads an unchanged file. Data frames use `st.cache_data` (copies per caller), never
+`cache_resource`. Each loader returns the frame and the reader's warnings (a corrupt file is a
+warning on the page, never an exception).
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.store import RunInfo, RunStore, credit_path, list_runs
+from mrtpo_viz.paths import run_sources
+
+
+def file_key(path: str | os.PathLike) -> tuple[int, int]:
+    """(mtime_ns, size) of a file, (0, -1) when it does not exist: the part of a cache key that changes on write."""
+    try:
+        s = os.stat(path)
+    except OSError:
+        return (0, -1)
+    return (s.st_mtime_ns, s.st_size)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _metrics(run_path: str, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
+    store = RunStore(Path(run_path))
+    df = store.metrics()
+    return df, list(store.warnings)
+
+
+def metrics(run_path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
+    """metrics.jsonl of a run as a frame (one row per completed step) and the reader's warnings."""
+    run_path = str(run_path)
+    return _metrics(run_path, file_key(Path(run_path) / "metrics.jsonl"))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _credit(run_path: str, step: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
+    store = RunStore(Path(run_path))
+    df = store.credit(step)
+    return df, list(store.warnings)
+
+
+def credit(run_path: str | os.PathLike, step: int) -> tuple[pd.DataFrame, list[str]]:
+    """The credit map of one step and the reader's warnings."""
+    run_path = str(run_path)
+    return _credit(run_path, int(step), file_key(credit_path(Path(run_path), int(step))))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _config(run_path: str, key: tuple[int, int]) -> tuple[dict, list[str]]:
+    store = RunStore(Path(run_path))
+    return store.config(), list(store.warnings)
+
+
+def config(run_path: str | os.PathLike) -> tuple[dict, list[str]]:
+    run_path = str(run_path)
+    return _config(run_path, file_key(Path(run_path) / "config.json"))
+
+
+def reward_names(run_path: str | os.PathLike) -> list[str]:
+    """The run's rewards: config.json's `reward_names`, else the `reward/<name>` metric keys."""
+    cfg, _ = config(run_path)
+    names = cfg.get("reward_names")
+    if isinstance(names, list) and names:
+        return [str(n) for n in names]
+    df, _ = metrics(run_path)
+    return [c.split("/", 1)[1] for c in df.columns if c.startswith("reward/") and c != "reward/all_satisfied"]
+
+
+def status(run_path: str | os.PathLike) -> dict:
+    """status.json with crash detection (never cached: it is tiny and must be current)."""
+    return RunStore(Path(run_path)).status()
+
+
+def credit_steps(run_path: str | os.PathLike) -> list[int]:
+    return RunStore(Path(run_path)).credit_steps()
+
+
+def log_tail(run_path: str | os.PathLike, lines: int = 30) -> str:
+    return RunStore(Path(run_path)).log_tail(lines)
+
+
+def all_runs() -> list[RunInfo]:
+    """Every run of the runs directory and the shipped samples (newest first). Not cached: states change."""
+    sources = run_sources()
+    return list_runs(*(d for _, d in sources), labels=[label for label, _ in sources])
+
+
+def run_label(info: RunInfo) -> str:
+    """How a run is named in pickers: its name, prefixed by `sample/` for shipped demo runs."""
+    return info.name if info.source == "runs" else f"{info.source}/{info.name}"

@@ -1,0 +1,47 @@
+"""Compare runs: reward curves of the chosen runs overlaid and the steps each needed to reach given
+all-satisfied rates."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mrtpo_viz import analysis, figures, loaders, ui
+
+st.title("Compare runs")
+runs = loaders.all_runs()
+if not runs:
+    ui.no_runs_message()
+    st.stop()
+chosen = ui.pick_runs(runs, "Runs to compare (one dash style per run)", default_count=min(3, len(runs)))
+if not chosen:
+    st.info("Pick runs to compare.")
+    st.stop()
+
+metrics, rewards = {}, []
+for r in chosen:
+    df, warnings = loaders.metrics(r.path)
+    ui.show_warnings(loaders.run_label(r), warnings)
+    metrics[loaders.run_label(r)] = df
+    rewards += [n for n in loaders.reward_names(r.path) if n not in rewards]
+
+shown = st.multiselect("Rewards", [*rewards, "all satisfied"], default=[*rewards, "all satisfied"])
+series, colors = figures.reward_series([n for n in rewards if n in shown])
+if "all satisfied" not in shown:
+    series.pop("reward/all_satisfied", None)
+st.plotly_chart(figures.metric_lines(metrics, series, "Rewards of the chosen runs", "reward", colors, height=420),
+                key="fig_compare")
+
+st.subheader("Steps to reach an all-satisfied rate")
+text = st.text_input("Targets (comma-separated rates in [0, 1])", "0.25, 0.5, 0.75")
+try:
+    targets = sorted({float(x) for x in text.replace(";", ",").split(",") if x.strip()})
+    if any(not 0 <= t <= 1 for t in targets):
+        raise ValueError("every target must lie in [0, 1]")
+except ValueError as exc:
+    st.error(f"Targets: {exc}")
+    targets = []
+if targets:
+    table = analysis.steps_to_reach(metrics, targets)
+    table.insert(1, "method", [r.method for r in chosen])
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption("None: the run never reached that rate in its logged steps.")

@@ -1,0 +1,106 @@
+"""Token credit: one sampled response with each token coloured by a reward's credit (or one row per
+reward plus the total advantage), the verifiers' inspected spans drawn under the tokens, the sample's
+rewards, and downloads of the sample's or the step's credit map.
+
+Opened from the Verifier debugger with query parameters (run, step, sample, reward) or the
+`credit_target` session entry.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mrtpo_viz import analysis, heatmap, loaders, ui
+
+TARGET_KEY = "credit_target"
+
+st.title("Token credit")
+runs = [r for r in loaders.all_runs() if loaders.credit_steps(r.path)]
+if not runs:
+    ui.no_runs_message()
+    st.stop()
+
+# A target set by another page (session state) or a link (query params) preselects run/step/sample/reward.
+target = {**ui.consume_query_target(), **(st.session_state.pop(TARGET_KEY, None) or {})}
+if ui.find_run(runs, target.get("run")):
+    st.session_state[ui.RUN_KEY] = ui.find_run(runs, target.get("run"))
+
+top = st.columns([3, 1, 2])
+run = ui.pick_run(runs, where=top[0])
+path = str(run.path)
+rewards = loaders.reward_names(path)
+steps = loaders.credit_steps(path)
+want_step = int(target["step"]) if str(target.get("step", "")).isdigit() and int(target["step"]) in steps else None
+step = top[1].selectbox("Step", steps, index=steps.index(want_step) if want_step else len(steps) - 1)
+df, warnings = loaders.credit(path, step)
+ui.show_warnings(loaders.run_label(run), warnings)
+if df.empty:
+    st.warning("This step's credit map holds no tokens.")
+    st.stop()
+present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
+
+with top[2]:
+    f1, f2, f3 = st.columns(3)
+    prompt_keys = ["any"] + sorted(df["prompt_key"].unique().tolist())
+    prompt_key = f1.selectbox("Prompt", prompt_keys)
+    outcome_reward = f2.selectbox("Outcome of", present)
+    outcome = f3.selectbox("Outcome", analysis.OUTCOMES)
+samples = analysis.filter_samples(df, None if prompt_key == "any" else prompt_key, outcome_reward, outcome)
+if not samples:
+    st.info("No sample of this step matches the filters.")
+    st.stop()
+
+summary = analysis.sample_summary(df)
+scores = summary.pivot_table(index="sample", columns="reward", values="score", aggfunc="first")
+
+
+def sample_label(i: int) -> str:
+    row = scores.loc[i] if i in scores.index else None
+    marks = "".join("·" if row is None or row.get(r) != row.get(r) else ("✓" if row.get(r) >= 1 else "✗")
+                    for r in present)
+    key = summary.loc[summary["sample"] == i, "prompt_key"].iloc[0]
+    return f"sample {i} · {key} · {marks}"
+
+
+want_sample = int(target["sample"]) if str(target.get("sample", "")).isdigit() else None
+c1, c2, c3, c4 = st.columns([2, 2, 1.3, 1.2])
+sample = c1.selectbox("Sample (✓/✗/· per reward)", samples,
+                      index=samples.index(want_sample) if want_sample in samples else 0, format_func=sample_label)
+view = c2.radio("View", ["one reward", "one row per reward"], horizontal=True)
+options = [*present, heatmap.TOTAL_ROW]
+want_reward = target.get("reward") if target.get("reward") in options else None
+color_by = c2.selectbox("Colour by", options, index=options.index(want_reward) if want_reward else 0,
+                        disabled=view != "one reward")
+fixed = c3.checkbox("Same scale for all samples", help="Fix the colour scale to the largest |value| of the step")
+c4.download_button("Step credit CSV", lambda: analysis.to_csv_bytes(df), f"{run.name}_step{step}_credit.csv",
+                   "text/csv", on_click="ignore")
+c4.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(df), f"{run.name}_step{step}_credit.parquet",
+                   "application/octet-stream", on_click="ignore")
+
+sample_df = df[df["sample"] == sample]
+mode = "single" if view == "one reward" else "rows"
+scale = None
+if fixed:
+    if mode == "single" and color_by != heatmap.TOTAL_ROW:
+        scale = heatmap.auto_scale(df.loc[df["reward"] == color_by, "credit"])
+    elif mode == "single":
+        scale = heatmap.auto_scale(df["token_adv"])
+    else:
+        scale = heatmap.auto_scale(list(df["credit"]) + list(df["token_adv"]))
+
+st.html(heatmap.token_heatmap_html(sample_df, color_by if mode == "single" else None, mode=mode, scale=scale,
+                                   reward_names=rewards))
+st.caption("Hover a token for its credit, JS distance, routing weight and span membership per reward. "
+           "Bars under tokens: each verifier's inspected spans, in the reward's colour.")
+
+st.subheader("Rewards of this sample")
+st.dataframe(analysis.sample_rewards_table(sample_df), hide_index=True, width="stretch",
+             column_config={"credit_share_in_span": st.column_config.NumberColumn(format="%.2f")})
+with st.expander("Response text"):
+    st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
+d1, d2, _ = st.columns([1, 1, 3])
+d1.download_button("Sample credit CSV", lambda: analysis.to_csv_bytes(sample_df),
+                   f"{run.name}_step{step}_sample{sample}_credit.csv", "text/csv", on_click="ignore")
+d2.download_button("Sample credit Parquet", lambda: analysis.to_parquet_bytes(sample_df),
+                   f"{run.name}_step{step}_sample{sample}_credit.parquet", "application/octet-stream",
+                   on_click="ignore")

@@ -1,0 +1,126 @@
+"""Verifier debugger: does each reward's credit land where its verifier looks?
+
+Per reward over steps: routing mass inside the verifier's spans and the span ROC AUC of JS with its
+control; the samples where routing and spans disagree most (each opens in Token credit); and a
+playground that runs a verifier on text the user types.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from core.verifiers import VerifierSpecError, build, families, family_class
+from mrtpo_viz import analysis, figures, heatmap, loaders, ui
+
+CREDIT_PAGE = "mrtpo_viz/pages/credit.py"
+# Example arguments per parameter name, to prefill the playground's JSON.
+EXAMPLE_ARGS = {"keywords": ["river"], "forbidden_words": ["bad"], "keyword": "river", "frequency": 2,
+                "relation": "at least", "num_sentences": 2, "num_words": 10, "num_placeholders": 1,
+                "postscript_marker": "P.S.", "num_bullets": 3, "num_highlights": 2,
+                "end_phrase": "Is there anything else?", "start_phrase": "Hello", "answer": 7}
+
+st.title("Verifier debugger")
+tab_runs, tab_play = st.tabs(["Credit vs spans in a run", "Verifier playground"])
+
+with tab_runs:
+    runs = sorted(loaders.all_runs(), key=lambda r: r.method != "mrtpo")  # MRTPO runs first: they route credit
+    if not runs:
+        ui.no_runs_message()
+    else:
+        c1, c2 = st.columns([3, 1])
+        run = ui.pick_run(runs, where=c1)
+        path = str(run.path)
+        rewards = loaders.reward_names(path)
+        if run.method in ("grpo", "gdpo"):
+            st.info(f"{run.method.upper()} routes every reward uniformly over the response, so its mass inside "
+                    "spans equals the spans' share of tokens. Pick an MRTPO run to see where routing puts credit.")
+        metrics, warnings = loaders.metrics(path)
+        ui.show_warnings(loaders.run_label(run), warnings)
+        mm = {loaders.run_label(run): metrics}
+        left, right = st.columns(2)
+        left.plotly_chart(figures.per_reward_lines(mm, rewards, "span/{name}/mass_in",
+                                                   "Routing mass inside the verifier's spans", "share"),
+                          key="fig_dbg_mass")
+        right.plotly_chart(figures.auc_figure(mm, rewards), key="fig_dbg_auc")
+
+        steps = loaders.credit_steps(path)
+        if not steps:
+            st.info("This run has no credit maps yet.")
+        else:
+            last_n = c2.number_input("Scan the last N steps", 1, len(steps), min(5, len(steps)))
+            frames = {}
+            for s in steps[-int(last_n):]:
+                df, w = loaders.credit(path, s)
+                ui.show_warnings(f"{loaders.run_label(run)} step {s}", w)
+                frames[s] = df
+            table = analysis.disagreement(frames, top=25)
+            st.subheader("Where routing and spans disagree most")
+            st.caption("mass_in: share of the reward's routing weight on tokens its verifier inspected; span_share: "
+                       "what uniform routing would put there. Select a row, or follow its link, to open the sample.")
+            if table.empty:
+                st.info("No sample with verifier spans in these steps.")
+            else:
+                table["open"] = [
+                    "credit?" + urlencode({"run": loaders.run_label(run), "step": r.step, "sample": r.sample,
+                                           "reward": r.reward})
+                    for r in table.itertuples()
+                ]
+                event = st.dataframe(
+                    table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                    key="dbg_table",
+                    column_config={
+                        "open": st.column_config.LinkColumn("open", display_text="Token credit ↗"),
+                        "mass_in": st.column_config.ProgressColumn("mass_in", min_value=0.0, max_value=1.0,
+                                                                   format="%.2f"),
+                        "span_share": st.column_config.NumberColumn(format="%.2f"),
+                        "disagreement": st.column_config.NumberColumn(format="%.2f"),
+                        "group_adv": st.column_config.NumberColumn(format="%+.2f"),
+                    },
+                )
+                rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
+                chosen = table.iloc[rows[0]] if rows else table.iloc[0]
+                label = f"Open step {chosen['step']} sample {chosen['sample']} ({chosen['reward']}) in Token credit"
+                if st.button(label, type="primary"):
+                    st.session_state["credit_target"] = {"run": path, "step": int(chosen["step"]),
+                                                         "sample": int(chosen["sample"]),
+                                                         "reward": str(chosen["reward"])}
+                    st.switch_page(CREDIT_PAGE)
+
+with tab_play:
+    st.caption("Type a response, pick a constraint family and its arguments: the verifier's score and the "
+               "character spans it inspected.")
+    fams = families()
+    default_family = fams.index("keywords:existence") if "keywords:existence" in fams else 0
+    p1, p2 = st.columns([1, 1])
+    family = p1.selectbox("Constraint family", fams, index=default_family, key="play_family")
+    params = family_class(family).params
+    template = {name: EXAMPLE_ARGS.get(name, p.default if p.default is not None else "") for name, p in params.items()}
+    args_text = p2.text_area("Arguments (JSON object)", value=json.dumps(template), key=f"play_args_{family}",
+                             height=80)
+    if params:
+        p2.caption(" · ".join(f"`{n}`: {p.help or 'required'}" + (f" ({', '.join(map(str, p.choices))})"
+                                                                   if p.choices else "") for n, p in params.items()))
+    text = st.text_area("Response", value="The river runs steady, and the light falls on the water.",
+                        key="play_text", height=120)
+    try:
+        kwargs = json.loads(args_text) if args_text.strip() else {}
+        if not isinstance(kwargs, dict):
+            raise ValueError("the arguments must be a JSON object, e.g. {\"keywords\": [\"river\"]}")
+        verifier = build(family, **kwargs)
+    except json.JSONDecodeError as exc:
+        st.error(f"Arguments are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    except (VerifierSpecError, ValueError, TypeError) as exc:
+        st.error(str(exc))
+    else:
+        result = verifier.verify(text)
+        m1, m2, m3 = st.columns([1, 1, 3])
+        m1.metric("Score", f"{result.score:.3g}")
+        m2.metric("Spans", len(result.spans))
+        if verifier.sentence():
+            m3.caption(f"Constraint sentence: *{verifier.sentence()}*")
+        st.html(heatmap.spans_html(text, result.spans))
+        if result.spans:
+            st.caption("Spans (character ranges): " + ", ".join(f"[{a}, {b})" for a, b in result.spans))

@@ -1,0 +1,95 @@
+"""Streamlit helpers shared by the pages: run pickers that remember the choice across pages, warnings.
+
+The chosen run lives in `st.session_state` under plain (non-widget) keys, so it survives page
+switches (Streamlit drops the state of widgets that a page does not draw). Links into a page carry
+query parameters (`run` as a run name or `sample/<name>`), read once by `consume_query_target`.
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from core.store import RunInfo
+from mrtpo_viz import loaders
+
+RUN_KEY = "mrtpo_run"  # path of the run chosen on single-run pages
+RUNS_KEY = "mrtpo_runs"  # paths of the runs overlaid on multi-run pages
+
+# Plain symbols (present in every font, unlike emoji): active, done, stopped, broken.
+STATE_ICONS = {"running": "▶", "starting": "…", "completed": "✓", "stopped": "■", "failed": "✗", "crashed": "✗",
+               "unknown": "?"}
+
+
+def _describe(info: RunInfo) -> str:
+    total = f"/{info.total_steps}" if info.total_steps else ""
+    return f"{STATE_ICONS.get(info.state, '')} {loaders.run_label(info)} · {info.method or '?'} · step {info.step}{total}"
+
+
+def find_run(runs: Sequence[RunInfo], wanted: str | None) -> str | None:
+    """Path of the run named `wanted` (its name, `sample/<name>` label or path), None when absent."""
+    if not wanted:
+        return None
+    for r in runs:
+        if wanted in (r.name, loaders.run_label(r), str(r.path)):
+            return str(r.path)
+    return None
+
+
+def consume_query_target(keys: Sequence[str] = ("run", "step", "sample", "reward")) -> dict[str, str]:
+    """The given query parameters (from a link such as `credit?run=x&step=3`), removed from the URL once read,
+    so that later choices on the page are not overridden by the link."""
+    target = {k: st.query_params[k] for k in keys if k in st.query_params}
+    for k in target:
+        del st.query_params[k]
+    return target
+
+
+def pick_run(runs: Sequence[RunInfo], label: str = "Run", where=None) -> RunInfo | None:
+    """A select box over `runs`; remembers the choice in session state; None when there are no runs."""
+    where = where or st
+    if not runs:
+        return None
+    by_path = {str(r.path): r for r in runs}
+    current = st.session_state.get(RUN_KEY)
+    if current not in by_path:
+        current = next(iter(by_path))
+    paths = list(by_path)
+    choice = where.selectbox(label, paths, index=paths.index(current), format_func=lambda p: _describe(by_path[p]))
+    st.session_state[RUN_KEY] = choice
+    return by_path[choice]
+
+
+def pick_runs(runs: Sequence[RunInfo], label: str = "Runs", where=None, default_count: int = 1) -> list[RunInfo]:
+    """A multiselect over `runs` (overlaid on one figure); defaults to the single-run choice or the newest."""
+    where = where or st
+    if not runs:
+        return []
+    by_path = {str(r.path): r for r in runs}
+    chosen = [p for p in st.session_state.get(RUNS_KEY, []) if p in by_path]
+    if not chosen:
+        single = st.session_state.get(RUN_KEY)
+        chosen = [single] if single in by_path else list(by_path)[:default_count]
+    picked = where.multiselect(label, list(by_path), default=chosen, format_func=lambda p: _describe(by_path[p]))
+    st.session_state[RUNS_KEY] = list(picked)
+    if len(picked) == 1:
+        st.session_state[RUN_KEY] = picked[0]
+    return [by_path[p] for p in picked]
+
+
+def show_warnings(label: str, warnings: Sequence[str]) -> None:
+    """One compact warning box per run with problems (corrupt or half-written files)."""
+    if warnings:
+        st.warning(f"**{label}**: " + "; ".join(dict.fromkeys(warnings)))
+
+
+def state_badge(state: str) -> str:
+    return f"{STATE_ICONS.get(state, '')} {state}"
+
+
+def no_runs_message() -> None:
+    st.info("No runs yet. Start one on the **Launch** page, or run `mrtpo train` in a terminal "
+            "(runs go to `$MRTPO_RUNS_DIR`, default `./runs`).")
