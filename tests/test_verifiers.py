@@ -381,3 +381,26 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+ADVERSARIAL = [
+    "\n" * 20000,
+    " \n" * 10000,
+    "[" * 20000,
+    "*" * 20000,
+    "<<" * 10000,
+    "-\n" * 10000,
+    "İ" * 10000,
+    "\ud800 lone surrogate, \x00 nul, \u202e rtl, 🙂 emoji",
+    LONG,
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_every_family_on_long_and_odd_text(text):
+    from test_verifiers_props import SPECS, assert_well_formed
+
+    for family, kwargs in SPECS:
+        ver = build(family, **kwargs)
+        ver.check(text)  # the raw check does not raise
+        assert_well_formed(ver.verify(text), text)

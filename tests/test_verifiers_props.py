@@ -178,3 +178,37 @@ def test_keyword_spans_hold_the_keyword(text):
     result = build("keywords:existence", keywords=["light"]).verify(text)
     assert all(text[s:e].lower() == "light" for s, e in result.spans)
     assert (result.score == 1.0) == bool(result.spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# the linear-time scanners find exactly the matches of IFEval's regexes
+
+SCAN_TEXT = st.lists(st.sampled_from(list(" \n\t*-[]<>ab") + ["<<", ">>", "**", "\n\n"]), max_size=40).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=SCAN_TEXT)
+def test_scanners_equal_the_regexes(text):
+    from core.verifiers.families import _bracket_matches, _bullet_matches, _title_matches
+
+    def spans(pattern, flags=0):
+        return [m.span() for m in re.finditer(pattern, text, flags)]
+
+    assert _bullet_matches(text, "*") == spans(r"^\s*\*[^\*].*$", re.MULTILINE)
+    assert _bullet_matches(text, "-") == spans(r"^\s*-.*$", re.MULTILINE)
+    assert _bracket_matches(text) == spans(r"\[.*?\]")
+    assert _title_matches(text) == spans(r"<<[^\n]+>>")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(st.sampled_from(list(" \nPpSs.:x") + ["P.S.", "p. s.", "P.P.S", "İ"]), max_size=30).map("".join))
+def test_postscript_spans_are_the_ifeval_matches_trimmed(text):
+    for marker, pattern in [("P.S.", r"\s*p\.\s?s\..*$"), ("P.P.S", r"\s*p\.\s?p\.\s?s.*$")]:
+        result = build("detectable_content:postscript", postscript_marker=marker).verify(text)
+        expected = []
+        if "İ" not in text:  # lower() keeps positions: compare spans directly
+            for m in re.finditer(pattern, text.lower(), flags=re.MULTILINE):
+                start = m.start() + len(m.group()) - len(m.group().lstrip())
+                if start < m.end():
+                    expected.append((start, m.end()))
+            assert list(result.spans) == expected

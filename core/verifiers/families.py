@@ -71,10 +71,13 @@ def _with_stop(sentence: str) -> str:
     return sentence if sentence.rstrip()[-1:] in ".!?" else sentence.rstrip() + "."
 
 
-def _lower_map(text: str) -> tuple[str, list[int]]:
-    """`text` lower-cased character by character, and for each lowered character the index of
-    the original character it came from (plus a final entry len(text)); str.lower() may turn one
-    character into two (İ -> i̇)."""
+def _lower_map(text: str) -> tuple[str, list[int] | range]:
+    """`text.lower()` and, for each lowered character, the index of the original character it
+    came from (plus a final entry len(text)). Lower-casing never removes characters, so when the
+    length is unchanged the map is the identity; otherwise (İ -> i̇) lower character by character."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered, range(len(text) + 1)
     pieces, index = [], []
     for i, char in enumerate(text):
         low = char.lower()
@@ -93,6 +96,91 @@ def _runs(positions: list[int]) -> list[Span]:
         else:
             spans.append((pos, pos + 1))
     return spans
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear-time scanners with the same matches as IFEval's regexes. Some of those regexes
+# backtrack quadratically on adversarial text (50k newlines, a line of 50k '['): a policy
+# early in training produces such text, and verification must stay fast.
+
+
+def _line_starts(text: str, pos: int):
+    """Positions >= pos where `^` matches with re.MULTILINE (start of text or after a newline)."""
+    if pos == 0:
+        yield 0
+        pos = 1
+    while True:
+        nl = text.find("\n", pos - 1)
+        if nl == -1:
+            return
+        yield nl + 1
+        pos = nl + 2
+
+
+def _line_end(text: str, pos: int) -> int:
+    """Where `.*$` started at pos stops: the next newline at or after pos, or the end."""
+    end = text.find("\n", pos)
+    return len(text) if end == -1 else end
+
+
+def _bullet_matches(text: str, marker: str) -> list[Span]:
+    """The matches of re.finditer(r"^\\s*\\*[^\\*].*$") (marker '*') or r"^\\s*-.*$" (marker '-')
+    with re.MULTILINE. `\\s*` may cross blank lines; after it must come the marker (for '*', then
+    one character that is not '*', possibly a newline), then the rest of that line."""
+    n = len(text)
+    nonspace = [n] * (n + 1)  # nonspace[i]: first non-whitespace index >= i
+    for i in range(n - 1, -1, -1):
+        nonspace[i] = nonspace[i + 1] if text[i].isspace() else i
+    matches, pos = [], 0
+    while pos <= n:
+        found = None
+        for start in _line_starts(text, pos):
+            if start > n:
+                break
+            q = nonspace[start]
+            if q < n and text[q] == marker:
+                if marker == "-":
+                    found = (start, _line_end(text, q + 1))
+                elif q + 1 < n and text[q + 1] != "*":
+                    found = (start, _line_end(text, q + 2))
+            if found:
+                break
+        if found is None:
+            break
+        matches.append(found)
+        pos = found[1] if found[1] > found[0] else found[1] + 1
+    return matches
+
+
+def _bracket_matches(text: str) -> list[Span]:
+    """The matches of re.finditer(r"\\[.*?\\]"): from a '[' to the first ']' after it on the same line."""
+    matches, pos = [], 0
+    while True:
+        start = text.find("[", pos)
+        if start == -1:
+            return matches
+        line_end = _line_end(text, start)
+        close = text.find("]", start + 1, line_end)
+        if close == -1:
+            pos = line_end + 1  # no ']' on this line after this '[' nor after any later one
+            if pos > len(text):
+                return matches
+            continue
+        matches.append((start, close + 1))
+        pos = close + 1
+
+
+def _title_matches(text: str) -> list[Span]:
+    """The matches of re.finditer(r"<<[^\\n]+>>"): per line, from its first '<<' to its last '>>'
+    when at least one character lies between them."""
+    matches, pos, n = [], 0, len(text)
+    while pos <= n:
+        end = _line_end(text, pos)
+        first, last = text.find("<<", pos, end), text.rfind(">>", pos, end)
+        if first != -1 and last >= first + 3:
+            matches.append((first, last + 2))
+        pos = end + 1
+    return matches
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,12 +298,16 @@ class _PhrasePosition(Verifier):
         lowered = stripped.lower()
         ok = lowered.endswith(phrase) if self.at_end else lowered.startswith(phrase)
         lead = len(text) - len(text.lstrip()) + len(ws_stripped) - len(ws_stripped.lstrip('"'))
-        low_cw, index = _lower_map(stripped)
+        # The compared part comes from at most len(phrase) original characters (lower-casing
+        # never shortens), so only those are mapped.
         if self.at_end:
-            start = lead + index[max(0, len(low_cw) - len(phrase))]
+            tail_start = max(0, len(stripped) - len(phrase))
+            low_tail, index = _lower_map(stripped[tail_start:])
+            start = lead + tail_start + index[max(0, len(low_tail) - len(phrase))]
             span = (start, lead + len(stripped))
         else:
-            span = (lead, lead + index[min(len(low_cw), len(phrase))])
+            low_head, index = _lower_map(stripped[: len(phrase)])
+            span = (lead, lead + index[min(len(low_head), len(phrase))])
         return float(ok), [span]
 
     def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
@@ -413,12 +505,10 @@ class NumberBulletLists(Verifier):
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
         spans: list[Span] = []
-        for pattern in (r"^\s*\*[^\*].*$", r"^\s*-.*$"):
-            for m in re.finditer(pattern, text, flags=re.MULTILINE):
-                start, end = m.span()
-                while start < end and text[start].isspace():
-                    start += 1  # the span starts at the bullet marker
-                spans.append((start, end))
+        for start, end in _bullet_matches(text, "*") + _bullet_matches(text, "-"):
+            while start < end and text[start].isspace():
+                start += 1  # the span starts at the bullet marker
+            spans.append((start, end))
         count, target = len(spans), self.kwargs["num_bullets"]
         if self.graded:
             return max(0.0, 1 - abs(count - target) / max(target, 1)), spans
@@ -460,9 +550,9 @@ class Title(Verifier):
         return "Give your answer a title wrapped in double angular brackets such as <<my title>>."
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
-        matches = list(re.finditer(r"<<[^\n]+>>", text))
-        ok = any(m.group().lstrip("<").rstrip(">").strip() for m in matches)
-        return float(ok), [m.span() for m in matches]
+        matches = _title_matches(text)
+        ok = any(text[s:e].lstrip("<").rstrip(">").strip() for s, e in matches)
+        return float(ok), matches
 
 
 @register("detectable_format:number_highlighted_sections")
@@ -515,7 +605,7 @@ class NumberPlaceholders(Verifier):
         return [f"at least {self.kwargs['num_placeholders']} placeholder"], dict(self.cue_words)
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
-        spans = [m.span() for m in re.finditer(r"\[.*?\]", text)]
+        spans = _bracket_matches(text)
         count, target = len(spans), self.kwargs["num_placeholders"]
         if self.graded:
             return (1.0 if target <= 0 else min(1.0, count / target)), spans
@@ -537,22 +627,19 @@ class Postscript(Verifier):
         )
 
     def _pattern(self) -> str:
+        """IFEval's pattern without its leading `\\s*`: the marker never starts with whitespace,
+        so the matches are the same, trimmed to the marker (and the search stays linear)."""
         marker = self.kwargs["postscript_marker"]
         if marker == "P.P.S":
-            return r"\s*p\.\s?p\.\s?s.*$"
+            return r"p\.\s?p\.\s?s.*$"
         if marker == "P.S.":
-            return r"\s*p\.\s?s\..*$"
-        return r"\s*" + re.escape(marker.lower()) + r".*$"
+            return r"p\.\s?s\..*$"
+        return re.escape(marker.lower()) + r".*$"
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
-        ok = bool(re.findall(self._pattern(), text.lower(), flags=re.MULTILINE))
+        ok = re.search(self._pattern(), text.lower(), flags=re.MULTILINE) is not None
         lowered, index = _lower_map(text)
-        spans = []
-        for m in re.finditer(self._pattern(), lowered, flags=re.MULTILINE):
-            start, end = m.span()
-            while start < end and lowered[start].isspace():
-                start += 1
-            spans.append((index[start], index[end]))
+        spans = [(index[m.start()], index[m.end()]) for m in re.finditer(self._pattern(), lowered, flags=re.MULTILINE)]
         return float(ok), spans
 
     def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
