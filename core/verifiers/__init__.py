@@ -4,6 +4,11 @@ spec (family id + arguments), plus the constraint sentence a prompt states for t
 Public entry points: `build(family_id, **kwargs)`, `register(family_id)`, `load_custom(...)`,
 `families()`. Never imports torch.
 
+What each family scores, which spans it reports (and the rule for negative constraints: spans
+only where the rule is broken), its graded variant and where it differs from IFEval:
+`core.verifiers.families`. Word and sentence counting without NLTK: `core.verifiers.text`.
+Custom families: `register` / `load_custom`, example in `sample_data/custom_verifier_example.py`.
+
 >>> from core.verifiers import build
 >>> v = build("keywords:existence", keywords=["green"])
 >>> v.sentence()
