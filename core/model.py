@@ -141,6 +141,7 @@ def convert_smollm2(gguf: Path, out_dir: Path) -> None:
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
+        out_dir.chmod(0o755)  # mkdtemp makes it private; the cache is a plain folder like the HF cache
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -312,7 +313,9 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[
     Decodes incrementally (prefixes of the ids, special tokens skipped), so the offsets belong to
     the sampled ids, not to a re-encoding of the text. A token that adds no text (eos, or the first
     byte of a multi-byte character) gets an empty range; when a later token rewrites the tail of
-    the text (byte-level BPE completing a character) the range starts at the common prefix.
+    the text (byte-level BPE completing a multi-byte character), the rewritten characters go to the
+    later token and the earlier ranges are cut back. The ranges are sorted, non-overlapping, and
+    together cover the text.
     """
     offsets: list[tuple[int, int]] = []
     prev = ""
@@ -322,6 +325,47 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[
         limit = min(len(prev), len(cur))
         while common < limit and prev[common] == cur[common]:
             common += 1
-        offsets.append((min(common, len(prev)), len(cur)) if len(cur) > common else (len(cur), len(cur)))
+        if common < len(prev):  # the tail was rewritten: earlier tokens give up the rewritten characters
+            offsets = [(min(a, common), min(b, common)) for a, b in offsets]
+        offsets.append((common, len(cur)))
         prev = cur
     return prev, offsets
+
+
+# ----------------------------------------------------------------------------- benchmark
+
+
+def _bench(argv: Sequence[str] | None = None) -> int:
+    """`python -m core.model [NAME] [--batch 8] [--tokens 64]`: load time and one teacher-forced pass time."""
+    import argparse
+
+    from core.replay import response_logprobs
+
+    parser = argparse.ArgumentParser(prog="python -m core.model", description=_bench.__doc__)
+    parser.add_argument("name", nargs="?", default="smollm2-135m", help="preset or model folder")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    model, tokenizer, info = load_policy(args.name, args.device)
+    print(f"load: {info.load_seconds:.2f} s (converted={info.converted}) {info.n_params / 1e6:.1f}M params "
+          f"on {info.device} from {info.path}", flush=True)
+    prompt = encode_prompt(tokenizer, "Write a short note about rivers. Include the keyword steady.")
+    g = torch.Generator().manual_seed(0)
+    response = torch.randint(0, len(tokenizer), (args.batch, args.tokens), generator=g).to(info.device)
+    mask = torch.ones_like(response, dtype=torch.bool)
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        response_logprobs(model, [prompt] * args.batch, response, mask, chunk=args.batch, keep_full=True)
+        if info.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    print(f"teacher-forced pass, {args.batch} x {args.tokens} response tokens after a {len(prompt)}-token prompt: "
+          f"{' '.join(f'{t:.3f}' for t in times)} s (threads={torch.get_num_threads()})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_bench())
