@@ -1,0 +1,637 @@
+"""`mrtpo bootstrap`: build the embedded default model, tiny-instruct, from nothing.
+
+No model hub is reachable at run time, so the project makes its own small instruction follower:
+
+1. a synthetic corpus: prompts from the default prompt-set families (a writing task or an
+   arithmetic question, plus 0-4 constraint sentences) and template responses that obey each
+   *stated* constraint only part of the time and an unstated one almost never, so the model learns
+   partial, prompt-dependent compliance (contrastive replay needs the dependence, RL needs the room);
+2. a byte-level BPE tokenizer trained on that corpus (`tokenizers`), with special tokens, an eos
+   and a pad token and a chat template;
+3. a small Llama-architecture `transformers` model trained on the corpus (loss on response tokens);
+4. a standard `save_pretrained` folder (safetensors + tokenizer + README card).
+
+`python -m core.bootstrap --evaluate` measures the shipped folder: load time, sampling speed,
+per-family satisfaction with the sentence stated and removed, all-satisfied rate, samples.
+
+This module imports torch; `core.cli` imports it only when `mrtpo bootstrap` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO_ROOT / "sample_data" / "models" / "tiny-instruct"
+
+USER, ASSISTANT, SYSTEM, EOS, PAD = "<|user|>", "<|assistant|>", "<|system|>", "<|end|>", "<|pad|>"
+SPECIAL_TOKENS = [PAD, EOS, USER, ASSISTANT, SYSTEM]
+# One turn is `<|role|>\ncontent<|end|>\n`; generation starts after `<|assistant|>\n`.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+
+KEYWORD = "keywords:existence"
+END = "startend:end_checker"
+LOWER = "change_case:english_lowercase"
+NO_COMMA = "punctuation:no_comma"
+ARITH = "task:arithmetic"
+STYLE_FAMILIES = (KEYWORD, END, LOWER, NO_COMMA)
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BootstrapConfig:
+    """Everything that decides the built model; written to the folder as `bootstrap_config.json`."""
+
+    seed: int = 0
+    # --- corpus
+    steps: int = 3000
+    """optimizer steps; the corpus holds steps * batch_size examples (each seen once)"""
+    batch_size: int = 32
+    p_comply: dict[str, float] = field(
+        default_factory=lambda: {KEYWORD: 0.6, END: 0.6, LOWER: 0.6, NO_COMMA: 0.6, ARITH: 0.55}
+    )
+    """probability that a response obeys a stated constraint (for task:arithmetic: states the right sum)"""
+    p_unstated: float = 0.03
+    """probability that a response obeys a constraint its prompt does not state (by accident)"""
+    p_drop_task: float = 0.12
+    """share of arithmetic prompts whose question is dropped (the contrastive prompt of the task reward)"""
+    heldout_share: float = 0.2
+    """share of corpus prompts drawn from the held-out split, so its topics and keywords are known words"""
+    # --- tokenizer
+    vocab_size: int = 1024
+    # --- model (Llama)
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 384
+    max_positions: int = 256
+    # --- optimisation
+    lr: float = 3e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    log_every: int = 50
+    threads: int = 0
+    """torch threads (0: leave torch's setting alone)"""
+
+    @classmethod
+    def micro(cls, seed: int = 0) -> BootstrapConfig:
+        """A few-second build for tests: tiny corpus, tiny model, few steps."""
+        return cls(seed=seed, steps=40, batch_size=16, vocab_size=400, hidden_size=32, num_layers=2, num_heads=2,
+                   intermediate_size=64, warmup_steps=5, log_every=10)
+
+
+# ---------------------------------------------------------------------------------------------
+# The synthetic corpus
+# ---------------------------------------------------------------------------------------------
+
+# Every opener has a comma, so an unstated no-comma rule is obeyed only when the response drops them.
+# No template contains a keyword of the prompt sets (checked by `check_templates`).
+OPENERS = [
+    "Here is a short note about {topic}, written in plain words.",
+    "When people talk about {topic}, they often share a story.",
+    "If you look closely at {topic}, you will find many small details.",
+    "Many people enjoy {topic}, and it is easy to see why.",
+    "To understand {topic}, it helps to start with the basics.",
+    "There is a lot to learn about {topic}, even on an ordinary day.",
+    "In this note about {topic}, I share a few simple thoughts.",
+    "Writing about {topic} is fun, because there is always more to say.",
+]
+FOLLOWERS = [
+    "There is always something new to notice.",
+    "Spending some time on this topic is worth it.",
+    "Most people learn about it as children and keep learning later.",
+    "It is a good subject for a short note like this one.",
+    "Small details often tell the most interesting story.",
+    "Each visit shows a different side of it.",
+    "Many books and songs have been written about it.",
+]
+# The keyword slot: the word after these frames is the stated keyword or, when not obeyed, a filler.
+WORD_FRAMES = [
+    "One word that fits {topic} is {word}.",
+    "If I had to pick one word for {topic}, it would be {word}.",
+    "The word {word} comes to mind when I think of {topic}.",
+]
+FILLERS = ["lovely", "simple", "special", "familiar", "pleasant", "useful", "common", "lively", "peaceful", "busy"]
+ANSWERS = [
+    "The answer is {c}, which is the sum of the two numbers.",
+    "Adding the two numbers together, you get {c}.",
+    "If you add them up, the result is {c}.",
+    "The sum is {c}, as a quick count shows.",
+]
+ARITH_FOLLOWERS = [
+    "Small sums like this are easy to check.",
+    "You can count on your fingers to be sure.",
+    "Adding numbers gets easier with practice.",
+]
+ARITH_TOPIC = "this sum"
+_TOPIC_RE = re.compile(r"^Write a short note about (.+?)\.$")
+_ARITH_RE = re.compile(r"^What is (\d+) plus (\d+)\?$")
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: str
+    response: str
+    obeyed: dict  # family -> whether the response obeys it (stated constraints only)
+    keyword: str | None  # the stated keyword when the response includes it (for the training probe)
+
+
+def check_templates(keywords: Sequence[str]) -> None:
+    """Raise if a template or filler contains a keyword (case-insensitive substring, as the verifier
+    matches): an unstated keyword would then be obeyed by accident far more often than p_unstated."""
+    texts = OPENERS + FOLLOWERS + WORD_FRAMES + FILLERS + ANSWERS + ARITH_FOLLOWERS + [ARITH_TOPIC]
+    hits = sorted({(w, t) for w in keywords for t in texts if w.lower() in t.lower()})
+    if hits:
+        raise ValueError(f"corpus templates contain prompt-set keywords: {hits}")
+
+
+def make_response(task: str, constraints: Sequence, rng: random.Random, cfg: BootstrapConfig,
+                  vocab: dict) -> tuple[str, dict, str | None]:
+    """A template response to a prompt with `task` text ("" when dropped) and `constraints` (verifiers
+    with `.family` and `.kwargs`): each stated constraint is obeyed with probability cfg.p_comply[family],
+    each unstated one with probability cfg.p_unstated. Returns (text, obeyed per stated family, the
+    stated keyword when the text includes it).
+
+    vocab: {"topics": [...], "keywords": [...], "phrases": [...]} of the prompt generator, for accidents.
+    """
+    by_family = {c.family: c for c in constraints}
+    obey = {f: rng.random() < cfg.p_comply.get(f, 0.6) for f in by_family}
+
+    def happens(family: str) -> bool:
+        return obey[family] if family in obey else rng.random() < cfg.p_unstated
+
+    kw_c = by_family.get(KEYWORD)
+    stated_kw = kw_c.kwargs["keywords"][0] if kw_c else None
+    m = _TOPIC_RE.match(task)
+    if m:
+        topic = m.group(1)
+    else:  # no writing task (arithmetic, or the task was dropped): a topic that cannot leak the keyword
+        topic = rng.choice([t for t in vocab["topics"] if not (stated_kw and stated_kw in t)])
+    word = None
+    if happens(KEYWORD):
+        word = stated_kw or rng.choice(vocab["keywords"])
+    elif rng.random() < 0.5:
+        word = rng.choice(FILLERS)
+    arith = _ARITH_RE.match(task)
+    if arith and ARITH in by_family:
+        c = int(arith.group(1)) + int(arith.group(2))
+        if not obey[ARITH]:
+            c = max(0, c + rng.choice([-2, -1, 1, 1, 2, 3]))
+        parts, topic, extra = [rng.choice(ANSWERS).format(c=c)], ARITH_TOPIC, ARITH_FOLLOWERS
+    else:
+        parts, extra = [rng.choice(OPENERS).format(topic=topic)], FOLLOWERS
+    if word is not None:
+        parts.append(rng.choice(WORD_FRAMES).format(topic=topic, word=word))
+    if rng.random() < 0.5:
+        parts.append(rng.choice(extra))
+    if happens(END):
+        end_c = by_family.get(END)
+        parts.append(end_c.kwargs["end_phrase"] if end_c else rng.choice(vocab["phrases"]))
+    text = " ".join(parts)
+    if happens(NO_COMMA):
+        text = text.replace(",", "")
+    if happens(LOWER):
+        text = text.lower()
+    return text, obey, (stated_kw if word is not None and word == stated_kw else None)
+
+
+def prompt_pool(n: int, cfg: BootstrapConfig) -> list:
+    """PromptItems of the default prompt generator with 0-4 (writing) or 0-3 (arithmetic) constraints, so that
+    prompts with one constraint removed (the contrastive prompts) are in the corpus; cfg.heldout_share of them
+    from the held-out split (its topics and keywords become known words)."""
+    from core.promptgen import generate_prompts
+    from core.tasks import item_from_record
+
+    n_held = round(n * cfg.heldout_share)
+    ranges = {"writing_constraints": (0, 4), "arithmetic_constraints": (0, 3)}
+    records = generate_prompts(n - n_held, seed=cfg.seed, split="train", **ranges)
+    records += generate_prompts(n_held, seed=cfg.seed, split="heldout", **ranges)
+    return [item_from_record(r) for r in records]
+
+
+def corpus_vocab(pool: Sequence) -> dict:
+    """Topics, keywords and end phrases of the prompt generator."""
+    from core import promptgen
+
+    return {"topics": sorted(set(promptgen.TOPICS) | set(promptgen.HELDOUT_TOPICS)),
+            "keywords": sorted(set(promptgen.KEYWORDS) | set(promptgen.HELDOUT_KEYWORDS)),
+            "phrases": sorted(promptgen.END_PHRASES)}
+
+
+def build_corpus(n: int, cfg: BootstrapConfig) -> tuple[list[Example], dict]:
+    """n (prompt, response) examples, deterministic in cfg.seed. An arithmetic prompt loses its question
+    with probability cfg.p_drop_task (the task reward's contrastive prompt: constraint sentences only)."""
+    pool = prompt_pool(max(64, min(4000, n // 8)), cfg)
+    vocab = corpus_vocab(pool)
+    check_templates(vocab["keywords"])
+    rng = random.Random(f"corpus-{cfg.seed}")
+    examples = []
+    for _ in range(n):
+        item = rng.choice(pool)
+        task, constraints, prompt = item.task, list(item.constraints), item.prompt()
+        k_task = next((k for k, c in enumerate(constraints) if c.is_task), None)
+        if k_task is not None and len(constraints) > 1 and rng.random() < cfg.p_drop_task:
+            prompt = item.contrastive_prompt(k_task)
+            task, constraints = "", constraints[:k_task] + constraints[k_task + 1:]
+        text, obeyed, kw = make_response(task, constraints, rng, cfg, vocab)
+        examples.append(Example(prompt, text, obeyed, kw))
+    return examples, vocab
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer
+# ---------------------------------------------------------------------------------------------
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int):
+    """A byte-level BPE tokenizer (any text encodes; offsets map to characters) wrapped as a
+    PreTrainedTokenizerFast with eos, pad, chat roles and the chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
+                                   additional_special_tokens=[USER, ASSISTANT, SYSTEM], padding_side="left")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def prompt_ids(tokenizer, prompt: str) -> list[int]:
+    """Token ids of the chat-formatted user prompt, ending where the assistant's reply starts."""
+    out = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                        tokenize=True, return_dict=False)
+    return list(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model and training
+# ---------------------------------------------------------------------------------------------
+
+
+def build_model(cfg: BootstrapConfig, tokenizer):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
+        max_position_embeddings=cfg.max_positions, tie_word_embeddings=True, rms_norm_eps=1e-5,
+        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(cfg.seed)
+    return LlamaForCausalLM(config)
+
+
+def encode_examples(tokenizer, examples: Sequence[Example]) -> list[tuple[list[int], int]]:
+    """(ids, n_prompt) per example: chat-formatted prompt ids, then response ids and eos."""
+    eos = tokenizer.eos_token_id
+    prompt_cache: dict[str, list[int]] = {}
+    responses = tokenizer([e.response for e in examples], add_special_tokens=False)["input_ids"]
+    out = []
+    for e, r in zip(examples, responses, strict=True):
+        if e.prompt not in prompt_cache:
+            prompt_cache[e.prompt] = prompt_ids(tokenizer, e.prompt)
+        p = prompt_cache[e.prompt]
+        out.append((p + list(r) + [eos], len(p)))
+    return out
+
+
+def make_batches(encoded: Sequence[tuple[list[int], int]], batch_size: int, pad_id: int, seed: int):
+    """Length-bucketed batches (examples sorted by length inside shuffled windows of 64 batches, so
+    padding stays small). Yields (input_ids (B, T), labels (B, T)) with -100 on prompt and padding."""
+    rng = random.Random(f"batches-{seed}")
+    order = list(range(len(encoded)))
+    rng.shuffle(order)
+    window = batch_size * 64
+    batches = []
+    for w in range(0, len(order), window):
+        chunk = sorted(order[w:w + window], key=lambda i: len(encoded[i][0]))
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    for idx in batches:
+        t_max = max(len(encoded[i][0]) for i in idx)
+        ids = torch.full((len(idx), t_max), pad_id, dtype=torch.long)  # (B, T)
+        labels = torch.full((len(idx), t_max), -100, dtype=torch.long)  # (B, T)
+        for row, i in enumerate(idx):
+            seq, n_prompt = encoded[i]
+            ids[row, :len(seq)] = torch.tensor(seq)
+            labels[row, n_prompt:len(seq)] = torch.tensor(seq[n_prompt:])
+        yield ids, labels
+
+
+def lr_at(step: int, cfg: BootstrapConfig) -> float:
+    """Linear warm-up to cfg.lr over warmup_steps, then cosine decay to lr * min_lr_ratio at cfg.steps:
+    lr(s) = lr * (r + (1 - r) * (1 + cos(pi * p)) / 2), p = (s - warmup) / (steps - warmup)."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    p = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps))
+    r = cfg.min_lr_ratio
+    return cfg.lr * (r + (1 - r) * (1 + math.cos(math.pi * p)) / 2)
+
+
+def response_loss(model, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over response tokens only (the lm head runs only where a label exists).
+    Right padding needs no attention mask: causal attention never lets a real token see a later pad."""
+    hidden = model.model(input_ids=ids).last_hidden_state[:, :-1]  # (B, T-1, H)
+    target = labels[:, 1:]  # (B, T-1)
+    mask = target != -100
+    logits = model.lm_head(hidden[mask])  # (N, V)
+    return torch.nn.functional.cross_entropy(logits, target[mask])
+
+
+@torch.no_grad()
+def keyword_probe(model, probe: Sequence[tuple[list[int], int]]) -> float:
+    """Mean probability the model gives the stated keyword's first token at its slot (teacher-forced)."""
+    if not probe:
+        return float("nan")
+    model.eval()
+    total = 0.0
+    for seq, pos in probe:
+        logits = model(input_ids=torch.tensor([seq[:pos]])).logits[0, -1]
+        total += torch.softmax(logits.float(), -1)[seq[pos]].item()
+    model.train()
+    return total / len(probe)
+
+
+def make_probe(tokenizer, examples: Sequence[Example], n: int = 32) -> list[tuple[list[int], int]]:
+    """(ids, slot position) for examples whose response includes the stated keyword."""
+    probe = []
+    for e in examples:
+        if e.keyword is None or len(probe) >= n:
+            continue
+        p = prompt_ids(tokenizer, e.prompt)
+        enc = tokenizer(e.response, add_special_tokens=False, return_offsets_mapping=True)
+        start = e.response.lower().find(e.keyword.lower())
+        pos = next((i for i, (s, t) in enumerate(enc["offset_mapping"]) if s <= start < t), None)
+        if pos is not None:
+            probe.append((p + list(enc["input_ids"]), len(p) + pos))
+    return probe
+
+
+def train(model, batches, cfg: BootstrapConfig, probe=(), log: Callable[[str], None] = print) -> list[dict]:
+    """AdamW on the response loss; logs a line every cfg.log_every steps. Returns the log records."""
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    model.train()
+    records, t0, c0, run_loss = [], time.perf_counter(), time.process_time(), 0.0
+    for step, (ids, labels) in enumerate(batches):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        loss = response_loss(model, ids, labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        run_loss += loss.item()
+        done = step + 1
+        if done % cfg.log_every == 0 or done == cfg.steps:
+            elapsed = time.perf_counter() - t0
+            n = cfg.log_every if done % cfg.log_every == 0 else done % cfg.log_every
+            rec = {"step": done, "loss": run_loss / n, "kw_prob": keyword_probe(model, probe),
+                   "lr": lr_at(step, cfg), "elapsed_s": elapsed, "cpu_s": time.process_time() - c0}
+            records.append(rec)
+            eta = elapsed / done * (cfg.steps - done)
+            bar = "#" * int(20 * done / cfg.steps)
+            log(f"[{bar:<20}] step {done}/{cfg.steps} loss {rec['loss']:.3f} keyword-p {rec['kw_prob']:.2f} "
+                f"lr {rec['lr']:.1e} {elapsed:.0f}s elapsed (cpu {rec['cpu_s']:.0f}s), eta {eta:.0f}s")
+            run_loss = 0.0
+    model.eval()
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole build
+# ---------------------------------------------------------------------------------------------
+
+
+def bootstrap(cfg: BootstrapConfig, out: Path, log: Callable[[str], None] = print) -> dict:
+    """Build corpus, tokenizer and model, train, save to `out`. Returns a summary dict."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    t0 = time.perf_counter()
+    n = cfg.steps * cfg.batch_size
+    examples, vocab = build_corpus(n, cfg)
+    log(f"corpus: {n} examples, {len(vocab['topics'])} topics, {len(vocab['keywords'])} keywords "
+        f"({time.perf_counter() - t0:.1f}s)")
+    tok_texts = [e.prompt + "\n" + e.response for e in examples[: min(n, 20000)]]
+    tokenizer = train_tokenizer(tok_texts, cfg.vocab_size)
+    encoded = encode_examples(tokenizer, examples)
+    lengths = [len(s) for s, _ in encoded]
+    log(f"tokenizer: {len(tokenizer)} tokens; sequences {min(lengths)}-{max(lengths)} tokens, mean "
+        f"{sum(lengths) / len(lengths):.1f}; response mean {sum(len(s) - p for s, p in encoded) / len(encoded):.1f} "
+        f"({time.perf_counter() - t0:.1f}s)")
+    if max(lengths) > cfg.max_positions:
+        raise ValueError(f"a corpus sequence has {max(lengths)} tokens > max_positions {cfg.max_positions}")
+    model = build_model(cfg, tokenizer)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model: Llama {cfg.num_layers} layers, hidden {cfg.hidden_size}, ffn {cfg.intermediate_size}, "
+        f"{n_params / 1e6:.2f}M parameters; {cfg.steps} steps of batch {cfg.batch_size}, "
+        f"{torch.get_num_threads()} threads")
+    probe = make_probe(tokenizer, examples[-2000:])
+    t_train = time.perf_counter()
+    records = train(model, make_batches(encoded, cfg.batch_size, tokenizer.pad_token_id, cfg.seed), cfg, probe, log)
+    train_s = time.perf_counter() - t_train
+    save_folder(model, tokenizer, cfg, out, records, vocab)
+    total_s = time.perf_counter() - t0
+    log(f"saved {out} ({folder_mb(out):.1f} MB); training {train_s:.0f}s, total {total_s:.0f}s")
+    return {"params": n_params, "train_s": train_s, "total_s": total_s, "records": records}
+
+
+def folder_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
+
+
+def save_folder(model, tokenizer, cfg: BootstrapConfig, out: Path, records: list[dict], vocab: dict) -> None:
+    from transformers import GenerationConfig
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.generation_config = GenerationConfig(
+        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=64,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    meta = {"config": asdict(cfg), "corpus_vocab": vocab, "log": records}
+    (out / "bootstrap_config.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation of a built folder
+# ---------------------------------------------------------------------------------------------
+
+
+def load(folder: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model.eval()
+    return model, tokenizer
+
+
+@torch.no_grad()
+def sample(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 64, seed: int = 0,
+           min_new_tokens: int = 0, batch: int = 64) -> list[str]:
+    """One sampled response per prompt at temperature 1 (top_k=0: the full distribution)."""
+    torch.manual_seed(seed)
+    out = []
+    for s in range(0, len(prompts), batch):
+        chunk = [prompt_ids(tokenizer, p) for p in prompts[s:s + batch]]
+        t_max = max(len(c) for c in chunk)
+        ids = torch.tensor([[tokenizer.pad_token_id] * (t_max - len(c)) + c for c in chunk])  # (B, T) left-padded
+        mask = (torch.arange(t_max)[None, :] >= torch.tensor([t_max - len(c) for c in chunk])[:, None]).long()
+        gen = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        out += tokenizer.batch_decode(gen[:, t_max:], skip_special_tokens=True)
+    return out
+
+
+def conditioning_stats(model, tokenizer, items: Sequence, samples_per_prompt: int, seed: int = 0) -> dict:
+    """Per family: satisfaction rate (verifier score) with its sentence stated and with it removed (the
+    contrastive prompt; for task:arithmetic the question is removed); the rate at which all of a prompt's
+    constraints are satisfied together; a few samples. `items` are core.tasks.PromptItems."""
+    g = samples_per_prompt
+    full = sample(model, tokenizer, [it.prompt() for it in items for _ in range(g)], seed=seed)
+    jobs = [(i, k) for i, it in enumerate(items) for k in range(len(it.constraints))]
+    contrast = sample(model, tokenizer, [items[i].contrastive_prompt(k) for i, k in jobs for _ in range(g)],
+                      seed=seed + 1)
+    stated: dict[str, list[float]] = {}
+    removed: dict[str, list[float]] = {}
+    all_sat = []
+    for i, it in enumerate(items):
+        for text in full[i * g:(i + 1) * g]:
+            scores = [c.verify(text).score for c in it.constraints]
+            for c, v in zip(it.constraints, scores, strict=True):
+                stated.setdefault(c.family, []).append(v)
+            all_sat.append(float(all(v >= 1.0 for v in scores)))
+    for j, (i, k) in enumerate(jobs):
+        c = items[i].constraints[k]
+        removed.setdefault(c.family, []).extend(c.verify(t).score for t in contrast[j * g:(j + 1) * g])
+    families = {f: {"stated": sum(v) / len(v), "removed": sum(removed[f]) / len(removed[f]), "n": len(v)}
+                for f, v in stated.items()}
+    examples = [(items[i].prompt(), full[i * g]) for i in range(min(len(items), 8))]
+    return {"families": families, "all_satisfied": sum(all_sat) / len(all_sat), "n_samples": len(full),
+            "examples": examples}
+
+
+def eval_items(n: int, seed: int = 0, split: str = "train") -> list:
+    """Default prompt-set prompts (2-4 constraints, as the RL prompt set) for measurement."""
+    from core.promptgen import generate_prompts
+    from core.tasks import item_from_record
+
+    return [item_from_record(r) for r in generate_prompts(n, seed=seed, split=split)]
+
+
+def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 3) -> dict:
+    """Seconds to load the folder (`first_load_s` includes transformers' lazy imports of the Llama code;
+    `load_s` is the best of `repeats` later loads), and to sample n responses of exactly new_tokens tokens
+    (best of repeats, after a warm-up)."""
+    t0 = time.perf_counter()
+    load(folder)
+    first = time.perf_counter() - t0
+    loads = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model, tokenizer = load(folder)
+        loads.append(time.perf_counter() - t0)
+    prompts = [it.prompt() for it in eval_items(n, seed=7)]
+    sample(model, tokenizer, prompts[:2], max_new_tokens=4)  # warm-up
+    times = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        sample(model, tokenizer, prompts, max_new_tokens=new_tokens, min_new_tokens=new_tokens, seed=r)
+        times.append(time.perf_counter() - t0)
+    return {"first_load_s": first, "load_s": min(loads), "sample_s": min(times), "n": n, "new_tokens": new_tokens,
+            "threads": torch.get_num_threads()}
+
+
+def evaluate(folder: Path, n_prompts: int = 60, samples_per_prompt: int = 8, seed: int = 0, split: str = "train",
+             log: Callable[[str], None] = print) -> dict:
+    """Print and return the measured targets of a built folder."""
+    speed = speed_stats(folder)
+    log(f"load {speed['load_s']:.2f}s (first in a process {speed['first_load_s']:.2f}s); {speed['n']} x {speed['new_tokens']} new tokens sampled in "
+        f"{speed['sample_s']:.2f}s ({speed['threads']} threads)")
+    model, tokenizer = load(folder)
+    items = eval_items(n_prompts, seed=1000 + seed, split=split)
+    stats = conditioning_stats(model, tokenizer, items, samples_per_prompt, seed=seed)
+    log(f"{n_prompts} {split}-split prompts x {samples_per_prompt} samples (seed {seed}); contrastive prompts "
+        "drop one sentence (for task:arithmetic, the question)")
+    log(f"{'family':<32} {'stated':>7} {'removed':>8} {'ratio':>6}")
+    for fam, v in stats["families"].items():
+        ratio = v["stated"] / v["removed"] if v["removed"] > 0 else float("inf")
+        log(f"{fam:<32} {v['stated']:7.2f} {v['removed']:8.2f} {ratio:6.1f}")
+    log(f"all constraints of a prompt satisfied: {stats['all_satisfied']:.2f}")
+    for p, r in stats["examples"][:5]:
+        log(f"PROMPT: {p}\nRESPONSE: {r}")
+    return {"speed": speed, **stats}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mrtpo bootstrap", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default 3000; --micro: 40)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--micro", action="store_true", help="tiny corpus, tiny model, few steps (for tests)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--evaluate", action="store_true", help="measure the folder at --out instead of building")
+    parser.add_argument("--eval-prompts", type=int, default=60)
+    parser.add_argument("--eval-samples", type=int, default=8)
+    parser.add_argument("--eval-split", choices=["train", "heldout"], default="train")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.evaluate:
+        evaluate(args.out, args.eval_prompts, args.eval_samples, seed=args.seed, split=args.eval_split)
+        return 0
+    cfg = BootstrapConfig.micro(args.seed) if args.micro else BootstrapConfig(seed=args.seed)
+    cfg = replace(cfg, threads=args.threads)
+    if args.steps:
+        cfg = replace(cfg, steps=args.steps)
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    bootstrap(cfg, args.out, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
