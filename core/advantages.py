@@ -166,7 +166,8 @@ def gdpo_advantages(
     a[k, i] = (r[k, i] - mean_G r[k]) / (std_G r[k] + eps)   (`group_normalized`; NaN -> 0)
     s_i = sum_k w_k a[k, i]
     A_i = (s_i - mean_batch s) / (std_batch s + eps)
-    Edge cases: a reward constant in a group contributes 0 there; a batch whose s is constant
+    Edge cases: a reward constant in a group contributes 0 there; a sample with no applicable
+    reward has s_i = 0 and still counts in the batch statistics; a batch whose s is constant
     (e.g. every reward constant in every group) or B = 1 gives all 0.
     """
     _, s = gdpo_sums(rewards, group_size, weights, eps)

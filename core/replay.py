@@ -167,19 +167,26 @@ def control_auc(d: Tensor, span_mask: Tensor, mask: Tensor, k: int) -> float:
 
 
 def span_agreement(
-    d: Tensor | None, weights: Tensor, span_mask: Tensor, mask: Tensor, reward_names: Sequence[str]
+    d: Tensor | None,
+    weights: Tensor,
+    span_mask: Tensor,
+    mask: Tensor,
+    reward_names: Sequence[str],
+    applicable: Tensor | None = None,
 ) -> dict[str, float]:
     """Step metrics `span/<name>/mass_in`, `span/<name>/auc`, `span/<name>/auc_control`.
 
     mass_in: NaN-mean over samples of the share of routing weight mass inside the span
-    (`mass_in_span` on `weights`, restricted to samples where the reward applies per d when given);
+    (`mass_in_span` on `weights`), over the samples where the reward applies (`applicable` (B, K);
+    default: where d is not NaN, or every sample when d is None);
     auc / auc_control: `span_auc` / `control_auc` of d (NaN when d is None: no replay was run).
     """
     out: dict[str, float] = {}
     w = weights.to(torch.float32)
-    if d is not None:
-        app = applicable_from(d)
-        w = torch.where(app[:, :, None], w, torch.full_like(w, torch.nan))
+    if applicable is None and d is not None:
+        applicable = applicable_from(d)
+    if applicable is not None:
+        w = torch.where(applicable.to(w.device)[:, :, None], w, torch.full_like(w, torch.nan))
     share = mass_in_span(w, span_mask, mask)  # (B, K)
     for k, name in enumerate(reward_names):
         col = share[:, k]

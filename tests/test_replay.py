@@ -184,6 +184,10 @@ def test_span_auc_and_control():
     assert stats["span/kw/auc"] == 1.0 and stats["span/kw/mass_in"] > 0.5
     no_replay = span_agreement(None, torch.ones(4, 2, 8), spans, mask, ["kw", "end"])
     assert no_replay["span/kw/mass_in"] == pytest.approx(1 / 8) and math.isnan(no_replay["span/kw/auc"])
+    # a reward that applies to no sample's prompt has no share (not a share of 0)
+    none_apply = torch.tensor([[True, False]] * 4)
+    stats = span_agreement(None, torch.ones(4, 2, 8), spans, mask, ["kw", "end"], applicable=none_apply)
+    assert math.isnan(stats["span/end/mass_in"]) and stats["span/kw/mass_in"] == pytest.approx(1 / 8)
     summary = js_summary(d, mask, ["kw", "end"])
     assert summary["js/kw/max"] == pytest.approx(float(d[:, 0].max()))
 
