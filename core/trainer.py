@@ -550,7 +550,7 @@ def evaluate(state: TrainState, limit: int = 32) -> dict[str, float]:
 def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:
     """Policy + tokenizer (save_pretrained), optimizer state and the step, written to a temp folder then renamed."""
     final = writer.checkpoint_dir(step)
-    tmp = final.with_name(final.name + ".tmp")
+    tmp = final.parent / f".{final.name}.tmp"  # hidden: readers never list a half-written checkpoint
     if tmp.exists():
         _rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -621,14 +621,25 @@ def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state
 
 
 class _SignalGuard:
-    """SIGTERM/SIGINT set `state.stop_requested`; a second signal falls back to the default handler."""
+    """SIGTERM/SIGINT request a stop (checked between phases); a second signal gets the previous handler.
 
-    def __init__(self, state: TrainState):
-        self.state = state
+    Installed before the model loads, so an early stop is not lost; `attach(state)` hands the
+    request to the loop's state.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self.state: TrainState | None = None
         self.previous: dict[int, Any] = {}
 
+    def attach(self, state: TrainState) -> None:
+        self.state = state
+        state.stop_requested = state.stop_requested or self.requested
+
     def _handle(self, signum, frame):
-        self.state.stop_requested = True
+        self.requested = True
+        if self.state is not None:
+            self.state.stop_requested = True
         signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
 
     def __enter__(self):
@@ -657,7 +668,11 @@ def train(
 ) -> Path:
     """Run (or resume) a training run; returns the run folder. Status ends completed, stopped or failed."""
     out = out or sys.stdout
-    hooks = hooks or []
+    with _SignalGuard() as guard:
+        return _run(cfg, guard, resume, hooks or [], out)
+
+
+def _run(cfg: TrainConfig, guard: _SignalGuard, resume, hooks: list[StepHook], out) -> Path:
     if resume is not None:
         path = Path(resume)
         ckpt = latest_checkpoint(path)
@@ -666,6 +681,8 @@ def train(
                             optimizer_state=ckpt[1] / "optimizer.pt" if ckpt else None)
         writer = RunWriter(path)
         writer.truncate_after(start)
+        for leftover in (path / "checkpoints").glob(".*.tmp"):
+            _rmtree(leftover)
         writer.set_status(state="running", pid=os.getpid(), step=start, total_steps=cfg.steps, error=None)
         print(f"resuming {path.name} from step {start}", file=out, flush=True)
     else:
@@ -677,44 +694,44 @@ def train(
         start = 0
         writer.set_status(state="running", pid=os.getpid(), step=0, total_steps=cfg.steps)
         print(f"run {name}: {path}", file=out, flush=True)
+    guard.attach(state)
     state.step = start
     bar = ProgressBar(cfg.steps)
     last_saved = start if resume is not None and start > 0 else -1
-    with _SignalGuard(state):
-        try:
-            for step in range(start + 1, cfg.steps + 1):
-                bar.show(step - 1, "step")
-                state.check_stop()
-                result = train_step(state, step)
-                state.step = step
-                metrics = result.metrics
-                is_ckpt = step == cfg.steps or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0)
-                if is_ckpt:
-                    metrics.update(evaluate(state))
-                # Credit map, then the metrics line (the step is complete), then the checkpoint: a kill
-                # between them resumes from an older checkpoint and truncates the later steps.
-                writer.write_credit(step, result.credit)
-                writer.append_metrics(metrics)
-                if is_ckpt:
-                    save_checkpoint(state, writer, step)
-                    last_saved = step
-                writer.set_status(state="running", step=step)
-                bar.clear()
-                print(summary_line(metrics, cfg.steps, state.reward_names), file=out, flush=True)
-                for hook in hooks:
-                    hook(state, metrics)
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            bar.show(step - 1, "step")
+            state.check_stop()
+            result = train_step(state, step)
+            state.step = step
+            metrics = result.metrics
+            is_ckpt = step == cfg.steps or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0)
+            if is_ckpt:
+                metrics.update(evaluate(state))
+            # Credit map, then the metrics line (the step is complete), then the checkpoint: a kill
+            # between them resumes from an older checkpoint and truncates the later steps.
+            writer.write_credit(step, result.credit)
+            writer.append_metrics(metrics)
+            if is_ckpt:
+                save_checkpoint(state, writer, step)
+                last_saved = step
+            writer.set_status(state="running", step=step)
             bar.clear()
-            writer.set_status(state="completed", step=state.step, error=None)
-        except StopRequested:
-            bar.clear()
-            if state.step > 0 and last_saved != state.step:
-                save_checkpoint(state, writer, state.step)
-            writer.set_status(state="stopped", step=state.step, error=None)
-            print(f"stopped after step {state.step}", file=out, flush=True)
-        except BaseException as exc:
-            bar.clear()
-            tail = "".join(traceback.format_exception(exc))[-4000:]
-            state_name = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
-            writer.set_status(state=state_name, step=state.step, error=None if state_name == "stopped" else tail)
-            raise
+            print(summary_line(metrics, cfg.steps, state.reward_names), file=out, flush=True)
+            for hook in hooks:
+                hook(state, metrics)
+        bar.clear()
+        writer.set_status(state="completed", step=state.step, error=None)
+    except StopRequested:
+        bar.clear()
+        if state.step > 0 and last_saved != state.step:
+            save_checkpoint(state, writer, state.step)
+        writer.set_status(state="stopped", step=state.step, error=None)
+        print(f"stopped after step {state.step}", file=out, flush=True)
+    except BaseException as exc:
+        bar.clear()
+        tail = "".join(traceback.format_exception(exc))[-4000:]
+        state_name = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        writer.set_status(state=state_name, step=state.step, error=None if state_name == "stopped" else tail)
+        raise
     return path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 
 import pandas as pd
 import pytest
@@ -188,15 +190,18 @@ def test_an_exception_marks_the_run_failed_with_the_traceback(make_cfg):
     assert status["step"] == 1
 
 
-def test_a_stop_request_marks_the_run_stopped_and_checkpoints(make_cfg):
+def test_sigterm_marks_the_run_stopped_and_checkpoints(make_cfg):
     from core import trainer
 
-    def stop_after_first(state, metrics):
-        state.stop_requested = True  # what the SIGTERM handler does
+    def sigterm_after_first(state, metrics):
+        os.kill(os.getpid(), signal.SIGTERM)  # what the app's stop button sends
 
-    path = trainer.train(make_cfg(run_name="halt", steps=5), hooks=[stop_after_first])
+    before = signal.getsignal(signal.SIGTERM)
+    path = trainer.train(make_cfg(run_name="halt", steps=5), hooks=[sigterm_after_first])
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is removed again
     store = RunStore(path)
-    assert store.status()["state"] == "stopped" and store.status()["step"] == 1
+    status = store.status()
+    assert status["state"] == "stopped" and status["step"] == 1 and status["error"] is None
     assert store.metrics()["step"].tolist() == [1]
     assert [p.name for p in store.checkpoints()] == ["step_000001"]
 
