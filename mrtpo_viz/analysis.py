@@ -23,28 +23,46 @@ def sample_summary(credit_df: pd.DataFrame) -> pd.DataFrame:
     cols = ["sample", "group", "prompt_key", "reward", "score", "group_adv", "tokens", "in_span_tokens", "mean_adv"]
     if credit_df.empty:
         return pd.DataFrame(columns=cols)
+    # score, group_adv, group and prompt_key are constant per (sample, reward): take them from the first row.
+    first = credit_df.drop_duplicates(["sample", "reward"]).set_index(["sample", "reward"])
+    counts = credit_df.groupby(["sample", "reward"], sort=False, observed=True).agg(
+        tokens=("t", "size"), in_span_tokens=("in_span", "sum"), mean_adv=("token_adv", "mean"))
+    out = first[["group", "prompt_key", "score", "group_adv"]].join(counts).reset_index()
     order = {r: i for i, r in enumerate(dict.fromkeys(credit_df["reward"]))}
-    g = credit_df.groupby(["sample", "reward"], sort=False)
-    out = g.agg(group=("group", "first"), prompt_key=("prompt_key", "first"), score=("score", "first"),
-                group_adv=("group_adv", "first"), tokens=("t", "size"), in_span_tokens=("in_span", "sum"),
-                mean_adv=("token_adv", "mean")).reset_index()
-    out["_o"] = out["reward"].map(order)
+    out["_o"] = out["reward"].map(order).astype(int)
     return out.sort_values(["sample", "_o"]).drop(columns="_o").reset_index(drop=True)[cols]
+
+
+def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:
+    """sample -> {reward: score} (NaN where the reward does not apply)."""
+    first = credit_df.drop_duplicates(["sample", "reward"])
+    out: dict[int, dict[str, float]] = {}
+    for sample, reward, score in zip(first["sample"].tolist(), first["reward"].astype(str).tolist(),
+                                     first["score"].astype("float64").tolist(), strict=True):
+        out.setdefault(int(sample), {})[reward] = score
+    return out
 
 
 def sample_rewards_table(sample_df: pd.DataFrame) -> pd.DataFrame:
     """The rewards of one sample: reward, score, group advantage, credit sum, share of |credit| in spans."""
     rows = []
-    for reward, d in sample_df.groupby("reward", sort=False):
-        credit = pd.to_numeric(d["credit"], errors="coerce").fillna(0.0)
-        mass = float(credit.abs().sum())
-        inside = float(credit[d["in_span"].astype(bool)].abs().sum())
+    rewards = sample_df["reward"].astype(str).to_numpy()
+    credit_all = sample_df["credit"].to_numpy(dtype="float64")
+    span_all = sample_df["in_span"].to_numpy(dtype=bool)
+    score_all = sample_df["score"].to_numpy(dtype="float64")
+    adv_all = sample_df["group_adv"].to_numpy(dtype="float64")
+    for reward in dict.fromkeys(rewards.tolist()):
+        m = rewards == reward
+        credit = np.nan_to_num(credit_all[m])
+        spans = span_all[m]
+        mass = float(np.abs(credit).sum())
+        inside = float(np.abs(credit[spans]).sum())
         rows.append({
             "reward": reward,
-            "score": float(d["score"].iloc[0]),
-            "group_adv": float(d["group_adv"].iloc[0]),
+            "score": float(score_all[m][0]),
+            "group_adv": float(adv_all[m][0]),
             "credit_sum": float(credit.sum()),
-            "in_span_tokens": int(d["in_span"].astype(bool).sum()),
+            "in_span_tokens": int(spans.sum()),
             "credit_share_in_span": inside / mass if mass > 0 else float("nan"),
         })
     return pd.DataFrame(rows, columns=["reward", "score", "group_adv", "credit_sum", "in_span_tokens",
@@ -95,7 +113,7 @@ def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd
     for step, df in credit_frames.items():
         if df.empty:
             continue
-        for (sample, reward), d in df.groupby(["sample", "reward"], sort=False):
+        for (sample, reward), d in df.groupby(["sample", "reward"], sort=False, observed=True):
             spans = d["in_span"].astype(bool).to_numpy()
             score = float(d["score"].iloc[0])
             if not spans.any() or not math.isfinite(score) or float(d["group_adv"].iloc[0]) == 0.0:
@@ -119,7 +137,7 @@ def js_in_out_table(credit_df: pd.DataFrame) -> pd.DataFrame:
     """Per reward: token counts and mean JS distance inside / outside the verifier's spans, and their ratio."""
     cols = ["reward", "tokens_in", "tokens_out", "js_in", "js_out", "ratio"]
     rows = []
-    for reward, d in credit_df.groupby("reward", sort=False):
+    for reward, d in credit_df.groupby("reward", sort=False, observed=True):
         js = pd.to_numeric(d["js"], errors="coerce")
         m = d["in_span"].astype(bool)
         js_in = float(js[m].mean()) if m.any() else float("nan")
@@ -150,7 +168,11 @@ def credit_export_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The credit rows to export, with the schema's columns in order (extra columns dropped)."""
     from core.store import CREDIT_COLUMNS
 
-    return df.loc[:, [c for c in CREDIT_COLUMNS if c in df.columns]].reset_index(drop=True)
+    out = df.loc[:, [c for c in CREDIT_COLUMNS if c in df.columns]].reset_index(drop=True)
+    for col in out.columns:
+        if isinstance(out[col].dtype, pd.CategoricalDtype):  # the app's loaders compact text columns
+            out[col] = out[col].astype(str)
+    return out
 
 
 def to_csv_bytes(df: pd.DataFrame) -> bytes:

@@ -22,6 +22,7 @@ import html
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 # Qualitative colours for rewards (span bars, figure lines); chosen to stay readable on white and to
@@ -154,12 +155,40 @@ def sample_token_table(sample_df: pd.DataFrame) -> pd.DataFrame:
     base = sample_df.drop_duplicates("t").set_index("t").sort_index()
     out = base[["token", "start", "end", "token_adv"]].copy()
     cols: dict[tuple[str, str], pd.Series] = {}
-    for r, d in sample_df.groupby("reward", sort=False):
+    for r, d in sample_df.groupby("reward", sort=False, observed=True):
         d = d.drop_duplicates("t").set_index("t").reindex(out.index)
         for col in ("credit", "js", "weight"):
             cols[(col, r)] = d[col].astype("float64")
         cols[("in_span", r)] = d["in_span"].fillna(False).astype(bool)
     return pd.concat([out, pd.DataFrame(cols, index=out.index)], axis=1)
+
+
+def token_arrays(sample_df: pd.DataFrame, names: Sequence[str]) -> dict:
+    """Plain lists per token of one sample (fast path of `sample_token_table`): t, token, token_adv, and
+    per reward dicts credit/js/weight/in_span aligned on the sample's token positions."""
+    rewards = sample_df["reward"].to_numpy()
+    t_all = sample_df["t"].to_numpy()
+    first = names[0] if len(names) else None
+    base = sample_df[rewards == first] if first is not None else sample_df.drop_duplicates("t")
+    order = np.argsort(base["t"].to_numpy(), kind="stable")
+    ts = base["t"].to_numpy()[order]
+    out: dict = {"t": ts.astype(int).tolist(), "token": base["token"].astype(str).to_numpy()[order].tolist(),
+                 "token_adv": base["token_adv"].to_numpy(dtype="float64")[order].tolist(),
+                 "credit": {}, "js": {}, "weight": {}, "in_span": {}}
+    for r in names:
+        mask = rewards == r
+        d_t = t_all[mask]
+        o = np.argsort(d_t, kind="stable")
+        aligned = len(d_t) == len(ts) and np.array_equal(d_t[o], ts)
+        d = sample_df[mask]
+        for col, dtype, fill in (("credit", "float64", np.nan), ("js", "float64", np.nan),
+                                 ("weight", "float64", np.nan), ("in_span", bool, False)):
+            v = d[col].to_numpy(dtype=dtype)[o]
+            if not aligned:  # a reward with missing or extra positions: align on the first reward's tokens
+                pos = {int(t): i for i, t in enumerate(d_t[o])}
+                v = np.array([v[pos[int(t)]] if int(t) in pos else fill for t in ts], dtype=dtype)
+            out[col][r] = v.tolist()
+    return out
 
 
 def _legend_html(scale: float, colors: dict[str, str], label: str) -> str:
@@ -217,14 +246,9 @@ def token_heatmap_html(
     ]
     colors = reward_colors(list(reward_names or names))
     colors = {r: colors.get(r, REWARD_PALETTE[i % len(REWARD_PALETTE)]) for i, r in enumerate(names)}
-    wide = sample_token_table(sample_df)
-    ts = [int(t) for t in wide.index]
-    tokens = wide["token"].astype(str).tolist()
-    total = wide["token_adv"].astype(float).tolist()
-    credit = {r: wide[("credit", r)].astype(float).tolist() for r in names}
-    js = {r: wide[("js", r)].astype(float).tolist() for r in names}
-    weight = {r: wide[("weight", r)].astype(float).tolist() for r in names}
-    in_span = {r: wide[("in_span", r)].astype(bool).tolist() for r in names}
+    arrays = token_arrays(sample_df, names)
+    ts, tokens, total = arrays["t"], arrays["token"], arrays["token_adv"]
+    credit, js, weight, in_span = arrays["credit"], arrays["js"], arrays["weight"], arrays["in_span"]
 
     def tooltip(i: int, rewards: Sequence[str]) -> str:
         lines = [f"total advantage {_fmt(total[i], True)}"]

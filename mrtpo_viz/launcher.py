@@ -2,11 +2,17 @@
 
 `validate(fields)` checks a form's values with `core.config.TrainConfig` (every field on its own,
 so the form can show all problems at once next to their inputs, then the whole config and the
-prompt set). `start_run(cfg)` reserves the run folder, opens its `train.log`, and starts
+prompt set). `start_run(cfg)` picks the run name and starts
 `[sys.executable, "-m", "core.cli", "train", --<field> <value> ...]` as an argument list (never a
 shell) in a new session, so the run keeps going when the app stops; a thread waits on the child so
 it never lingers as a zombie. `stop_run(path)` sends SIGTERM to the pid recorded in status.json
 (the trainer then marks the run stopped), after checking that the pid is a trainer.
+
+The trainer refuses a run folder that already exists, so the child's stdout/stderr first go to
+`<runs_dir>/.launch/<name>.train.log` (hidden: the run list skips dot folders); once the trainer has
+created the run folder, that file is hard-linked in as `<run>/train.log` (same inode: the trainer keeps
+writing to it) and the staging name removed. `adopt_logs(runs_dir)` finishes that step for runs whose
+app stopped in between.
 
 Never imports torch: `core.config`, `core.store` and `core.tasks` are torch-free.
 """
@@ -21,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,7 +85,8 @@ def validate(fields: dict[str, Any], check_prompts: bool = True) -> tuple[TrainC
         return None, {exc.field or FORM_ERROR: exc.message}
     if cfg.run_name:
         try:
-            if run_dir(resolve_runs_dir(cfg), cfg.run_name).exists():
+            run_dir(resolve_runs_dir(cfg), cfg.run_name)  # rejects names that could escape the runs dir
+            if _taken(resolve_runs_dir(cfg), cfg.run_name):
                 return None, {"run_name": f"a run named {cfg.run_name!r} already exists; pick another name"}
         except RunStoreError as exc:
             return None, {"run_name": str(exc)}
@@ -89,15 +97,69 @@ def resolve_runs_dir(cfg: TrainConfig) -> Path:
     return Path(cfg.runs_dir).expanduser().resolve()
 
 
+STAGING_DIR = ".launch"
+
+
+def staging_log(root: Path, name: str) -> Path:
+    """Where a run's trainer output goes until the trainer has created the run folder."""
+    return Path(root) / STAGING_DIR / f"{name}.train.log"
+
+
+def _taken(root: Path, name: str) -> bool:
+    return (root / name).exists() or staging_log(root, name).exists()
+
+
 def auto_run_name(cfg: TrainConfig, now: _dt.datetime | None = None) -> str:
-    """<method>-<YYYYmmdd-HHMMSS>, with -2, -3, ... when that folder exists."""
+    """<method>-<YYYYmmdd-HHMMSS>, with -2, -3, ... when that name is taken."""
     now = now or _dt.datetime.now()
     base = f"{cfg.method}-{now:%Y%m%d-%H%M%S}"
     root = resolve_runs_dir(cfg)
     name, n = base, 2
-    while (root / name).exists():
+    while _taken(root, name):
         name, n = f"{base}-{n}", n + 1
     return name
+
+
+def attach_log(path: Path) -> bool:
+    """Hard-link the staging log into the run folder as train.log once the folder exists; True when done."""
+    path = Path(path)
+    staging = staging_log(path.parent, path.name)
+    if not staging.exists() or not path.is_dir():
+        return False
+    target = path / "train.log"
+    if not target.exists():
+        try:
+            os.link(staging, target)
+        except OSError:  # a filesystem without hard links: a symlink still shows the live log
+            try:
+                target.symlink_to(staging)
+            except OSError:
+                return False
+            return True
+    staging.unlink(missing_ok=True)
+    return True
+
+
+def adopt_logs(root: str | os.PathLike) -> None:
+    """Attach staging logs of runs whose folders appeared while no app was following them."""
+    folder = Path(root) / STAGING_DIR
+    if not folder.is_dir():
+        return
+    for log in folder.glob("*.train.log"):
+        run = Path(root) / log.name[: -len(".train.log")]
+        if run.is_dir() and (run / "config.json").exists():
+            attach_log(run)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 16384))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _arg_value(value: Any) -> str:
@@ -124,50 +186,61 @@ def train_argv(cfg: TrainConfig) -> list[str]:
     return argv
 
 
-def _reap(proc: subprocess.Popen) -> None:
+def _follow(proc: subprocess.Popen, path: Path, poll_s: float = 0.2) -> None:
+    """Attach the log as soon as the run folder exists, and reap the child when it exits."""
     try:
+        while proc.poll() is None:
+            if (path / "config.json").exists() and attach_log(path):
+                break
+            time.sleep(poll_s)
         proc.wait()
-    except Exception:  # noqa: BLE001 - a reaper thread must never raise
+        attach_log(path)
+    except Exception:  # noqa: BLE001 - a follower thread must never raise
         pass
 
 
 def start_run(cfg: TrainConfig, env: dict[str, str] | None = None) -> Launched:
-    """Reserve the run folder, open train.log and start the trainer as a detached child process."""
+    """Pick the run name, open its staging log and start the trainer as a detached child process."""
     root = resolve_runs_dir(cfg)
     root.mkdir(parents=True, exist_ok=True)
     name = cfg.run_name or auto_run_name(cfg)
     path = run_dir(root, name)
-    path.mkdir(exist_ok=False)  # reserves the name; the trainer fills the folder
+    if path.exists():
+        raise RunStoreError(f"a run named {name!r} already exists in {root}")
+    staging = staging_log(root, name)
+    staging.parent.mkdir(exist_ok=True)
     cfg = dataclasses.replace(cfg, run_name=name, runs_dir=str(root))
     argv = train_argv(cfg)
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     child_env.setdefault("OMP_NUM_THREADS", "1")
-    with open(path / "train.log", "ab") as log:
+    with open(staging, "xb") as log:  # "x": two launches cannot take the same name
         proc = subprocess.Popen(  # an argument list, no shell: nothing from the form is interpreted
             argv, cwd=REPO_ROOT, env=child_env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
         )
     with _LOCK:
         _CHILDREN[str(path)] = proc
-    threading.Thread(target=_reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()
+    threading.Thread(target=_follow, args=(proc, path), daemon=True, name=f"follow-{proc.pid}").start()
     return Launched(path=path, name=name, pid=proc.pid, argv=argv)
 
 
 def run_state(path: str | os.PathLike) -> dict[str, Any]:
     """The run's status (store status with crash detection); for a run this app just started whose trainer
     has not written status.json yet: `starting` while the child lives, `crashed` with the log tail after."""
-    store = RunStore(Path(path))
-    if (Path(path) / "status.json").exists():
+    path = Path(path)
+    store = RunStore(path)
+    if (path / "status.json").exists():
         return store.status()
     with _LOCK:
-        proc = _CHILDREN.get(str(Path(path)))
+        proc = _CHILDREN.get(str(path))
     if proc is not None and proc.poll() is None:
         return {"state": "starting", "pid": proc.pid, "step": 0, "total_steps": None, "error": None}
+    log = store.log_tail() or _tail(staging_log(path.parent, path.name))
     if proc is not None:
         return {"state": "crashed", "pid": proc.pid, "step": 0, "total_steps": None,
-                "error": store.log_tail() or f"the trainer exited with code {proc.returncode} before starting"}
-    return store.status()
+                "error": log or f"the trainer exited with code {proc.returncode} before starting"}
+    return {**store.status(), **({"error": log} if log else {})}
 
 
 def _looks_like_trainer(pid: int) -> bool:

@@ -43,10 +43,25 @@ def metrics(run_path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
     return _metrics(run_path, file_key(Path(run_path) / "metrics.jsonl"))
 
 
+# Text columns repeated on every row of a credit map (one value per sample or reward). As categoricals the
+# cached frame pickles in ~3 ms instead of ~90 ms for 8 samples x 256 tokens x 4 rewards (cache_data copies
+# its value on every read, so this is paid on each rerun).
+CATEGORICAL_COLUMNS = ("prompt_key", "prompt", "response", "reward")
+
+
+def compact_credit(df: pd.DataFrame) -> pd.DataFrame:
+    """The credit map with its repeated text columns as categoricals (values unchanged)."""
+    df = df.copy()
+    for col in CATEGORICAL_COLUMNS:
+        if col in df.columns:
+            df[col] = df[col].astype("category")
+    return df
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def _credit(run_path: str, step: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
     store = RunStore(Path(run_path))
-    df = store.credit(step)
+    df = compact_credit(store.credit(step))
     return df, list(store.warnings)
 
 

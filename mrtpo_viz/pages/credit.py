@@ -50,16 +50,15 @@ if not samples:
     st.info("No sample of this step matches the filters.")
     st.stop()
 
-summary = analysis.sample_summary(df)
-scores = summary.pivot_table(index="sample", columns="reward", values="score", aggfunc="first")
+scores = analysis.sample_scores(df)
+prompt_of = dict(zip(df["sample"].tolist(), df["prompt_key"].astype(str).tolist(), strict=True))
 
 
 def sample_label(i: int) -> str:
-    row = scores.loc[i] if i in scores.index else None
-    marks = "".join("·" if row is None or row.get(r) != row.get(r) else ("✓" if row.get(r) >= 1 else "✗")
+    row = scores.get(i, {})
+    marks = "".join("·" if row.get(r) != row.get(r) or r not in row else ("✓" if row[r] >= 1 else "✗")
                     for r in present)
-    key = summary.loc[summary["sample"] == i, "prompt_key"].iloc[0]
-    return f"sample {i} · {key} · {marks}"
+    return f"sample {i} · {prompt_of.get(i, '?')} · {marks}"
 
 
 want_sample = int(target["sample"]) if str(target.get("sample", "")).isdigit() else None

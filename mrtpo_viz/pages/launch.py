@@ -15,6 +15,7 @@ from mrtpo_viz.paths import REPO_ROOT, runs_dir
 ERRORS_KEY = "launch_errors"
 LAUNCHED_KEY = "launched_runs"  # paths of runs started from this session, newest last
 PREFIX = "lf_"  # widget keys of the form: lf_<TrainConfig field>
+WEIGHT_PREFIX = "lfw_"  # reward weight inputs: lfw_<reward name> (apart from lf_w_max)
 DEFAULTS = TrainConfig()
 
 
@@ -42,7 +43,7 @@ def form_fields(state, rewards: list[str]) -> dict:
         "kl_beta": g("kl_beta"), "clip_range": g("clip_range"), "inner_epochs": g("inner_epochs"),
         "checkpoint_every": g("checkpoint_every"), "runs_dir": str(runs_dir()),
     }
-    weights = {r: float(state.get(f"{PREFIX}w_{r}", 1.0)) for r in rewards}
+    weights = {r: float(state.get(f"{WEIGHT_PREFIX}{r}", 1.0)) for r in rewards}
     fields["reward_weights"] = {r: w for r, w in weights.items() if w != 1.0}
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -131,7 +132,7 @@ with st.form("launch"):
         st.markdown("**Reward weights** (per constraint family of the prompt set)")
         c = st.columns(min(4, len(rewards)))
         for i, r in enumerate(rewards):
-            c[i % len(c)].number_input(r, value=1.0, step=0.5, key=f"{PREFIX}w_{r}")
+            c[i % len(c)].number_input(r, value=1.0, step=0.5, key=f"{WEIGHT_PREFIX}{r}")
         show_error("reward_weights")
 
     with st.expander("Advanced"):

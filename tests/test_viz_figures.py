@@ -1,0 +1,183 @@
+"""Plotly figures and the analysis tables behind the pages (pure functions, no Streamlit)."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from core.store import CREDIT_COLUMNS
+from mrtpo_viz import analysis, figures
+from mrtpo_viz.heatmap import reward_colors
+from mrtpo_viz.synthetic import synthetic_credit_frame
+
+REWARDS = ["keywords:existence", "punctuation:no_comma"]
+
+
+def metrics_frame(values_all=(0.1, 0.3, 0.6, 0.8), with_js=True) -> pd.DataFrame:
+    rows = []
+    for i, v in enumerate(values_all, start=1):
+        row = {"step": i, "reward/all_satisfied": v, f"reward/{REWARDS[0]}": v + 0.1, f"reward/{REWARDS[1]}": 0.5,
+               "loss/policy": 0.1, "loss/total": 0.1, "time/generate": 1.0, "time/verify": 0.1,
+               "time/replay": 0.5, "time/update": 0.4, "time/step": 2.0}
+        if with_js:
+            for r in REWARDS:
+                row |= {f"js/{r}/mean": 0.1, f"span/{r}/auc": 0.8, f"span/{r}/auc_control": 0.6,
+                        f"span/{r}/mass_in": 0.3}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_reward_curves_one_line_per_reward_plus_all_satisfied():
+    fig = figures.reward_curves({"run1": metrics_frame()}, REWARDS)
+    names = [tr.name for tr in fig.data]
+    assert names == [*REWARDS, "all satisfied"]
+    colors = reward_colors(REWARDS)
+    assert [tr.line.color for tr in fig.data] == [colors[REWARDS[0]], colors[REWARDS[1]], figures.ALL_SATISFIED_COLOR]
+    assert list(fig.data[-1].y) == [0.1, 0.3, 0.6, 0.8]
+
+
+def test_several_runs_overlay_with_one_dash_per_run():
+    fig = figures.reward_curves({"a": metrics_frame(), "b": metrics_frame((0.2, 0.2))}, REWARDS)
+    assert len(fig.data) == 6
+    dashes = {tr.meta[0]: set() for tr in fig.data}
+    for tr in fig.data:
+        dashes[tr.meta[0]].add(tr.line.dash)
+    assert dashes == {"a": {"solid"}, "b": {"dash"}}
+    assert fig.data[0].name == f"a · {REWARDS[0]}"
+
+
+def test_missing_metrics_are_skipped_and_empty_figure_says_so():
+    fig = figures.metric_lines({"r": metrics_frame()}, {"loss/policy": "policy", "loss/kl": "KL"}, "Loss")
+    assert [tr.name for tr in fig.data] == ["policy"]
+    empty = figures.metric_lines({"r": metrics_frame()}, ["policy/entropy"], "Entropy")
+    assert not empty.data and "no data" in empty.layout.annotations[0].text
+    nothing = figures.reward_curves({"r": pd.DataFrame({"step": pd.Series(dtype="int64")})}, REWARDS)
+    assert not nothing.data
+
+
+def test_auc_figure_draws_each_control_dotted_in_the_rewards_colour():
+    fig = figures.auc_figure({"r": metrics_frame()}, REWARDS)
+    by_key = {tr.meta[1]: tr for tr in fig.data}
+    for r in REWARDS:
+        auc, ctrl = by_key[f"span/{r}/auc"], by_key[f"span/{r}/auc_control"]
+        assert ctrl.line.dash == "dot" and ctrl.line.color == auc.line.color
+    assert any(s.y0 == 0.5 for s in fig.layout.shapes)  # chance line
+    gdpo = figures.auc_figure({"r": metrics_frame(with_js=False)}, REWARDS)
+    assert not gdpo.data and "no replay" in gdpo.layout.annotations[0].text
+
+
+def test_step_time_split_stacks_the_parts():
+    fig = figures.step_time_figure({"r": metrics_frame()})
+    bars = [tr for tr in fig.data if tr.type == "bar"]
+    assert [b.name for b in bars] == ["generate", "verify", "replay", "update"]
+    assert fig.layout.barmode == "stack"
+    two = figures.step_time_figure({"a": metrics_frame(), "b": metrics_frame()})
+    assert all(tr.type == "scatter" for tr in two.data) and len(two.data) == 8
+
+
+def test_js_positions_shade_each_span_run():
+    df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2, seed=3)
+    sample = df[df["sample"] == 0]
+    fig = figures.js_positions_figure(sample, REWARDS)
+    assert len(fig.data) == len(REWARDS)
+    expected = 0
+    for r in REWARDS:
+        d = sample[sample["reward"] == r].sort_values("t")
+        expected += len(figures._span_runs(d["in_span"].tolist(), d["t"].tolist()))
+        trace = next(tr for tr in fig.data if tr.name == r)
+        assert list(trace.y) == pytest.approx(d["js"].tolist())
+    assert expected > 0 and len(fig.layout.shapes) == expected
+
+
+def test_span_runs():
+    assert figures._span_runs([False, True, True, False, True], [0, 1, 2, 3, 4]) == [(1, 2), (4, 4)]
+    assert figures._span_runs([True, True], [3, 5]) == [(3, 3), (5, 5)]  # a gap in positions splits a run
+    assert figures._span_runs([], []) == []
+
+
+def test_js_in_out_boxes_and_the_no_replay_case():
+    df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2)
+    fig = figures.js_in_out_figure(df, REWARDS)
+    assert [tr.name for tr in fig.data] == ["in span", "out of span"]
+    nojs = figures.js_in_out_figure(synthetic_credit_frame(1, 4, 20, tuple(REWARDS), 2, with_js=False), REWARDS)
+    assert not nojs.data
+
+
+# ------------------------------------------------------------------------------------------ analysis
+
+
+def test_span_mass_in_hand_computed():
+    assert analysis.span_mass_in([1.0, 3.0, 0.0, 4.0], [False, True, True, False]) == pytest.approx(3 / 8)
+    assert analysis.span_mass_in([2.0, float("nan")], [True, True]) == 1.0
+    assert math.isnan(analysis.span_mass_in([0.0, 0.0], [True, False]))
+
+
+def test_disagreement_ranks_lowest_span_mass_first_and_skips_uncredited_samples():
+    df = synthetic_credit_frame(1, n_samples=8, n_tokens=16, rewards=tuple(REWARDS), group_size=4, seed=1)
+    table = analysis.disagreement({1: df}, top=100)
+    assert (table["disagreement"].diff().dropna() <= 1e-12).all()
+    assert np.allclose(table["disagreement"], 1 - table["mass_in"])
+    assert (table["group_adv"] != 0).all() and table["score"].notna().all()
+    # recompute one row by hand
+    row = table.iloc[0]
+    d = df[(df["sample"] == row["sample"]) & (df["reward"] == row["reward"])]
+    w, m = d["weight"].to_numpy(float), d["in_span"].to_numpy(bool)
+    assert row["mass_in"] == pytest.approx(w[m].sum() / w.sum())
+
+
+def test_filter_samples_by_prompt_and_outcome():
+    df = synthetic_credit_frame(1, n_samples=8, n_tokens=4, rewards=tuple(REWARDS), group_size=4, seed=2)
+    per = df.drop_duplicates(["sample", "reward"])
+    sat = sorted(per.loc[(per["reward"] == REWARDS[0]) & (per["score"] >= 1), "sample"].tolist())
+    assert analysis.filter_samples(df, reward=REWARDS[0], outcome="satisfied") == sat
+    nap = sorted(per.loc[(per["reward"] == REWARDS[1]) & per["score"].isna(), "sample"].tolist())
+    assert nap and analysis.filter_samples(df, reward=REWARDS[1], outcome="not applicable") == nap
+    assert analysis.filter_samples(df, prompt_key="p0001") == [4, 5, 6, 7]
+    assert analysis.filter_samples(df) == list(range(8))
+    with pytest.raises(ValueError):
+        analysis.filter_samples(df, outcome="maybe")
+
+
+def test_steps_to_reach_hand_computed():
+    table = analysis.steps_to_reach({"a": metrics_frame((0.1, 0.3, 0.6, 0.8)), "b": metrics_frame((0.0, 0.55))},
+                                    [0.25, 0.5, 0.75])
+    a, b = table.iloc[0], table.iloc[1]
+    assert (a["≥ 0.25"], a["≥ 0.5"], a["≥ 0.75"], a["best"]) == (2, 3, 4, 0.8)
+    assert (b["≥ 0.25"], b["≥ 0.5"]) == (2, 2) and pd.isna(b["≥ 0.75"])
+
+
+def test_sample_rewards_table_and_summary():
+    df = synthetic_credit_frame(1, n_samples=4, n_tokens=10, rewards=tuple(REWARDS), group_size=2, seed=4)
+    sample = df[df["sample"] == 1]
+    table = analysis.sample_rewards_table(sample)
+    assert table["reward"].tolist() == REWARDS
+    for _, row in table.iterrows():
+        d = sample[sample["reward"] == row["reward"]]
+        assert row["credit_sum"] == pytest.approx(float(d["credit"].sum()), rel=1e-5)
+        assert row["in_span_tokens"] == int(d["in_span"].sum())
+    summary = analysis.sample_summary(df)
+    assert len(summary) == 4 * len(REWARDS) and (summary["tokens"] == 10).all()
+    assert summary["reward"].tolist()[:2] == REWARDS
+
+
+def test_exports_round_trip_with_the_store_schema():
+    df = synthetic_credit_frame(1, n_samples=2, n_tokens=5, rewards=tuple(REWARDS), group_size=2)
+    df["reward"] = df["reward"].astype("category")  # as the app's loaders hand it over
+    back = pq.read_table(io.BytesIO(analysis.to_parquet_bytes(df)))
+    assert back.schema.names == list(CREDIT_COLUMNS)
+    assert back.schema.metadata[b"mrtpo_schema_version"] == b"1"
+    assert back.num_rows == len(df)
+    csv = pd.read_csv(io.BytesIO(analysis.to_csv_bytes(df)))
+    assert list(csv.columns) == list(CREDIT_COLUMNS) and len(csv) == len(df)
+
+
+def test_js_in_out_table():
+    df = pd.DataFrame({"reward": ["a"] * 4, "js": [0.4, 0.2, 0.1, 0.1], "in_span": [True, True, False, False]})
+    row = analysis.js_in_out_table(df).iloc[0]
+    assert (row["tokens_in"], row["tokens_out"]) == (2, 2)
+    assert row["js_in"] == pytest.approx(0.3) and row["js_out"] == pytest.approx(0.1) and row["ratio"] == pytest.approx(3)

@@ -1,0 +1,173 @@
+"""Token heatmap HTML: escaping, visible whitespace, span overlays, a colour scale centred at 0, hover text."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from mrtpo_viz import heatmap
+from mrtpo_viz.heatmap import diverging_rgb, reward_colors, spans_html, token_heatmap_html, visible_token_html
+
+REWARDS = ["keywords:existence", "punctuation:no_comma"]
+TOKENS = ["Hello", " <script>", "alert(1)", "</script>", ",", "\n", "  ", ' "x" & y']
+
+
+def sample_frame(credits_a=None, credits_b=None) -> pd.DataFrame:
+    """One sample, 8 tokens, 2 rewards; reward a's verifier inspected tokens 1-2, reward b's token 4 (the comma)."""
+    n = len(TOKENS)
+    credits_a = credits_a if credits_a is not None else [0.5, -1.0, 2.0, 0.0, 0.1, 0.0, -0.2, 0.3]
+    credits_b = credits_b if credits_b is not None else [0.0] * n
+    spans = {REWARDS[0]: {1, 2}, REWARDS[1]: {4}}
+    response = "".join(TOKENS)
+    starts = [sum(len(x) for x in TOKENS[:i]) for i in range(n)]
+    rows = []
+    for k, credits in zip(REWARDS, (credits_a, credits_b), strict=True):
+        for t in range(n):
+            rows.append(dict(step=1, sample=0, group=0, prompt_key="p<1>", prompt="Say <b>hi</b> & go.",
+                             response=response, reward=k, score=1.0, group_adv=0.7, t=t, token_id=t,
+                             token=TOKENS[t], start=starts[t], end=starts[t] + len(TOKENS[t]), js=0.01 * t,
+                             weight=1.0 + 0.1 * t, credit=credits[t], in_span=t in spans[k],
+                             token_adv=credits_a[t] + credits_b[t]))
+    return pd.DataFrame(rows)
+
+
+def cells(html: str) -> list[str]:
+    """The HTML of each token cell, in order (each piece runs up to the next cell)."""
+    return html.split('<span class="tok" ')[1:]
+
+
+def test_colour_scale_is_centred_at_zero_and_symmetric():
+    assert diverging_rgb(0.0, 1.0) == (255, 255, 255)
+    assert diverging_rgb(float("nan"), 1.0) == (255, 255, 255)
+    for x in (0.1, 0.5, 1.0):
+        pos, neg = diverging_rgb(x, 1.0), diverging_rgb(-x, 1.0)
+        # the same distance from white on both sides; red dominates above 0, blue below
+        dist = lambda c: math.dist(c, (255, 255, 255))  # noqa: E731
+        assert dist(pos) == pytest.approx(dist(neg) * dist(heatmap.POSITIVE_RGB) / dist(heatmap.NEGATIVE_RGB), rel=0.02)
+        assert pos[0] > pos[2] and neg[2] > neg[0]
+    assert diverging_rgb(1.0, 1.0) == heatmap.POSITIVE_RGB and diverging_rgb(-5.0, 1.0) == heatmap.NEGATIVE_RGB
+    # monotone: larger |value| -> further from white
+    assert math.dist(diverging_rgb(0.2, 1.0), (255,) * 3) < math.dist(diverging_rgb(0.6, 1.0), (255,) * 3)
+
+
+def test_auto_scale_is_max_abs_and_defaults_to_one():
+    assert heatmap.auto_scale([0.5, -2.0, float("nan")]) == 2.0
+    assert heatmap.auto_scale([0.0, 0.0]) == 1.0
+    assert heatmap.auto_scale([]) == 1.0
+
+
+def test_tokens_are_escaped_never_markup():
+    html = token_heatmap_html(sample_frame(), REWARDS[0])
+    assert "<script>" not in html and "</script>" not in html.replace("</style>", "")
+    assert "&lt;script&gt;" in html and "&lt;/script&gt;" in html
+    assert "Say &lt;b&gt;hi&lt;/b&gt; &amp; go." in html  # the prompt too
+    assert "&quot;x&quot; &amp; y" in html
+    assert "<b>hi</b>" not in html
+
+
+def test_whitespace_is_visible():
+    text, ends_line = visible_token_html("\n")
+    assert "↵" in text and ends_line
+    assert visible_token_html("  ")[0].count("·") == 2
+    assert "⇥" in visible_token_html("\tx")[0]
+    html = token_heatmap_html(sample_frame(), REWARDS[0])
+    assert '<span class="br"></span>' in html  # the newline token breaks the line
+
+
+def test_one_cell_per_token_coloured_by_the_chosen_reward():
+    df = sample_frame()
+    html = token_heatmap_html(df, REWARDS[0], scale=2.0)
+    cs = cells(html)
+    assert len(cs) == len(TOKENS)
+    # token 2 has credit +2 = the scale: full red; token 1 has -1: half blue; token 3 has 0: white
+    assert f"rgb{heatmap.POSITIVE_RGB}".replace(" ", "") in cs[2].replace(" ", "")
+    assert "background:rgb(255,255,255)" in cs[3]
+    assert f"background:rgb{diverging_rgb(-1.0, 2.0)}".replace(" ", "") in cs[1].replace(" ", "")
+    # the legend states the scale
+    assert "-2" in html and "+2" in html
+
+
+def test_span_overlays_in_each_rewards_colour():
+    df = sample_frame()
+    colors = reward_colors(REWARDS)
+    html = token_heatmap_html(df, REWARDS[0], reward_names=REWARDS)
+    cs = cells(html)
+    for t, cell in enumerate(cs):
+        # one bar slot per reward under each token, filled where the token is in that verifier's spans
+        assert cell.count('<i class="b"') == len(REWARDS)
+        assert (f"background:{colors[REWARDS[0]]}" in cell) == (t in {1, 2})
+        assert (f"background:{colors[REWARDS[1]]}" in cell) == (t == 4)
+    # the legend names each reward's span colour
+    for r in REWARDS:
+        assert f"background:{colors[r]}" in html.split('<div class="row"')[0] and f"{r} span" in html
+
+
+def test_hover_shows_token_credit_js_weight_and_span():
+    html = token_heatmap_html(sample_frame(), REWARDS[0])
+    title = re.search(r'data-t="2" title="([^"]*)"', html).group(1)
+    assert "token &#x27;alert(1)&#x27;" in title
+    assert "keywords:existence: credit +2.0000 | JS 0.0200 | weight 1.2000 | in span" in title
+    assert "punctuation:no_comma: credit +0.0000 | JS 0.0200 | weight 1.2000 | out of span" in title
+
+
+def test_rows_view_has_one_row_per_reward_plus_total_on_one_scale():
+    df = sample_frame(credits_b=[0.0, 0.0, 0.0, 0.0, -4.0, 0.0, 0.0, 0.0])
+    html = token_heatmap_html(df, mode="rows", reward_names=REWARDS)
+    rows = re.findall(r'data-row="([^"]+)"', html)
+    assert rows == [*REWARDS, heatmap.TOTAL_ROW]
+    assert len(cells(html)) == 3 * len(TOKENS)
+    # shared scale = max |value| over all rows = 4 (reward b's comma), so reward a's +2 is half red
+    row_a = html.split('data-row="keywords:existence"')[1].split('data-row=')[0]
+    assert f"background:rgb{diverging_rgb(2.0, 4.0)}".replace(" ", "") in row_a.replace(" ", "")
+
+
+def test_fixed_scale_changes_colours_auto_scale_does_not():
+    df = sample_frame()
+    auto = token_heatmap_html(df, REWARDS[0])
+    fixed = token_heatmap_html(df, REWARDS[0], scale=10.0)
+    assert cells(auto)[2] != cells(fixed)[2]
+    assert f"background:rgb{diverging_rgb(2.0, 10.0)}".replace(" ", "") in cells(fixed)[2].replace(" ", "")
+
+
+def test_total_advantage_colouring_and_unknown_reward():
+    html = token_heatmap_html(sample_frame(), None)
+    assert "total token advantage" in html
+    with pytest.raises(ValueError, match="not in this sample"):
+        token_heatmap_html(sample_frame(), "nope")
+    with pytest.raises(ValueError, match="mode"):
+        token_heatmap_html(sample_frame(), mode="grid")
+
+
+def test_empty_sample_says_so():
+    assert "No tokens" in token_heatmap_html(sample_frame().iloc[0:0])
+
+
+def test_reward_with_missing_positions_is_aligned_not_shifted():
+    df = sample_frame()
+    df = df[~((df["reward"] == REWARDS[1]) & (df["t"] == 2))]  # reward b lacks token 2
+    arrays = heatmap.token_arrays(df, REWARDS)
+    assert math.isnan(arrays["credit"][REWARDS[1]][2]) and arrays["in_span"][REWARDS[1]][4] is True
+    assert arrays["credit"][REWARDS[0]][2] == 2.0
+
+
+def test_token_arrays_match_the_wide_table():
+    df = sample_frame().sample(frac=1.0, random_state=0)  # row order must not matter
+    arrays = heatmap.token_arrays(df, REWARDS)
+    wide = heatmap.sample_token_table(df)
+    assert arrays["token"] == wide["token"].tolist()
+    for r in REWARDS:
+        assert arrays["credit"][r] == pytest.approx(wide[("credit", r)].tolist())
+        assert arrays["in_span"][r] == wide[("in_span", r)].tolist()
+
+
+def test_spans_html_highlights_escaped_ranges():
+    text = "a <b> b, c\nd"
+    html = spans_html(text, [(2, 5), (7, 8)], "#123456")
+    boxes = re.findall(r'<span class="vspan"[^>]*>(.*?)</span>', html)
+    assert boxes == ["&lt;b&gt;", ","]
+    assert "outline:2px solid #123456" in html and "<b>" not in html
+    assert "↵" in html
+    assert spans_html("abc", [(5, 9)]).count('class="vspan"') == 0  # out of range: nothing highlighted

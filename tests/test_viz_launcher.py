@@ -1,0 +1,132 @@
+"""The app's launcher: form validation, the trainer's argument list, log staging, stop safety, and a real
+launch + stop of a micro run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.store import RunStore, RunWriter
+from mrtpo_viz import launcher
+
+
+def test_every_bad_field_is_reported_at_once(tmp_path):
+    cfg, errors = launcher.validate({"group_size": 1, "lr": -1.0, "lam": 2.0, "method": "ppo",
+                                     "runs_dir": str(tmp_path)})
+    assert cfg is None
+    assert set(errors) == {"group_size", "lr", "lam", "method"}
+    assert "2 or more" in errors["group_size"] and "grpo" in errors["method"]
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_reward_weights_are_checked_against_the_prompt_set(tmp_path, prompt_file):
+    cfg, errors = launcher.validate({"prompt_set": str(prompt_file), "reward_weights": {"nope": 2.0},
+                                     "runs_dir": str(tmp_path)})
+    assert cfg is None and "nope" in errors["reward_weights"]
+    cfg, errors = launcher.validate({"prompt_set": str(prompt_file), "runs_dir": str(tmp_path),
+                                     "reward_weights": {"keywords:existence": 2.0}})
+    assert errors == {} and cfg.reward_weight("keywords:existence") == 2.0
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "x" * 65])
+def test_run_names_cannot_escape_the_runs_dir(tmp_path, name):
+    cfg, errors = launcher.validate({"run_name": name, "runs_dir": str(tmp_path)})
+    assert cfg is None and "run_name" in errors
+
+
+def test_taken_run_name_is_refused(tmp_path):
+    RunWriter.create(tmp_path, "taken", {"steps": 1})
+    _, errors = launcher.validate({"run_name": "taken", "runs_dir": str(tmp_path)})
+    assert "already exists" in errors["run_name"]
+    (tmp_path / launcher.STAGING_DIR).mkdir()
+    launcher.staging_log(tmp_path, "pending").write_text("")  # a launch in progress holds its name too
+    _, errors = launcher.validate({"run_name": "pending", "runs_dir": str(tmp_path)})
+    assert "already exists" in errors["run_name"]
+
+
+def test_train_argv_is_an_argument_list_for_core_cli(tmp_path, prompt_file):
+    cfg, errors = launcher.validate({"prompt_set": str(prompt_file), "runs_dir": str(tmp_path), "run_name": "r1",
+                                     "reward_weights": {"task:arithmetic": 0.5}, "steps": 3})
+    assert not errors
+    argv = launcher.train_argv(cfg)
+    assert argv[:4] == [sys.executable, "-m", "core.cli", "train"]
+    opts = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert opts["--run-name"] == "r1" and opts["--steps"] == "3"
+    assert json.loads(opts["--reward-weights"]) == {"task:arithmetic": 0.5}
+    assert opts["--runs-dir"] == str(tmp_path.resolve()) and os.path.isabs(opts["--prompt-set"])
+    # the trainer's own parser accepts exactly this list
+    from core.config import config_from_args
+    from core.train_cli import build_parser
+
+    parsed = config_from_args(build_parser().parse_args(argv[4:])).to_dict()
+    want = cfg.to_dict()
+    for path_field in ("prompt_set", "runs_dir"):  # made absolute for the child, same files
+        assert os.path.samefile(parsed.pop(path_field), want.pop(path_field))
+    assert parsed == want
+
+
+def test_staging_log_is_attached_once_the_run_folder_exists(tmp_path):
+    (tmp_path / launcher.STAGING_DIR).mkdir()
+    staging = launcher.staging_log(tmp_path, "r")
+    staging.write_text("loading...\n")
+    assert launcher.attach_log(tmp_path / "r") is False  # no folder yet
+    RunWriter.create(tmp_path, "r", {"steps": 1})
+    launcher.adopt_logs(tmp_path)
+    log = tmp_path / "r" / "train.log"
+    assert log.read_text() == "loading...\n" and not staging.exists()
+    assert RunStore(tmp_path / "r").log_tail() == "loading..."
+
+
+def test_stop_refuses_a_pid_that_is_not_a_trainer(tmp_path):
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    w.set_status(state="running", pid=os.getpid())  # this pytest process: alive, but not a trainer
+    assert "not a trainer" in launcher.stop_run(tmp_path / "r")
+    w.set_status(state="completed")
+    assert "nothing to stop" in launcher.stop_run(tmp_path / "r")
+
+
+def test_dead_trainer_shows_as_crashed_with_the_log_tail(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    w.set_status(state="running", pid=dead.pid, step=2)
+    (tmp_path / "r" / "train.log").write_text("step 2/5\nTraceback (most recent call last):\nRuntimeError: boom\n")
+    st = launcher.run_state(tmp_path / "r")
+    assert st["state"] == "crashed" and "RuntimeError: boom" in st["error"]
+
+
+@pytest.mark.slow
+def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
+    cfg, errors = launcher.validate({"model": str(micro_model), "prompt_set": str(prompt_file), "steps": 500,
+                                     "group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "device": "cpu",
+                                     "runs_dir": str(tmp_path / "runs")})
+    assert not errors
+    launched = launcher.start_run(cfg)
+    try:
+        assert launcher.run_state(launched.path)["state"] in ("starting", "running")
+        deadline = time.time() + 150
+        while time.time() < deadline:
+            st = launcher.run_state(launched.path)
+            if (st.get("step") or 0) >= 1 or st["state"] not in ("starting", "running"):
+                break
+            time.sleep(0.5)
+        assert st["state"] == "running" and st["pid"] == launched.pid, st
+        assert "sent SIGTERM" in launcher.stop_run(launched.path)
+        while time.time() < deadline and launcher.run_state(launched.path)["state"] == "running":
+            time.sleep(0.3)
+        st = launcher.run_state(launched.path)
+        assert st["state"] == "stopped" and 1 <= st["step"] < 500
+        store = RunStore(launched.path)
+        assert len(store.metrics()) == st["step"] and store.credit_steps()
+        assert "run " + launched.name in store.log_tail(200)  # the trainer's output reached train.log
+        assert not launcher.staging_log(launched.path.parent, launched.name).exists()
+    finally:
+        try:
+            os.kill(launched.pid, 9)
+        except ProcessLookupError:
+            pass
