@@ -355,18 +355,27 @@ class StepResult:
     rollout: Rollout
 
 
-def train_step(state: TrainState, step: int) -> StepResult:
-    """One optimizer step of the run, top to bottom. Returns its metrics and credit map."""
+def collect_rollout(state: TrainState, step: int) -> Rollout:
+    """The step's prompts (seeded by seed and step), G sampled responses each, decoded with offsets."""
+    cfg = state.cfg
+    prompts = sample_prompts(state.items, cfg.prompts_per_step, cfg.seed, step)
+    state.model.eval()  # no dropout anywhere: the ratio must be 1 on the first on-policy pass
+    rollout = generate(state, prompts, step_seed(cfg.seed, step))
+    return decode_rollout(state, rollout)
+
+
+def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> StepResult:
+    """One optimizer step of the run, top to bottom. Returns its metrics and credit map.
+
+    `rollout` skips generation (the overhead benchmark runs several methods on the same batch).
+    """
     cfg = state.cfg
     times: dict[str, float] = {}
     t0 = time.perf_counter()
 
     # 1. rollout: sample prompts and G responses per prompt
-    seed = step_seed(cfg.seed, step)
-    prompts = sample_prompts(state.items, cfg.prompts_per_step, cfg.seed, step)
-    state.model.eval()  # no dropout anywhere: the ratio must be 1 on the first on-policy pass
-    rollout = generate(state, prompts, seed)
-    rollout = decode_rollout(state, rollout)
+    if rollout is None:
+        rollout = collect_rollout(state, step)
     times["time/generate"] = time.perf_counter() - t0
     state.check_stop()
 
@@ -423,7 +432,8 @@ def step_metrics(state, step, rollout, scores, routing, token_adv, loss_stats, t
     if routing.js is not None:
         m.update(replay_lib.js_summary(routing.js, rollout.mask, names))
     weights = routing.weights if routing.weights is not None else rollout.mask[:, None, :].expand(-1, len(names), -1)
-    m.update(replay_lib.span_agreement(routing.js, weights, scores.span_mask, rollout.mask, names))
+    applicable = ~torch.isnan(rewards)  # (B, K)
+    m.update(replay_lib.span_agreement(routing.js, weights, scores.span_mask, rollout.mask, names, applicable))
     m.update(times)
     return m
 
