@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     if ns.subcommand == "bench" and rest[:1] == ["app"]:
         # The app benchmark measures the viewing side; it lives there so that core stays free of plotly/streamlit.
         module_name, rest = "mrtpo_viz.bench_app", rest[1:]
+    elif ns.subcommand == "bench" and rest[:1] == ["efficiency"]:
+        # The study orchestrates `mrtpo train` subprocesses; it needs no torch in this process.
+        module_name, rest = "core.efficiency", rest[1:]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
