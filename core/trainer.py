@@ -47,7 +47,7 @@ from core import loss as loss_lib
 from core import model as model_lib
 from core import replay as replay_lib
 from core.config import TrainConfig
-from core.store import RunStore, RunWriter, run_dir
+from core.store import SCHEMA_VERSION, RunStore, RunWriter, atomic_write_json, run_dir
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -690,6 +690,9 @@ def _run(cfg: TrainConfig, guard: _SignalGuard, resume, hooks: list[StepHook], o
         state = build_state(cfg, model_path=str(ckpt[1]) if ckpt else None,
                             optimizer_state=ckpt[1] / "optimizer.pt" if ckpt else None)
         writer = RunWriter(path)
+        # Record what resuming may change (steps, device, ...) so config.json describes the run.
+        atomic_write_json(path / "config.json", {**cfg.to_dict(), "reward_names": state.reward_names,
+                                                 "schema_version": SCHEMA_VERSION})
         writer.truncate_after(start)
         for leftover in (path / "checkpoints").glob(".*.tmp"):
             _rmtree(leftover)

@@ -116,15 +116,18 @@ def test_kill_9_leaves_completed_steps_readable_and_resume_continues(tmp_path, m
         assert len(store.credit(step)) > 0
     assert not [w for w in store.warnings if "credit" in w]
 
-    out = run_train("--resume", str(run), timeout=300)
+    out = run_train("--resume", str(run), "--lr", "0.1")
+    assert out.returncode == 2 and "cannot change lr when resuming" in out.stderr
+    out = run_train("--resume", str(run), "--steps", "7", timeout=300)  # resume and extend
     assert out.returncode == 0, out.stdout + out.stderr
     assert "resuming killed from step" in out.stdout
     store = RunStore(run)
-    assert store.status()["state"] == "completed"
+    assert store.status()["state"] == "completed" and store.status()["total_steps"] == 7
+    assert store.config()["steps"] == 7
     metrics = store.metrics()
-    assert metrics["step"].tolist() == [1, 2, 3, 4, 5, 6]
-    assert (run / "metrics.jsonl").read_text().count("\n") == 6  # later steps were truncated, not duplicated
-    assert store.credit_steps() == [1, 2, 3, 4, 5, 6]
+    assert metrics["step"].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert (run / "metrics.jsonl").read_text().count("\n") == 7  # later steps were truncated, not duplicated
+    assert store.credit_steps() == [1, 2, 3, 4, 5, 6, 7]
 
     # Model, optimizer and per-step seeds are restored: the resumed run matches an uninterrupted one.
     import torch

@@ -58,7 +58,7 @@ def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
     from core import model as model_lib
     from core import trainer
 
-    cfg = make_cfg(run_name="full", checkpoint_every=2)
+    cfg = make_cfg(run_name="full", checkpoint_every=2, eval_prompt_set=make_cfg().prompt_set)
     path = trainer.train(cfg)
     store = RunStore(path)
     assert store.warnings == []
@@ -79,6 +79,9 @@ def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
     assert row["reward/test:letters"] == pytest.approx(row["reward/test:letters"])  # not NaN
     assert 0 < row["js/test:letters/mean"] <= row["js/test:letters/max"] <= 1
     assert row["time/step"] >= row["time/generate"]
+    # The held-out set is scored at checkpoints only (steps 2 and 3).
+    assert metrics["eval/reward/test:letters"].notna().tolist() == [False, True, True]
+    assert 0 <= metrics["eval/all_satisfied"].iloc[-1] <= 1
 
     assert store.credit_steps() == [1, 2, 3]
     for step in (1, 2, 3):
