@@ -8,8 +8,8 @@ the same work for both methods), then runs the rest of the step for GDPO and for
 same model and optimizer state. MRTPO's extra cost is the K contrastive passes (the full-prompt
 pass that gives the rollout log-probs is reused for p_t). Target: MRTPO step <= 1.3x GDPO's.
 
-`app` is served by the viewing side (`mrtpo bench app`, mrtpo_viz.bench_app); `efficiency` is not
-available yet.
+`app` (mrtpo_viz.bench_app) and `efficiency` (core.efficiency) live in their own modules; `main`
+forwards to them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import importlib
 import statistics
 import sys
 import tempfile
@@ -136,11 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv[:1])
     if ns.benchmark == "overhead":
         return overhead(argv[1:])
-    if ns.benchmark == "app":
-        print("mrtpo bench app: run it as `mrtpo bench app` (it lives in mrtpo_viz.bench_app).", file=sys.stderr)
+    # The other benchmarks live elsewhere (the CLI dispatcher routes to them directly too).
+    module_name = {"app": "mrtpo_viz.bench_app", "efficiency": "core.efficiency"}[ns.benchmark]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        print(f"mrtpo bench {ns.benchmark}: not yet available in this version ({module_name} is missing).",
+              file=sys.stderr)
         return 3
-    print("mrtpo bench efficiency: not yet available in this version.", file=sys.stderr)
-    return 3
+    return int(module.main(argv[1:]) or 0)
 
 
 if __name__ == "__main__":
