@@ -187,3 +187,10 @@ def test_method_names_match_the_registries():
 def test_config_module_never_imports_torch():
     code = "import sys, core.config; sys.exit('torch' in sys.modules or 'transformers' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_model_presets_match_core_model():
+    from core.config import MODEL_PRESETS
+    from core.model import PRESETS
+
+    assert set(MODEL_PRESETS) == set(PRESETS)

@@ -228,3 +228,16 @@ def test_span_token_mask_overlap_rule():
     assert span_token_mask(offsets, [(2, 3)], 6).tolist() == [True, False, False, False, False, False]
     assert span_token_mask(offsets, [(3, 5)], 4).tolist() == [False, True, False, True]
     assert span_token_mask(offsets, [], 4).tolist() == [False] * 4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_two_steps_on_cuda_under_bf16_autocast(make_cfg):
+    from core import trainer
+
+    state = trainer.build_state(make_cfg(device="cuda"))
+    assert state.device.type == "cuda" and next(state.model.parameters()).dtype == torch.float32
+    for step in (1, 2):
+        m = trainer.train_step(state, step).metrics
+        assert math.isfinite(m["loss/total"]) and math.isfinite(m["policy/entropy"])
+        assert 0 <= m["js/test:letters/mean"] <= 1
