@@ -2,9 +2,9 @@
 
 One step reads top to bottom (`train_step`):
 
-    prompts  = sample_prompts(...)                 seeded by (seed, step)
-    rollout  = generate(...)                       G sampled responses per prompt, token ids kept
-    rollout  = decode_rollout(...)                 each token's text and char offsets (incremental decode)
+    rollout  = collect_rollout(...)                sample_prompts (seeded by seed and step), generate
+                                                   (G responses per prompt, token ids kept), decode_rollout
+                                                   (each token's text and char offsets, incremental decode)
     scores   = verify(...)                         rewards (B, K), NaN where a reward does not apply; span masks
     replay   = replay_pass(...)                    rollout log-probs (B, T) + routing weights (B, K, T)
     adv      = estimator(rewards, weights, ...)    token advantages (B, T) and per-reward credit (B, K, T)
