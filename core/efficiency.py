@@ -1,0 +1,530 @@
+"""`mrtpo bench efficiency`: the sample-efficiency study (GRPO, GDPO, MRTPO replay, MRTPO span).
+
+    mrtpo bench efficiency --seeds 0 1 2 --steps 60 --eval-every 5 --out runs/efficiency
+    mrtpo bench efficiency --quick                       # 1 seed, few steps, small eval: minutes on a CPU
+    mrtpo bench efficiency --model PATH --methods gdpo mrtpo-replay --jobs 2
+
+Every method trains on the same prompt set with the same budget (steps, G, prompts per step, lr,
+max_new_tokens) and seeds; each run scores greedy responses to the first `--eval-prompts` prompts
+of the held-out set every `--eval-every` steps (the trainer's `eval/...` metrics). The initial
+model is scored once as well (step 0: greedy decoding makes it the same for every method and seed).
+
+Runs are ordinary run stores under `<out>/runs/` (open them with `mrtpo app --runs-dir <out>/runs`),
+each trained by a `mrtpo train` subprocess with one thread (OMP_NUM_THREADS=1), `--jobs` at a time,
+its output in `<out>/logs/<run>.log`. Rerunning the command reuses finished runs, resumes stopped
+or crashed ones from their last checkpoint and extends finished ones when `--steps` grows; a run
+whose recorded settings differ from the command's is refused (use another --out).
+
+Writes `<out>/efficiency.csv` (long format: method, seed, step, metric, value; every numeric
+training and eval metric of every run), then `mrtpo_viz.efficiency_report` (run as a subprocess,
+so this process never loads plotly) writes `efficiency.html`, `efficiency.md` (printed too) and,
+when kaleido is importable, `efficiency.png`.
+
+Never imports torch, streamlit or plotly at module level: the only torch code is the step-0
+evaluation, which runs in a child process (`python -m core.efficiency _initial-eval ...`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from core.config import MODEL_PRESETS, ConfigError, TrainConfig, resolve_path
+from core.store import ACTIVE_STATES, RunStore, pid_alive, run_dir
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Study label -> the TrainConfig fields that make the method. One place knows the names.
+METHODS: dict[str, dict[str, str]] = {
+    "grpo": {"method": "grpo"},
+    "gdpo": {"method": "gdpo"},
+    "mrtpo-replay": {"method": "mrtpo", "routing": "replay"},
+    "mrtpo-span": {"method": "mrtpo", "routing": "span"},
+}
+# Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
+# where and with how many samples per forward pass it ran, and the folder it lies in.
+FREE_FIELDS = ("steps", "device", "replay_chunk", "runs_dir", "run_name")
+# The trainer scores at most this many held-out prompts (core.trainer.evaluate's limit).
+TRAINER_EVAL_LIMIT = 32
+CSV_COLUMNS = ["method", "seed", "step", "metric", "value"]
+
+FULL_DEFAULTS = {"seeds": [0, 1, 2], "steps": 60, "eval_every": 5, "eval_prompts": 32}
+# --quick: one seed, a short budget, a small eval; measured under 5 minutes on a 2-core CPU (see --help).
+QUICK_DEFAULTS = {"seeds": [0], "steps": 6, "eval_every": 3, "eval_prompts": 12, "group_size": 4,
+                  "prompts_per_step": 2, "max_new_tokens": 40}
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of the study: a method label, a seed and the full TrainConfig fields."""
+
+    method: str
+    seed: int
+    fields: dict[str, Any] = field(hash=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}-s{self.seed}"
+
+
+def eval_subset(heldout: str | os.PathLike, n: int, folder: Path) -> Path:
+    """Write the first `n` prompts (JSONL lines) of the held-out set to `folder` and return the file.
+
+    The name carries n, so a study with another --eval-prompts never mistakes it for its own.
+    """
+    src = resolve_path(heldout)
+    lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if not lines:
+        raise ConfigError("eval_prompt_set", f"{str(src)!r} holds no prompts")
+    out = folder / f"{src.stem}-first{min(n, len(lines))}.jsonl"
+    text = "".join(ln + "\n" for ln in lines[:n])
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        folder.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return out
+
+
+def _model_field(model: str) -> str:
+    """A preset stays a preset; a folder becomes absolute (the runs must find it from anywhere)."""
+    return model if model in MODEL_PRESETS else str(resolve_path(model).resolve())
+
+
+def plan_runs(args: argparse.Namespace, eval_set: Path) -> list[RunSpec]:
+    """Every (method, seed) run with its TrainConfig fields; the same budget for every method."""
+    runs_dir = str((Path(args.out) / "runs").resolve())
+    common = {
+        "model": _model_field(args.model),
+        "prompt_set": str(resolve_path(args.prompt_set).resolve()),
+        "eval_prompt_set": str(eval_set.resolve()),
+        "steps": args.steps,
+        "group_size": args.group_size,
+        "prompts_per_step": args.prompts_per_step,
+        "lr": args.lr,
+        "max_new_tokens": args.max_new_tokens,
+        "checkpoint_every": args.eval_every,  # the trainer evaluates at every checkpoint (and the last step)
+        "device": args.device,
+        "runs_dir": runs_dir,
+    }
+    specs = []
+    for method in args.methods:
+        for seed in args.seeds:
+            fields = {**common, **METHODS[method], "seed": seed}
+            spec = RunSpec(method, seed, fields)
+            fields["run_name"] = spec.name
+            TrainConfig(**fields)  # validate every value before anything starts
+            specs.append(spec)
+    return specs
+
+
+# ---------------------------------------------------------------------------------------------- run state
+
+
+@dataclass
+class Decision:
+    """What to do with one planned run: new | reuse | resume | conflict | busy, and why."""
+
+    action: str
+    reason: str = ""
+
+
+def config_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """Fields (outside FREE_FIELDS) whose recorded value differs from the study's, as 'field: old != new'."""
+    out = []
+    for key, value in wanted.items():
+        if key in FREE_FIELDS:
+            continue
+        if recorded.get(key) != value:
+            out.append(f"{key}: {recorded.get(key)!r} != {value!r}")
+    return out
+
+
+def decide(spec: RunSpec) -> Decision:
+    """Reuse a finished run, resume an unfinished one, start a missing one; refuse one made with other settings."""
+    path = run_dir(spec.fields["runs_dir"], spec.name)
+    if not path.exists():
+        return Decision("new")
+    store = RunStore(path)
+    recorded = store.config()
+    if not recorded:
+        return Decision("conflict", f"{path} exists but its config.json is unreadable; remove the folder")
+    conflicts = config_conflicts(recorded, spec.fields)
+    if conflicts:
+        return Decision("conflict", f"{path} was trained with other settings ({'; '.join(conflicts)}); "
+                                    "use another --out or the same settings")
+    status = store.status()
+    if status.get("state") in ACTIVE_STATES and pid_alive(status.get("pid")):
+        return Decision("busy", f"{path} is being trained by pid {status.get('pid')}")
+    metrics = store.metrics()
+    done = int(metrics["step"].max()) if len(metrics) else 0
+    if status.get("state") == "completed" and done >= spec.fields["steps"]:
+        return Decision("reuse", f"completed, {done} steps")
+    return Decision("resume", f"{status.get('state')} after {done} of {spec.fields['steps']} steps")
+
+
+def prune_checkpoints(path: Path) -> int:
+    """Delete every checkpoint of a finished run except the newest (kept so --steps can extend it); returns
+    how many were removed. The study reads only metrics, and a 135M model's checkpoint is 1.5 GB."""
+    ckpts = RunStore(path).checkpoints()
+    for old in ckpts[:-1]:
+        shutil.rmtree(old, ignore_errors=True)
+    return max(len(ckpts) - 1, 0)
+
+
+# ---------------------------------------------------------------------------------------------- subprocesses
+
+
+def child_env() -> dict[str, str]:
+    """One thread per training process (torch reads OMP_NUM_THREADS at start), `core` importable from anywhere."""
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = "1"
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def train_command(spec: RunSpec, decision: Decision, config_file: Path) -> list[str]:
+    base = [sys.executable, "-m", "core.cli", "train"]
+    if decision.action == "resume":
+        path = run_dir(spec.fields["runs_dir"], spec.name)
+        return base + ["--resume", str(path), "--steps", str(spec.fields["steps"]),
+                       "--device", spec.fields["device"]]
+    return base + ["--config", str(config_file)]
+
+
+@dataclass
+class Outcome:
+    spec: RunSpec
+    decision: Decision
+    state: str
+    seconds: float
+    message: str = ""
+
+
+class Progress:
+    """Thread-safe progress lines: one when a run starts, one when it ends."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.done = 0
+        self.lock = threading.Lock()
+        self.stream = stream or sys.stdout
+        self.start = time.monotonic()
+
+    def say(self, text: str, finished: bool = False) -> None:
+        with self.lock:
+            if finished:
+                self.done += 1
+            elapsed = time.monotonic() - self.start
+            self.stream.write(f"[{self.done}/{self.total} done, {elapsed:5.0f}s] {text}\n")
+            self.stream.flush()
+
+
+def summarize_run(path: Path) -> str:
+    """'6 steps, 4.1 s/step, held-out all-satisfied 0.25 at step 6' from a run store."""
+    m = RunStore(path).metrics()
+    if not len(m):
+        return "no completed step"
+    parts = [f"{int(m['step'].max())} steps"]
+    if "time/step" in m:
+        parts.append(f"{pd.to_numeric(m['time/step'], errors='coerce').mean():.1f} s/step")
+    if "eval/all_satisfied" in m:
+        ev = m[["step", "eval/all_satisfied"]].dropna()
+        if len(ev):
+            parts.append(f"held-out all-satisfied {ev['eval/all_satisfied'].iloc[-1]:.2f} at step {ev['step'].iloc[-1]}")
+    return ", ".join(parts)
+
+
+def run_one(spec: RunSpec, decision: Decision, out: Path, progress: Progress, keep_checkpoints: bool) -> Outcome:
+    """Train (or resume) one run in a `mrtpo train` subprocess; its output goes to <out>/logs/<run>.log."""
+    path = run_dir(spec.fields["runs_dir"], spec.name)
+    config_file = out / "configs" / f"{spec.name}.json"
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(json.dumps(spec.fields, indent=2) + "\n", encoding="utf-8")
+    log_file = out / "logs" / f"{spec.name}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    cmd = train_command(spec, decision, config_file)
+    progress.say(f"{spec.name}: start ({decision.action}{': ' + decision.reason if decision.reason else ''})")
+    t0 = time.monotonic()
+    with open(log_file, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=str(REPO_ROOT))
+    seconds = time.monotonic() - t0
+    state = RunStore(path).status().get("state", "missing") if path.exists() else "missing"
+    if state == "completed":
+        if not keep_checkpoints:
+            prune_checkpoints(path)
+        message = summarize_run(path)
+    else:
+        tail = _tail(log_file, 3)
+        message = f"exit {rc}, state {state}; see {log_file}" + (f"\n    {tail}" if tail else "")
+    progress.say(f"{spec.name}: {state} in {seconds:.0f} s ({message})", finished=True)
+    return Outcome(spec, decision, state, seconds, message)
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n    ".join(lines[-n:])
+
+
+# ---------------------------------------------------------------------------------------------- step 0
+
+
+def initial_eval(spec: RunSpec, out: Path) -> dict[str, float]:
+    """Held-out metrics of the untrained model (step 0), computed once per model/eval set/length and cached.
+
+    Greedy decoding of the same initial weights gives the same responses for every method and seed,
+    so one evaluation stands for all of them.
+    """
+    keys = ("model", "eval_prompt_set", "max_new_tokens", "prompt_set")
+    fingerprint = {k: spec.fields[k] for k in keys}
+    cache = out / "initial_eval.json"
+    if cache.exists():
+        try:
+            data = json.loads(cache.read_text(encoding="utf-8"))
+            if data.get("fingerprint") == fingerprint:
+                return {k: float("nan") if v is None else float(v) for k, v in data["metrics"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    config_file = out / "configs" / "initial-eval.json"
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(json.dumps({**spec.fields, "run_name": ""}, indent=2) + "\n", encoding="utf-8")
+    log_file = out / "logs" / "initial-eval.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".initial_eval.tmp.json"
+    with open(log_file, "w", encoding="utf-8") as log:
+        rc = subprocess.call([sys.executable, "-m", "core.efficiency", "_initial-eval", str(config_file), str(tmp)],
+                             stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=str(REPO_ROOT))
+    if rc != 0 or not tmp.exists():
+        raise RuntimeError(f"the step-0 evaluation failed (exit {rc}); see {log_file}:\n    {_tail(log_file, 5)}")
+    metrics = json.loads(tmp.read_text(encoding="utf-8"))
+    tmp.unlink()
+    cache.write_text(json.dumps({"fingerprint": fingerprint, "metrics": metrics}, indent=2) + "\n", encoding="utf-8")
+    return {k: float("nan") if v is None else float(v) for k, v in metrics.items()}
+
+
+def _initial_eval_child(config_file: str, out_file: str) -> int:
+    """Child process: load the policy as the trainer does and run the trainer's own evaluation."""
+    import torch  # only in this child process
+
+    from core import trainer
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig.from_json(config_file)
+    state = trainer.build_state(cfg)
+    t0 = time.perf_counter()
+    metrics = trainer.evaluate(state)
+    print(f"step-0 evaluation of {cfg.model} on {cfg.eval_prompt_set}: {time.perf_counter() - t0:.1f} s", flush=True)
+    clean = {k: (None if v != v else float(v)) for k, v in metrics.items()}  # NaN -> null
+    Path(out_file).write_text(json.dumps(clean) + "\n", encoding="utf-8")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+def collect(specs: list[RunSpec], initial: dict[str, float] | None = None) -> pd.DataFrame:
+    """Long table (method, seed, step, metric, value) of every numeric metric of every run, steps 1..steps.
+
+    `initial` (the step-0 held-out metrics) is added at step 0 of every run that completed a step.
+    NaN values (a reward that applied to no sample) are left out.
+    """
+    frames = []
+    for spec in specs:
+        path = run_dir(spec.fields["runs_dir"], spec.name)
+        if not path.exists():
+            continue
+        m = RunStore(path).metrics()
+        m = m[m["step"] <= spec.fields["steps"]]
+        if not len(m):
+            continue
+        long = m.melt(id_vars="step", var_name="metric", value_name="value")
+        long["value"] = pd.to_numeric(long["value"], errors="coerce")
+        if initial:
+            long = pd.concat([pd.DataFrame({"step": 0, "metric": list(initial), "value": list(initial.values())}),
+                              long], ignore_index=True)
+        long = long.dropna(subset=["value"])
+        long.insert(0, "seed", spec.seed)
+        long.insert(0, "method", spec.method)
+        frames.append(long)
+    if not frames:
+        return pd.DataFrame(columns=CSV_COLUMNS)
+    df = pd.concat(frames, ignore_index=True)[CSV_COLUMNS]
+    df["step"] = df["step"].astype("int64")
+    # Stable: inside a step the metrics keep the trainer's order (rewards in the prompt set's order).
+    return df.sort_values(["method", "seed", "step"], kind="stable").reset_index(drop=True)
+
+
+def _reward_names(spec: RunSpec) -> list[str]:
+    path = run_dir(spec.fields["runs_dir"], spec.name)
+    return RunStore(path).reward_names() if (path / "config.json").exists() else []
+
+
+def write_study(out: Path, args: argparse.Namespace, eval_set: Path, specs: list[RunSpec]) -> Path:
+    """<out>/study.json: the study's settings and reward names, which the report uses for its text and order."""
+    keys = ("model", "methods", "seeds", "steps", "group_size", "prompts_per_step", "lr", "max_new_tokens",
+            "eval_every", "eval_prompts", "device", "jobs")
+    study: dict[str, Any] = {k: getattr(args, k) for k in keys}
+    study["eval_prompt_set"] = eval_set.name
+    study["reward_names"] = next((names for s in specs if (names := _reward_names(s))), [])
+    path = out / "study.json"
+    path.write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def write_report(csv: Path, out: Path, targets: list[float], band: str) -> int:
+    """Run mrtpo_viz.efficiency_report in a child process (plotly stays out of this one); it prints the table."""
+    cmd = [sys.executable, "-m", "mrtpo_viz.efficiency_report", str(csv), "--out", str(out), "--band", band,
+           "--targets", *map(str, targets)]
+    sys.stdout.flush()
+    return subprocess.call(cmd, env=child_env(), cwd=str(REPO_ROOT))
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mrtpo bench efficiency",
+        description="Sample-efficiency study: GRPO, GDPO, MRTPO (replay routing) and MRTPO (span routing, the "
+        "oracle) with the same budget and seeds, evaluated on held-out prompts; writes efficiency.csv, "
+        "efficiency.html, efficiency.md (and efficiency.png when kaleido is installed).",
+        epilog="--quick (1 seed, 6 steps, G=4 x 2 prompts, 12 held-out prompts) is meant to finish in under 5 "
+        "minutes on a 2-core CPU with tiny-instruct; flags given with --quick override its values.",
+    )
+    p.add_argument("--out", default="runs/efficiency", help="study folder: runs/, logs/, reports (default: %(default)s)")
+    p.add_argument("--model", default="tiny-instruct", help="preset or local model folder (default: %(default)s)")
+    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS), metavar="METHOD",
+                   help=f"methods to train (default: all of {', '.join(METHODS)})")
+    p.add_argument("--seeds", nargs="+", type=int, help=f"seeds (default: {FULL_DEFAULTS['seeds']})")
+    p.add_argument("--steps", type=int, help=f"optimizer steps per run (default: {FULL_DEFAULTS['steps']})")
+    p.add_argument("--eval-every", type=int, help=f"held-out evaluation every N steps (default: "
+                   f"{FULL_DEFAULTS['eval_every']}; also at the last step and, once, before training)")
+    p.add_argument("--eval-prompts", type=int, help=f"first N held-out prompts to score (default: "
+                   f"{FULL_DEFAULTS['eval_prompts']}; the trainer scores at most {TRAINER_EVAL_LIMIT})")
+    p.add_argument("--prompt-set", default="sample_data/prompts/default.jsonl")
+    p.add_argument("--heldout", default="sample_data/prompts/heldout.jsonl", help="held-out prompt set")
+    p.add_argument("--group-size", type=int, help="G, responses per prompt (default: the trainer's, 8)")
+    p.add_argument("--prompts-per-step", type=int, help="prompts per step (default: the trainer's, 4)")
+    p.add_argument("--lr", type=float, help="learning rate (default: the trainer's)")
+    p.add_argument("--max-new-tokens", type=int, help="longest response (default: the trainer's)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--jobs", type=int, default=1, help="runs trained at once, one thread each (default: 1)")
+    p.add_argument("--targets", nargs="+", type=float, default=[0.2, 0.3, 0.4],
+                   help="held-out all-satisfied rates for the steps-to-target table (default: %(default)s)")
+    p.add_argument("--band", choices=("minmax", "std"), default="minmax",
+                   help="spread drawn around the mean over seeds (default: %(default)s)")
+    p.add_argument("--quick", action="store_true", help="a small study that takes minutes (see below)")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep every checkpoint of finished runs (default: only the last)")
+    p.add_argument("--no-initial-eval", action="store_true", help="skip the step-0 evaluation of the initial model")
+    return p
+
+
+def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill unset flags from --quick or the full-study defaults, then the trainer's own defaults."""
+    preset = {**FULL_DEFAULTS, **(QUICK_DEFAULTS if args.quick else {})}
+    trainer_defaults = TrainConfig()
+    for key in ("seeds", "steps", "eval_every", "eval_prompts", "group_size", "prompts_per_step", "lr",
+                "max_new_tokens"):
+        if getattr(args, key, None) is None:
+            value = preset.get(key, getattr(trainer_defaults, key, None))
+            setattr(args, key, value)
+    args.seeds = list(dict.fromkeys(args.seeds))
+    args.methods = list(dict.fromkeys(args.methods))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_initial-eval"]:
+        return _initial_eval_child(*argv[1:3])
+    args = resolve_args(build_parser().parse_args(argv))
+    for name in ("steps", "eval_every", "eval_prompts", "jobs"):
+        if getattr(args, name) < 1:
+            print(f"mrtpo bench efficiency: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
+            return 2
+    if args.eval_prompts > TRAINER_EVAL_LIMIT:
+        print(f"note: the trainer scores at most {TRAINER_EVAL_LIMIT} held-out prompts; using {TRAINER_EVAL_LIMIT}",
+              file=sys.stderr)
+        args.eval_prompts = TRAINER_EVAL_LIMIT
+    out = Path(args.out).resolve()
+    try:
+        eval_set = eval_subset(args.heldout, args.eval_prompts, out)
+        specs = plan_runs(args, eval_set)
+    except (ConfigError, OSError) as exc:
+        hint = ""
+        if "tiny-instruct" in str(exc):
+            hint = "\n(build it with `mrtpo bootstrap`, or pass --model PATH)"
+        print(f"mrtpo bench efficiency: {exc}{hint}", file=sys.stderr)
+        return 2
+    decisions = {spec.name: decide(spec) for spec in specs}
+    refused = [f"  {name}: {d.reason}" for name, d in decisions.items() if d.action in ("conflict", "busy")]
+    if refused:
+        print("mrtpo bench efficiency: cannot use these runs:\n" + "\n".join(refused), file=sys.stderr)
+        return 2
+    todo = [s for s in specs if decisions[s.name].action != "reuse"]
+    print(f"efficiency study in {out}: {len(args.methods)} methods x {len(args.seeds)} seeds, {args.steps} steps "
+          f"(G={args.group_size} x {args.prompts_per_step} prompts, lr {args.lr:g}, max_new_tokens "
+          f"{args.max_new_tokens}), held-out eval of {eval_set.name} every {args.eval_every} steps; "
+          f"{len(specs) - len(todo)} runs reused, {len(todo)} to train with {args.jobs} job(s)", flush=True)
+    t0 = time.monotonic()
+    initial = None
+    if not args.no_initial_eval:
+        try:
+            initial = initial_eval(specs[0], out)
+        except RuntimeError as exc:
+            print(f"mrtpo bench efficiency: {exc}", file=sys.stderr)
+            return 1
+        print(f"step 0 (initial model): held-out all-satisfied {initial.get('eval/all_satisfied', float('nan')):.3f}",
+              flush=True)
+    progress = Progress(len(todo))
+    failed: list[Outcome] = []
+    if todo:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_one, s, decisions[s.name], out, progress, args.keep_checkpoints) for s in todo]
+            try:
+                outcomes = [f.result() for f in futures]
+            except KeyboardInterrupt:  # the children got the same SIGINT: they save and stop; rerun to resume
+                for f in futures:
+                    f.cancel()
+                print("interrupted: unfinished runs resume when the command runs again", file=sys.stderr)
+                return 130
+        failed = [o for o in outcomes if o.state != "completed"]
+    for spec in specs:
+        if decisions[spec.name].action == "reuse" and not args.keep_checkpoints:
+            prune_checkpoints(run_dir(spec.fields["runs_dir"], spec.name))
+    df = collect(specs, initial)
+    write_study(out, args, eval_set, specs)
+    csv = out / "efficiency.csv"
+    df.to_csv(csv, index=False)
+    print(f"\n{len(df)} rows -> {csv} (training took {time.monotonic() - t0:.0f} s)\n", flush=True)
+    rc = write_report(csv, out, args.targets, args.band)
+    if failed:
+        print(f"{len(failed)} run(s) did not complete: {', '.join(o.spec.name for o in failed)} "
+              "(rerun the command to resume them)", file=sys.stderr)
+        return 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""Report of the sample-efficiency study: efficiency.csv -> figure (HTML, PNG with kaleido) and Markdown tables.
+
+    python -m mrtpo_viz.efficiency_report runs/efficiency/efficiency.csv --out runs/efficiency
+
+Input: the long table `core.efficiency` writes (columns method, seed, step, metric, value; metric keys
+as in the run store, held-out ones `eval/all_satisfied` and `eval/reward/<name>`, step 0 = the initial
+model). Output:
+- `efficiency.html`: interactive plotly figure, one panel for the held-out all-satisfied rate and one per
+  reward's held-out rate, mean over seeds against steps with a min-max (or ±std) band, one colour per
+  method; the tables below it;
+- `efficiency.md`: steps to reach target all-satisfied rates, final per-reward held-out rates
+  (mean ± std over seeds), seconds per step per method;
+- `efficiency.png`: the figure, only when kaleido is importable (it renders with a local Chrome/Chromium).
+
+Pure pandas/plotly functions from the table to frames, text and figures. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+ALL_SATISFIED = "eval/all_satisfied"
+EVAL_REWARD_PREFIX = "eval/reward/"
+METHOD_ORDER = ("grpo", "gdpo", "mrtpo-replay", "mrtpo-span")
+METHOD_COLORS = {"grpo": "#7f7f7f", "gdpo": "#1f77b4", "mrtpo-replay": "#d62728", "mrtpo-span": "#ff7f0e"}
+EXTRA_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+TIME_KEYS = {"time/step": "s/step", "time/generate": "generate", "time/replay": "replay", "time/update": "update"}
+NOT_REACHED = "n/r"
+
+
+# ---------------------------------------------------------------------------------------------- frames
+
+
+def load(csv: str | Path) -> pd.DataFrame:
+    """The study table with typed columns (method str, seed int, step int, metric str, value float)."""
+    df = pd.read_csv(csv)
+    missing = {"method", "seed", "step", "metric", "value"} - set(df.columns)
+    if missing:
+        raise ValueError(f"{csv} lacks columns {sorted(missing)}")
+    df["method"] = df["method"].astype(str)
+    df["metric"] = df["metric"].astype(str)
+    df["seed"] = df["seed"].astype("int64")
+    df["step"] = df["step"].astype("int64")
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    return df
+
+
+def methods_of(df: pd.DataFrame) -> list[str]:
+    """Methods in the study's usual order (baselines first), then any others in order of appearance."""
+    present = list(dict.fromkeys(df["method"]))
+    return [m for m in METHOD_ORDER if m in present] + [m for m in present if m not in METHOD_ORDER]
+
+
+def method_colors(methods: Sequence[str]) -> dict[str, str]:
+    out, extra = {}, 0
+    for m in methods:
+        if m in METHOD_COLORS:
+            out[m] = METHOD_COLORS[m]
+        else:
+            out[m] = EXTRA_COLORS[extra % len(EXTRA_COLORS)]
+            extra += 1
+    return out
+
+
+def eval_metrics(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> list[str]:
+    """`eval/all_satisfied` first, then `eval/reward/<name>`: in `reward_names` order, then any others in
+    order of appearance."""
+    present = list(dict.fromkeys(df["metric"]))
+    known = [f"{EVAL_REWARD_PREFIX}{n}" for n in reward_names if f"{EVAL_REWARD_PREFIX}{n}" in present]
+    rewards = known + [m for m in present if m.startswith(EVAL_REWARD_PREFIX) and m not in known]
+    return ([ALL_SATISFIED] if ALL_SATISFIED in present else []) + rewards
+
+
+def label_of(metric: str) -> str:
+    if metric == ALL_SATISFIED:
+        return "all satisfied"
+    return metric.removeprefix(EVAL_REWARD_PREFIX)
+
+
+def seed_spread(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per (method, step): n seeds with a value, mean, std (sample std, ddof=1; NaN with one seed), min, max."""
+    part = df[df["metric"] == metric].dropna(subset=["value"])
+    cols = ["method", "step", "n", "mean", "std", "min", "max"]
+    if part.empty:
+        return pd.DataFrame(columns=cols)
+    g = part.groupby(["method", "step"], sort=True)["value"]
+    out = g.agg(n="count", mean="mean", std=lambda v: v.std(ddof=1), min="min", max="max").reset_index()
+    return out[cols]
+
+
+def first_step_reaching(steps: Sequence[int], values: Sequence[float], target: float) -> int | None:
+    """min{ s : value(s) >= target } over the evaluated steps, or None when no evaluated step reaches it.
+
+    >>> first_step_reaching([0, 5, 10], [0.1, 0.3, 0.2], 0.25)
+    5
+    """
+    hits = [int(s) for s, v in zip(steps, values, strict=True) if v is not None and math.isfinite(v) and v >= target]
+    return min(hits) if hits else None
+
+
+def steps_to_target(df: pd.DataFrame, targets: Sequence[float], metric: str = ALL_SATISFIED) -> pd.DataFrame:
+    """Per (method, target): each seed's first step reaching it, and two means over seeds.
+
+    `mean_reached` = mean of the first steps of the seeds that reached the target (NaN when none did);
+    `mean_bound` = mean over all seeds with an unreached seed counted as its last evaluated step, a lower
+    bound on the true mean (that seed would need more steps); equal to `mean_reached` when all reached.
+    `per_seed` is a list (seed order) of steps, None for not reached.
+    """
+    rows = []
+    part = df[df["metric"] == metric].dropna(subset=["value"])
+    for method in methods_of(df):
+        runs = part[part["method"] == method]
+        seeds = sorted(runs["seed"].unique())
+        for target in targets:
+            firsts, bounds = [], []
+            for seed in seeds:
+                r = runs[runs["seed"] == seed].sort_values("step")
+                first = first_step_reaching(r["step"].tolist(), r["value"].tolist(), target)
+                firsts.append(first)
+                bounds.append(first if first is not None else int(r["step"].max()))
+            reached = [s for s in firsts if s is not None]
+            rows.append({
+                "method": method, "target": float(target), "n_seeds": len(seeds), "n_reached": len(reached),
+                "mean_reached": sum(reached) / len(reached) if reached else math.nan,
+                "mean_bound": sum(bounds) / len(bounds) if bounds else math.nan,
+                "per_seed": firsts,
+            })
+    return pd.DataFrame(rows, columns=["method", "target", "n_seeds", "n_reached", "mean_reached", "mean_bound",
+                                       "per_seed"])
+
+
+def final_rates(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> pd.DataFrame:
+    """Per (method, eval metric): mean and std (ddof=1) over seeds of the value at each run's last evaluated step.
+
+    A run's last evaluated step is the largest step with an `eval/all_satisfied` value (or, without one,
+    with any eval value); a reward that applied to no held-out prompt there is left out for that run.
+    """
+    metrics = eval_metrics(df, reward_names)
+    ev = df[df["metric"].isin(metrics)].dropna(subset=["value"])
+    rows = []
+    if ev.empty:
+        return pd.DataFrame(columns=["method", "metric", "n", "mean", "std", "step"])
+    anchor = ev[ev["metric"] == ALL_SATISFIED] if (ev["metric"] == ALL_SATISFIED).any() else ev
+    last = anchor.groupby(["method", "seed"])["step"].max().rename("last").reset_index()
+    at_last = ev.merge(last, on=["method", "seed"])
+    at_last = at_last[at_last["step"] == at_last["last"]]
+    for method in methods_of(df):
+        for metric in metrics:
+            v = at_last[(at_last["method"] == method) & (at_last["metric"] == metric)]
+            if v.empty:
+                continue
+            rows.append({"method": method, "metric": metric, "n": len(v), "mean": float(v["value"].mean()),
+                         "std": float(v["value"].std(ddof=1)) if len(v) > 1 else math.nan,
+                         "step": int(v["step"].max())})
+    return pd.DataFrame(rows, columns=["method", "metric", "n", "mean", "std", "step"])
+
+
+def seconds_per_step(df: pd.DataFrame) -> pd.DataFrame:
+    """Per method and time key: mean over steps within each seed's run, then mean and std (ddof=1) over seeds."""
+    part = df[df["metric"].isin(list(TIME_KEYS)) & (df["step"] > 0)].dropna(subset=["value"])
+    per_run = part.groupby(["method", "seed", "metric"])["value"].mean().reset_index()
+    rows = []
+    for method in methods_of(df):
+        for key in TIME_KEYS:
+            v = per_run[(per_run["method"] == method) & (per_run["metric"] == key)]["value"]
+            if v.empty:
+                continue
+            rows.append({"method": method, "metric": key, "n": len(v), "mean": float(v.mean()),
+                         "std": float(v.std(ddof=1)) if len(v) > 1 else math.nan})
+    return pd.DataFrame(rows, columns=["method", "metric", "n", "mean", "std"])
+
+
+# ---------------------------------------------------------------------------------------------- text
+
+
+def _pm(mean: float, std: float, digits: int = 2) -> str:
+    if not math.isfinite(mean):
+        return "–"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}" if math.isfinite(std) else f"{mean:.{digits}f}"
+
+
+def target_cell(row: pd.Series) -> str:
+    """'10.0 (3/3: 5, 10, 15)', '≥ 13.3 (2/3: 5, 15, n/r)' or 'not reached (0/3)'."""
+    n, k = int(row["n_seeds"]), int(row["n_reached"])
+    if n == 0:
+        return "–"
+    if k == 0:
+        return f"not reached (0/{n})"
+    seeds = ", ".join(NOT_REACHED if s is None else str(s) for s in row["per_seed"])
+    mean = f"{row['mean_bound']:.1f}" if k == n else f"≥ {row['mean_bound']:.1f}"
+    return f"{mean} ({k}/{n}: {seeds})"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def target_table(df: pd.DataFrame, targets: Sequence[float]) -> tuple[list[str], list[list[str]]]:
+    stt = steps_to_target(df, targets)
+    header = ["method"] + [f"all-satisfied ≥ {t:g}" for t in targets]
+    rows = []
+    for method in methods_of(df):
+        cells = [target_cell(r) for _, r in stt[stt["method"] == method].iterrows()]
+        rows.append([method] + cells)
+    return header, rows
+
+
+def final_table(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> tuple[list[str], list[list[str]]]:
+    fr = final_rates(df, reward_names)
+    metrics = eval_metrics(df, reward_names)
+    header = ["method", "step"] + [label_of(m) for m in metrics]
+    rows = []
+    for method in methods_of(df):
+        part = fr[fr["method"] == method].set_index("metric")
+        if part.empty:
+            continue
+        cells = [_pm(part.at[m, "mean"], part.at[m, "std"]) if m in part.index else "–" for m in metrics]
+        rows.append([method, str(int(part["step"].max()))] + cells)
+    return header, rows
+
+
+def time_table(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    sp = seconds_per_step(df)
+    header = ["method"] + list(TIME_KEYS.values())
+    rows = []
+    for method in methods_of(df):
+        part = sp[sp["method"] == method].set_index("metric")
+        if part.empty:
+            continue
+        rows.append([method] + [_pm(part.at[k, "mean"], part.at[k, "std"]) if k in part.index else "–"
+                                for k in TIME_KEYS])
+    return header, rows
+
+
+def settings_line(study: dict | None) -> str:
+    if not study:
+        return ""
+    keys = ("model", "steps", "group_size", "prompts_per_step", "lr", "max_new_tokens", "eval_every",
+            "eval_prompts", "seeds")
+    return "; ".join(f"{k} {study[k]}" for k in keys if k in study)
+
+
+def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | None = None) -> str:
+    """The three tables as Markdown, each with a sentence saying exactly what its numbers are."""
+    seeds = sorted(df["seed"].unique())
+    names = (study or {}).get("reward_names") or ()
+    out = ["# Sample efficiency on held-out prompts", ""]
+    line = settings_line(study)
+    out += [f"Settings: {line}." if line else f"{len(methods_of(df))} methods x {len(seeds)} seeds.", ""]
+    out += ["## Steps to reach a held-out all-satisfied rate", "", _md_table(*target_table(df, targets)), "",
+            "First evaluated step at which a run's held-out all-satisfied rate is >= the target (step 0 = the "
+            "initial model; evaluations only every few steps, so a step is the first *evaluated* one), mean over "
+            "seeds. `k/n` seeds reached it; per-seed steps follow (n/r = not reached). `≥ x`: some seeds never "
+            "reached it and count as their last evaluated step, so the true mean is larger.", ""]
+    out += ["## Final held-out rates", "", _md_table(*final_table(df, names)), "",
+            "Mean ± std over seeds (sample std; no ± with one seed) at each run's last evaluated step: share of "
+            "held-out prompts whose greedy response satisfies every constraint, and each reward's mean score over "
+            "the prompts that state it.", ""]
+    out += ["## Seconds per step", "", _md_table(*time_table(df)), "",
+            "Trainer wall-clock seconds per optimizer step (mean over a run's steps, then mean ± std over seeds), "
+            "with its generate / replay / update parts; held-out evaluation is not included. Runs trained in "
+            "parallel share the CPU, so compare methods within one study.", ""]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------- figure
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def efficiency_figure(df: pd.DataFrame, band: str = "minmax", title: str = "",
+                      reward_names: Sequence[str] = ()) -> go.Figure:
+    """One panel per held-out metric (all satisfied, then each reward): per method the mean over seeds against
+    steps, with a band from min to max over seeds (`band="minmax"`) or mean ± std (`band="std"`)."""
+    if band not in ("minmax", "std"):
+        raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
+    metrics = eval_metrics(df, reward_names)
+    methods = methods_of(df)
+    colors = method_colors(methods)
+    if not metrics:
+        fig = go.Figure()
+        fig.add_annotation(text="no held-out evaluation in this study (eval/... metrics)", showarrow=False,
+                           x=0.5, y=0.5, xref="paper", yref="paper")
+        return fig
+    ncols = 1 if len(metrics) == 1 else 2
+    nrows = math.ceil(len(metrics) / ncols)
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[f"held-out {label_of(m)}" for m in metrics],
+                        shared_xaxes=False, vertical_spacing=0.32 / nrows, horizontal_spacing=0.08)
+    n_seeds = df.groupby("method")["seed"].nunique().to_dict()
+    band_name = "min-max" if band == "minmax" else "±1 std"
+    for i, metric in enumerate(metrics):
+        row, col = i // ncols + 1, i % ncols + 1
+        spread = seed_spread(df, metric)
+        for method in methods:
+            s = spread[spread["method"] == method].sort_values("step")
+            if s.empty:
+                continue
+            if band == "minmax":
+                lo, hi = s["min"], s["max"]
+            else:
+                sd = s["std"].fillna(0.0)
+                lo, hi = s["mean"] - sd, s["mean"] + sd
+            if n_seeds.get(method, 1) > 1:
+                fig.add_trace(go.Scatter(
+                    x=list(s["step"]) + list(s["step"])[::-1], y=list(hi) + list(lo)[::-1], fill="toself",
+                    fillcolor=_rgba(colors[method], 0.15), line=dict(width=0), hoverinfo="skip",
+                    legendgroup=method, showlegend=False, name=f"{method} {band_name}",
+                ), row=row, col=col)
+            fig.add_trace(go.Scatter(
+                x=s["step"], y=s["mean"], mode="lines+markers", name=method, legendgroup=method,
+                showlegend=i == 0, line=dict(color=colors[method], width=2.5 if i == 0 else 2), marker=dict(size=5),
+                customdata=list(zip(s["n"], s["min"], s["max"], s["std"].fillna(0.0), strict=True)),
+                hovertemplate=(f"<b>{method}</b> step %{{x}}<br>mean %{{y:.3f}} over %{{customdata[0]}} seed(s)"
+                               "<br>min %{customdata[1]:.3f} · max %{customdata[2]:.3f} · std %{customdata[3]:.3f}"
+                               "<extra></extra>"),
+            ), row=row, col=col)
+        fig.update_yaxes(range=[-0.02, 1.02], row=row, col=col)
+        fig.update_xaxes(title_text="step" if row == nrows or i + ncols >= len(metrics) else None, row=row, col=col)
+    seeds = sorted(df["seed"].unique())
+    fig.update_layout(
+        title=dict(text=title or f"Held-out rates against training steps: mean over {len(seeds)} seed(s)"
+                   + (f", band = {band_name} over seeds" if len(seeds) > 1 else ""), x=0, xanchor="left"),
+        template="plotly_white", height=120 + 290 * nrows, width=1100,
+        legend=dict(orientation="h", yanchor="bottom", y=1.0 + 0.12 / nrows, x=1, xanchor="right"),
+        margin=dict(l=55, r=20, t=110, b=50), hovermode="closest",
+    )
+    fig.update_annotations(font_size=13)
+    return fig
+
+
+def html_page(fig: go.Figure, df: pd.DataFrame, targets: Sequence[float], study: dict | None) -> str:
+    """A self-contained page (plotly.js inline, works offline): the figure, then the three tables."""
+
+    def table(header, rows) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    line = settings_line(study)
+    names = (study or {}).get("reward_names") or ()
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>MRTPO sample efficiency</title><style>"
+        "body{font-family:sans-serif;margin:16px;color:#222}table{border-collapse:collapse;margin:8px 0 4px}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}th{background:#f3f3f3}"
+        "p.note{font-size:12px;color:#555;max-width:1000px}</style></head><body>",
+        fig.to_html(full_html=False, include_plotlyjs=True),
+        f"<p class='note'>Settings: {html.escape(line)}</p>" if line else "",
+        "<h3>Steps to reach a held-out all-satisfied rate</h3>", table(*target_table(df, targets)),
+        "<p class='note'>First evaluated step with held-out all-satisfied rate &ge; target, mean over seeds; k/n "
+        "seeds reached it (n/r = not reached); &ge; x: unreached seeds counted as their last evaluated step.</p>",
+        "<h3>Final held-out rates (mean ± std over seeds)</h3>", table(*final_table(df, names)),
+        "<h3>Seconds per step (mean ± std over seeds)</h3>", table(*time_table(df)),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def write_png(fig: go.Figure, path: Path) -> str:
+    """Write the figure as PNG with kaleido when it is importable; returns what happened, in words."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return "efficiency.png skipped (kaleido is not installed: pip install kaleido; it uses a local Chromium)"
+    try:
+        fig.write_image(str(path), width=int(fig.layout.width or 1100), height=int(fig.layout.height or 700), scale=2)
+    except Exception as exc:  # kaleido without a usable browser raises several kinds of errors
+        return f"efficiency.png skipped (kaleido could not render: {exc.__class__.__name__}: {exc})"
+    return f"wrote {path}"
+
+
+def write_report(csv: str | Path, out: str | Path, targets: Sequence[float] = (0.2, 0.3, 0.4),
+                 band: str = "minmax", png: bool = True) -> tuple[dict[str, Path], str]:
+    """Write efficiency.md, efficiency.html (and efficiency.png) to `out`: (paths written, a note on the PNG)."""
+    df = load(csv)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    study = None
+    study_file = Path(csv).parent / "study.json"
+    if study_file.exists():
+        try:
+            study = json.loads(study_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            study = None
+    paths = {"md": out / "efficiency.md", "html": out / "efficiency.html"}
+    paths["md"].write_text(markdown_report(df, targets, study), encoding="utf-8")
+    fig = efficiency_figure(df, band, reward_names=(study or {}).get("reward_names") or ())
+    paths["html"].write_text(html_page(fig, df, targets, study), encoding="utf-8")
+    note = "efficiency.png not asked for"
+    if png:
+        note = write_png(fig, out / "efficiency.png")
+        if note.startswith("wrote"):
+            paths["png"] = out / "efficiency.png"
+    return paths, note
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mrtpo_viz.efficiency_report", description=__doc__.split("\n\n")[0])
+    p.add_argument("csv", help="efficiency.csv written by `mrtpo bench efficiency`")
+    p.add_argument("--out", help="folder for the report files (default: the CSV's folder)")
+    p.add_argument("--targets", nargs="+", type=float, default=[0.2, 0.3, 0.4])
+    p.add_argument("--band", choices=("minmax", "std"), default="minmax")
+    p.add_argument("--no-png", action="store_true")
+    args = p.parse_args(argv)
+    csv = Path(args.csv)
+    paths, note = write_report(csv, args.out or csv.parent, args.targets, args.band, png=not args.no_png)
+    print(paths["md"].read_text(encoding="utf-8"))
+    print(f"wrote {paths['md']}\nwrote {paths['html']}\n{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

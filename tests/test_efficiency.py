@@ -1,0 +1,345 @@
+"""The efficiency study: plan and run-state decisions, collecting run stores into the long table,
+the report's aggregation (steps to target, final rates, seconds per step, seed spread) on hand-made
+run stores with hand-computed numbers, the report files, and one tiny end-to-end study."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+
+import pandas as pd
+import pytest
+
+from core import efficiency as eff
+from core.store import RunWriter
+from mrtpo_viz import efficiency_report as rep
+
+REWARDS = ["a:x", "b:y"]
+# Hand-made held-out curves: (method, seed) -> {step: (all_satisfied, reward a, reward b)}; None = not evaluated.
+EVAL = {
+    ("gdpo", 0): {2: (0.1, 0.5, 0.2), 4: (0.3, 0.7, 0.4)},
+    ("gdpo", 1): {2: (0.25, 0.6, None), 4: (0.2, 0.6, 0.3)},
+    ("mrtpo-replay", 0): {2: (0.3, 0.6, 0.5), 4: (0.5, 0.8, 0.6)},
+    ("mrtpo-replay", 1): {2: (0.2, 0.5, 0.3), 4: (0.45, 0.9, 0.5)},
+}
+STEP_TIMES = {("gdpo", 0): [1.0, 2.0, 3.0, 2.0], ("gdpo", 1): [4.0] * 4,
+              ("mrtpo-replay", 0): [3.0] * 4, ("mrtpo-replay", 1): [5.0] * 4}
+INITIAL = {"eval/reward/a:x": 0.4, "eval/reward/b:y": 0.1, "eval/all_satisfied": 0.15}
+
+
+def make_args(tmp_path, **over) -> argparse.Namespace:
+    args = eff.build_parser().parse_args(["--out", str(tmp_path / "study"), "--methods", "gdpo", "mrtpo-replay",
+                                          "--seeds", "0", "1", "--steps", "4", "--eval-every", "2"])
+    for k, v in over.items():
+        setattr(args, k, v)
+    return eff.resolve_args(args)
+
+
+def write_run(spec: eff.RunSpec, steps: int, state: str = "completed", extra_steps: int = 0) -> None:
+    """A run store as the trainer leaves it: config, status, one metrics line per step (+ `extra_steps` more)."""
+    w = RunWriter.create(spec.fields["runs_dir"], spec.name, {**spec.fields, "reward_names": REWARDS})
+    times = STEP_TIMES[(spec.method, spec.seed)]
+    for step in range(1, steps + extra_steps + 1):
+        row = {"step": step, "reward/a:x": 0.1 * step, "reward/all_satisfied": 0.05 * step,
+               "time/step": times[(step - 1) % len(times)], "time/replay": 0.5}
+        ev = EVAL[(spec.method, spec.seed)].get(step)
+        if ev is not None:
+            row |= {"eval/all_satisfied": ev[0], "eval/reward/a:x": ev[1], "eval/reward/b:y": ev[2]}
+        w.append_metrics(row)  # a None (NaN) value is stored as null
+    w.set_status(state=state, step=steps)
+
+
+@pytest.fixture
+def study(tmp_path):
+    """(args, specs, long table) of a finished hand-made study: 2 methods x 2 seeds x 4 steps, eval at 2 and 4."""
+    args = make_args(tmp_path)
+    eval_set = eff.eval_subset(args.heldout, args.eval_prompts, tmp_path / "study")
+    specs = eff.plan_runs(args, eval_set)
+    for spec in specs:
+        write_run(spec, 4, extra_steps=2 if spec.name == "gdpo-s0" else 0)  # steps beyond the budget are ignored
+    return args, specs, eff.collect(specs, INITIAL)
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+
+def test_plan_gives_every_method_the_same_budget(tmp_path):
+    args = make_args(tmp_path)
+    specs = eff.plan_runs(args, eff.eval_subset(args.heldout, 5, tmp_path))
+    assert [s.name for s in specs] == ["gdpo-s0", "gdpo-s1", "mrtpo-replay-s0", "mrtpo-replay-s1"]
+    budget = {k: {s.fields[k] for s in specs} for k in ("steps", "group_size", "prompts_per_step", "lr",
+                                                          "max_new_tokens", "checkpoint_every", "eval_prompt_set")}
+    assert all(len(v) == 1 for v in budget.values()), budget
+    assert specs[0].fields["checkpoint_every"] == 2  # the trainer evaluates at its checkpoints
+    assert specs[2].fields["method"] == "mrtpo" and specs[2].fields["routing"] == "replay"
+    assert [s.fields["seed"] for s in specs] == [0, 1, 0, 1]
+
+
+def test_eval_subset_takes_the_first_prompts(tmp_path):
+    path = eff.eval_subset("sample_data/prompts/heldout.jsonl", 5, tmp_path)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5 and path.name == "heldout-first5.jsonl"
+    full = (eff.REPO_ROOT / "sample_data/prompts/heldout.jsonl").read_text().splitlines()
+    assert lines == full[:5]
+
+
+def test_quick_fills_only_unset_flags(tmp_path):
+    args = eff.resolve_args(eff.build_parser().parse_args(["--quick", "--steps", "3"]))
+    assert args.steps == 3 and args.seeds == eff.QUICK_DEFAULTS["seeds"]
+    assert args.group_size == eff.QUICK_DEFAULTS["group_size"]
+    full = eff.resolve_args(eff.build_parser().parse_args([]))
+    assert full.seeds == [0, 1, 2] and full.group_size == 8 and full.methods == list(eff.METHODS)
+
+
+def test_child_env_runs_one_thread():
+    env = eff.child_env()
+    assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert str(eff.REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)
+
+
+# ---------------------------------------------------------------------------------------------- run state
+
+
+def test_decide_new_reuse_resume_conflict(tmp_path):
+    args = make_args(tmp_path)
+    specs = {s.name: s for s in eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))}
+    assert eff.decide(specs["gdpo-s0"]).action == "new"
+    write_run(specs["gdpo-s0"], 4)
+    assert eff.decide(specs["gdpo-s0"]).action == "reuse"
+    write_run(specs["gdpo-s1"], 2, state="stopped")
+    d = eff.decide(specs["gdpo-s1"])
+    assert d.action == "resume" and "stopped after 2 of 4" in d.reason
+    cmd = eff.train_command(specs["gdpo-s1"], d, tmp_path / "unused.json")
+    assert cmd[-6:-2] == ["--resume", str(tmp_path / "study" / "runs" / "gdpo-s1"), "--steps", "4"]
+    # A finished run shorter than the budget is extended by resuming it.
+    longer = eff.RunSpec("gdpo", 0, {**specs["gdpo-s0"].fields, "steps": 8})
+    assert eff.decide(longer).action == "resume"
+    # Other settings than the recorded ones: refused, naming the field.
+    other = eff.RunSpec("gdpo", 0, {**specs["gdpo-s0"].fields, "lr": 1e-3})
+    d = eff.decide(other)
+    assert d.action == "conflict" and "lr" in d.reason
+    # A run whose recorded pid is alive and state running is someone else's work in progress.
+    running = eff.RunSpec("mrtpo-replay", 0, specs["mrtpo-replay-s0"].fields)
+    write_run(running, 1, state="running")  # RunWriter.create recorded this process's pid
+    assert eff.decide(running).action == "busy"
+
+
+def test_config_conflicts_ignore_free_fields():
+    rec = {"lr": 1e-4, "steps": 10, "device": "cpu", "method": "gdpo"}
+    assert eff.config_conflicts(rec, {"lr": 1e-4, "steps": 20, "device": "cuda", "method": "gdpo"}) == []
+    assert eff.config_conflicts(rec, {"lr": 1e-4, "method": "grpo"}) == ["method: 'gdpo' != 'grpo'"]
+
+
+def test_prune_keeps_only_the_last_checkpoint(tmp_path):
+    args = make_args(tmp_path)
+    spec = eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))[0]
+    write_run(spec, 4)
+    w = RunWriter(tmp_path / "study" / "runs" / spec.name)
+    for step in (2, 4):
+        w.checkpoint_dir(step).mkdir(parents=True)
+        (w.checkpoint_dir(step) / "model.safetensors").write_bytes(b"x")
+    assert eff.prune_checkpoints(w.path) == 1
+    assert [p.name for p in (w.path / "checkpoints").iterdir()] == ["step_000004"]
+
+
+# ---------------------------------------------------------------------------------------------- collect
+
+
+def test_collect_long_table(study):
+    _, specs, df = study
+    assert list(df.columns) == eff.CSV_COLUMNS
+    assert df["step"].max() == 4  # gdpo-s0's steps 5 and 6 lie beyond the budget
+    assert set(df["method"]) == {"gdpo", "mrtpo-replay"} and set(df["seed"]) == {0, 1}
+    # Step 0 = the initial evaluation, once per run.
+    zero = df[df["step"] == 0]
+    assert len(zero) == 4 * len(INITIAL) and set(zero["metric"]) == set(INITIAL)
+    # A held-out reward that was not measured (null) is absent, not NaN.
+    b = df[(df["method"] == "gdpo") & (df["seed"] == 1) & (df["metric"] == "eval/reward/b:y")]
+    assert b["step"].tolist() == [0, 4] and not df["value"].isna().any()
+    # Training metrics are there too.
+    r = df[(df["method"] == "mrtpo-replay") & (df["seed"] == 0) & (df["metric"] == "reward/a:x")]
+    assert r["value"].round(6).tolist() == [0.1, 0.2, 0.3, 0.4]
+
+
+def test_collect_skips_runs_without_steps(tmp_path):
+    args = make_args(tmp_path)
+    specs = eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))
+    write_run(specs[0], 0, state="failed")
+    df = eff.collect(specs, INITIAL)
+    assert df.empty and list(df.columns) == eff.CSV_COLUMNS
+
+
+# ---------------------------------------------------------------------------------------------- aggregation
+
+
+def test_first_step_reaching():
+    assert rep.first_step_reaching([0, 2, 4], [0.1, 0.3, 0.2], 0.25) == 2
+    assert rep.first_step_reaching([0, 2, 4], [0.3, 0.1, 0.2], 0.25) == 0
+    assert rep.first_step_reaching([0, 2, 4], [0.1, 0.2, float("nan")], 0.25) is None
+    assert rep.first_step_reaching([2, 4], [0.25, 0.3], 0.25) == 2  # reaching = equal counts
+
+
+def test_steps_to_target_hand_computed(study):
+    df = study[2]
+    stt = rep.steps_to_target(df, [0.1, 0.2, 0.3, 0.4]).set_index(["method", "target"])
+    # The initial model (step 0, 0.15) already reaches 0.1 in every run.
+    assert stt.loc[("gdpo", 0.1), "per_seed"] == [0, 0] and stt.loc[("gdpo", 0.1), "mean_bound"] == 0
+    # gdpo, 0.2: seed 0 at step 4 (0.1, 0.3), seed 1 at step 2 (0.25) -> mean 3.
+    g = stt.loc[("gdpo", 0.2)]
+    assert g["per_seed"] == [4, 2] and g["n_reached"] == 2 and g["mean_reached"] == 3.0 == g["mean_bound"]
+    # gdpo, 0.3: seed 0 at 4, seed 1 never (0.25, 0.2): reached mean 4, bound (4 + 4) / 2 = 4.
+    g = stt.loc[("gdpo", 0.3)]
+    assert g["per_seed"] == [4, None] and g["n_reached"] == 1 and g["mean_reached"] == 4.0 and g["mean_bound"] == 4.0
+    assert math.isnan(stt.loc[("gdpo", 0.4), "mean_reached"]) and stt.loc[("gdpo", 0.4), "n_reached"] == 0
+    # mrtpo-replay: 0.3 at steps 2 and 4 -> 3; 0.4 at 4 and 4 -> 4.
+    assert stt.loc[("mrtpo-replay", 0.3), "per_seed"] == [2, 4] and stt.loc[("mrtpo-replay", 0.3), "mean_bound"] == 3
+    assert stt.loc[("mrtpo-replay", 0.4), "mean_reached"] == 4.0
+
+
+def test_target_cells_say_how_many_seeds_reached(study):
+    header, rows = rep.target_table(study[2], [0.2, 0.3, 0.4])
+    table = {r[0]: r[1:] for r in rows}
+    assert header == ["method", "all-satisfied ≥ 0.2", "all-satisfied ≥ 0.3", "all-satisfied ≥ 0.4"]
+    assert table["gdpo"] == ["3.0 (2/2: 4, 2)", "≥ 4.0 (1/2: 4, n/r)", "not reached (0/2)"]
+    assert table["mrtpo-replay"] == ["2.0 (2/2: 2, 2)", "3.0 (2/2: 2, 4)", "4.0 (2/2: 4, 4)"]
+
+
+def test_final_rates_mean_and_std_over_seeds(study):
+    fr = rep.final_rates(study[2]).set_index(["method", "metric"])
+    g = fr.loc[("gdpo", "eval/all_satisfied")]
+    assert g["n"] == 2 and g["step"] == 4
+    assert g["mean"] == pytest.approx(0.25) and g["std"] == pytest.approx(math.sqrt(2 * 0.05**2))  # ddof=1
+    m = fr.loc[("mrtpo-replay", "eval/reward/a:x")]
+    assert m["mean"] == pytest.approx(0.85) and m["std"] == pytest.approx(math.sqrt(2 * 0.05**2))
+    assert fr.loc[("gdpo", "eval/reward/b:y"), "mean"] == pytest.approx(0.35)
+    header, rows = rep.final_table(study[2], REWARDS)
+    assert header == ["method", "step", "all satisfied", "a:x", "b:y"]
+    assert rows[0] == ["gdpo", "4", "0.25 ± 0.07", "0.65 ± 0.07", "0.35 ± 0.07"]
+
+
+def test_final_rates_single_seed_has_no_std(study):
+    one = study[2][study[2]["seed"] == 0]
+    fr = rep.final_rates(one).set_index(["method", "metric"])
+    assert fr.loc[("gdpo", "eval/all_satisfied"), "mean"] == pytest.approx(0.3)
+    assert math.isnan(fr.loc[("gdpo", "eval/all_satisfied"), "std"])
+    assert rep.final_table(one)[1][0][2] == "0.30"
+
+
+def test_seconds_per_step(study):
+    sp = rep.seconds_per_step(study[2]).set_index(["method", "metric"])
+    # gdpo: run means 2.0 (1, 2, 3, 2) and 4.0 -> 3.0 ± sqrt(2).
+    assert sp.loc[("gdpo", "time/step"), "mean"] == pytest.approx(3.0)
+    assert sp.loc[("gdpo", "time/step"), "std"] == pytest.approx(math.sqrt(2))
+    assert sp.loc[("mrtpo-replay", "time/step"), "mean"] == pytest.approx(4.0)
+    assert sp.loc[("gdpo", "time/replay"), "mean"] == pytest.approx(0.5)
+    assert ("gdpo", "time/generate") not in sp.index  # not recorded in these runs: no row, no made-up zero
+
+
+def test_seed_spread(study):
+    s = rep.seed_spread(study[2], "eval/all_satisfied").set_index(["method", "step"])
+    g = s.loc[("gdpo", 2)]
+    assert g["n"] == 2 and g["mean"] == pytest.approx(0.175) and g["min"] == 0.1 and g["max"] == 0.25
+    assert g["std"] == pytest.approx(math.sqrt(2 * 0.075**2))
+    assert s.loc[("gdpo", 0), "mean"] == pytest.approx(0.15) and s.loc[("gdpo", 0), "std"] == 0
+    b = rep.seed_spread(study[2], "eval/reward/b:y").set_index(["method", "step"])
+    assert b.loc[("gdpo", 2), "n"] == 1  # seed 1 did not measure b at step 2
+
+
+# ---------------------------------------------------------------------------------------------- figure and files
+
+
+def _traces(fig, method):
+    return [t for t in fig.data if t.legendgroup == method]
+
+
+@pytest.mark.parametrize("band", ["minmax", "std"])
+def test_figure_mean_and_band(study, band):
+    df = study[2]
+    fig = rep.efficiency_figure(df, band=band, reward_names=REWARDS)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["held-out all satisfied", "held-out a:x", "held-out b:y"]
+    assert len(fig.data) == 3 * 2 * 2  # panels x methods x (band, mean)
+    gdpo = _traces(fig, "gdpo")
+    band_tr, mean_tr = gdpo[0], gdpo[1]
+    assert list(mean_tr.x) == [0, 2, 4] and list(mean_tr.y) == pytest.approx([0.15, 0.175, 0.25])
+    assert mean_tr.line.color == rep.METHOD_COLORS["gdpo"] and mean_tr.showlegend
+    assert not gdpo[3].showlegend  # one legend entry per method
+    upper = list(band_tr.y)[:3]
+    if band == "minmax":
+        assert upper == pytest.approx([0.15, 0.25, 0.3])
+    else:
+        assert upper == pytest.approx([0.15, 0.175 + math.sqrt(2 * 0.075**2), 0.25 + math.sqrt(2 * 0.05**2)])
+
+
+def test_figure_single_seed_draws_no_band(study):
+    fig = rep.efficiency_figure(study[2][study[2]["seed"] == 0])
+    assert len(fig.data) == 3 * 2 and all(t.mode == "lines+markers" for t in fig.data)
+
+
+def test_report_files_parse(study, tmp_path):
+    args, specs, df = study
+    out = tmp_path / "study"
+    csv = out / "efficiency.csv"
+    df.to_csv(csv, index=False)
+    eff.write_study(out, args, out / "heldout-first32.jsonl", specs)
+    assert json.loads((out / "study.json").read_text())["reward_names"] == REWARDS
+    back = rep.load(csv)
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    paths, note = rep.write_report(csv, out, [0.2, 0.3, 0.4], png=False)
+    md = paths["md"].read_text()
+    tables = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in tables]
+    assert ["gdpo", "3.0 (2/2: 4, 2)", "≥ 4.0 (1/2: 4, n/r)", "not reached (0/2)"] in rows
+    assert ["mrtpo-replay", "4", "0.47 ± 0.04", "0.85 ± 0.07", "0.55 ± 0.07"] in rows
+    assert ["gdpo", "3.00 ± 1.41", "–", "0.50 ± 0.00", "–"] in rows
+    assert "steps 4; group_size 8" in md
+    page = paths["html"].read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in page and "≥ 4.0 (1/2: 4, n/r)" in page
+    spec = json.loads(re.search(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', page, re.S).group(1))
+    assert {t["name"] for t in spec if t.get("showlegend")} == {"gdpo", "mrtpo-replay"}
+    assert not (out / "efficiency.png").exists()
+
+
+def test_png_note_without_kaleido(study, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_kaleido(name, *a, **k):
+        if name == "kaleido":
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_kaleido)
+    note = rep.write_png(rep.efficiency_figure(study[2]), tmp_path / "x.png")
+    assert "kaleido is not installed" in note and not (tmp_path / "x.png").exists()
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+
+def test_tiny_study_end_to_end(micro_model, tmp_path, capfd):
+    """2 methods x 1 seed x 2 steps with the micro model: runs, step-0 eval, CSV, report; a rerun reuses all."""
+    out = tmp_path / "e2e"
+    argv = ["--model", str(micro_model), "--methods", "gdpo", "mrtpo-span", "--seeds", "0", "--steps", "2",
+            "--eval-every", "1", "--eval-prompts", "3", "--group-size", "2", "--prompts-per-step", "2",
+            "--max-new-tokens", "6", "--jobs", "2", "--out", str(out)]
+    assert eff.main(argv) == 0
+    text = capfd.readouterr().out
+    assert "gdpo-s0: completed" in text and "mrtpo-span-s0: completed" in text
+    df = rep.load(out / "efficiency.csv")
+    assert set(df["method"]) == {"gdpo", "mrtpo-span"}
+    ev = df[df["metric"] == "eval/all_satisfied"]
+    assert sorted(ev["step"].unique()) == [0, 1, 2]  # initial model, then every step
+    assert (df[df["metric"] == "time/step"]["value"] > 0).all()
+    for name in ("efficiency.md", "efficiency.html", "study.json", "initial_eval.json"):
+        assert (out / name).is_file(), name
+    assert "## Steps to reach a held-out all-satisfied rate" in text  # the table is printed
+    for run in ("gdpo-s0", "mrtpo-span-s0"):
+        assert [p.name for p in (out / "runs" / run / "checkpoints").iterdir()] == ["step_000002"]
+    assert eff.main(argv) == 0
+    assert "2 runs reused, 0 to train" in capfd.readouterr().out
+    pd.testing.assert_frame_equal(rep.load(out / "efficiency.csv"), df)
