@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -68,7 +69,7 @@ class BootstrapConfig:
     """optimizer steps; the corpus holds steps * batch_size examples (each seen once)"""
     batch_size: int = 32
     p_comply: dict[str, float] = field(
-        default_factory=lambda: {KEYWORD: 0.6, END: 0.6, LOWER: 0.6, NO_COMMA: 0.6, ARITH: 0.55}
+        default_factory=lambda: {KEYWORD: 0.6, END: 0.6, LOWER: 0.6, NO_COMMA: 0.6, ARITH: 0.6}
     )
     """probability that a response obeys a stated constraint (for task:arithmetic: states the right sum)"""
     p_unstated: float = 0.03
@@ -77,6 +78,8 @@ class BootstrapConfig:
     """share of arithmetic prompts whose question is dropped (the contrastive prompt of the task reward)"""
     heldout_share: float = 0.2
     """share of corpus prompts drawn from the held-out split, so its topics and keywords are known words"""
+    arithmetic_share: float = 0.3
+    """share of arithmetic prompts in the corpus (the default prompt set has 0.2; sums need more examples)"""
     # --- tokenizer
     vocab_size: int = 1024
     # --- model (Llama)
@@ -225,7 +228,8 @@ def prompt_pool(n: int, cfg: BootstrapConfig) -> list:
     from core.tasks import item_from_record
 
     n_held = round(n * cfg.heldout_share)
-    ranges = {"writing_constraints": (0, 4), "arithmetic_constraints": (0, 3)}
+    ranges = {"writing_constraints": (0, 4), "arithmetic_constraints": (0, 3),
+              "arithmetic_share": cfg.arithmetic_share}
     records = generate_prompts(n - n_held, seed=cfg.seed, split="train", **ranges)
     records += generate_prompts(n_held, seed=cfg.seed, split="heldout", **ranges)
     return [item_from_record(r) for r in records]
@@ -459,20 +463,26 @@ def bootstrap(cfg: BootstrapConfig, out: Path, log: Callable[[str], None] = prin
         f"{n_params / 1e6:.2f}M parameters; {cfg.steps} steps of batch {cfg.batch_size}, "
         f"{torch.get_num_threads()} threads")
     probe = make_probe(tokenizer, examples[-2000:])
-    t_train = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    t_train, c_train = time.perf_counter(), time.process_time()
     records = train(model, make_batches(encoded, cfg.batch_size, tokenizer.pad_token_id, cfg.seed), cfg, probe, log)
-    train_s = time.perf_counter() - t_train
-    save_folder(model, tokenizer, cfg, out, records, vocab)
-    total_s = time.perf_counter() - t0
-    log(f"saved {out} ({folder_mb(out):.1f} MB); training {train_s:.0f}s, total {total_s:.0f}s")
-    return {"params": n_params, "train_s": train_s, "total_s": total_s, "records": records}
+    timing = {"train_s": time.perf_counter() - t_train, "train_cpu_s": time.process_time() - c_train,
+              "total_s": time.perf_counter() - t0, "threads": torch.get_num_threads(),
+              "loadavg_1min_start": load_before, "loadavg_1min_end": os.getloadavg()[0], "cpus": os.cpu_count()}
+    save_folder(model, tokenizer, cfg, out, {"log": records, "timing": timing, "params": n_params,
+                                             "corpus_vocab": vocab, "tokenizer_size": len(tokenizer)})
+    log(f"saved {out} ({folder_mb(out):.1f} MB); training {timing['train_s']:.0f}s "
+        f"(cpu {timing['train_cpu_s']:.0f}s), total {timing['total_s']:.0f}s")
+    return {"params": n_params, **timing, "records": records}
 
 
 def folder_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
 
 
-def save_folder(model, tokenizer, cfg: BootstrapConfig, out: Path, records: list[dict], vocab: dict) -> None:
+def save_folder(model, tokenizer, cfg: BootstrapConfig, out: Path, meta: dict) -> None:
+    """save_pretrained (fp32 safetensors: about 4 MB), tokenizer, a sampling generation config
+    (temperature 1, top_k=0: the full distribution) and `bootstrap_config.json` (config + training log)."""
     from transformers import GenerationConfig
 
     out = Path(out)
@@ -483,8 +493,7 @@ def save_folder(model, tokenizer, cfg: BootstrapConfig, out: Path, records: list
     )
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    meta = {"config": asdict(cfg), "corpus_vocab": vocab, "log": records}
-    (out / "bootstrap_config.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "bootstrap_config.json").write_text(json.dumps({"config": asdict(cfg), **meta}, indent=1) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,6 +608,77 @@ def evaluate(folder: Path, n_prompts: int = 60, samples_per_prompt: int = 8, see
     return {"speed": speed, **stats}
 
 
+def write_card(folder: Path, result: dict, command: str) -> Path:
+    """Write the model card README.md of a built folder from its bootstrap_config.json and an evaluate() result."""
+    folder = Path(folder)
+    meta = json.loads((folder / "bootstrap_config.json").read_text())
+    cfg, timing, speed = meta["config"], meta.get("timing", {}), result["speed"]
+    rows = "\n".join(
+        f"| `{fam}` | {v['stated']:.2f} | {v['removed']:.2f} | "
+        f"{(v['stated'] / v['removed']) if v['removed'] > 0 else float('inf'):.1f} | {v['n']} |"
+        for fam, v in result["families"].items()
+    )
+    samples = "\n".join(f"- **{p}**\n  > {r}" for p, r in result["examples"][:5])
+    p_comply = ", ".join(f"`{k}` {v}" for k, v in cfg["p_comply"].items())
+    text = f"""# tiny-instruct
+
+The embedded default policy of the MRTPO workbench: a {meta['params'] / 1e6:.2f}M-parameter Llama-architecture causal
+LM with a {meta['tokenizer_size']}-token byte-level BPE tokenizer, built from nothing by this repository
+(`mrtpo bootstrap`, seed {cfg['seed']}) on a synthetic instruction corpus. No external data or weights.
+It loads with plain `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained` (fp32 safetensors).
+
+It is a *research fixture*, not a useful assistant: it follows the four constraint families of the default
+prompt set (include a keyword, end with a phrase, all lowercase, no commas) and answers "What is a plus b?"
+only part of the time, so that reinforcement learning has room to improve and contrastive replay (dropping a
+constraint sentence from the prompt) changes its next-token distributions where the constraint acts.
+
+## Format
+- chat template: `<|user|>\\n{{prompt}}<|end|>\\n<|assistant|>\\n`; the reply ends with the eos `<|end|>`;
+  pad `<|pad|>` (distinct from eos); generation config: sampling at temperature 1 with `top_k=0`, 64 new tokens.
+- architecture: {cfg['num_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_heads']} heads, ffn
+  {cfg['intermediate_size']}, tied embeddings, {cfg['max_positions']} positions.
+
+## How it was built
+`python -m core.bootstrap` (= `mrtpo bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
+({cfg['steps']} AdamW steps of batch {cfg['batch_size']}, each example seen once, lr {cfg['lr']} with warm-up and
+cosine decay, loss on response tokens only). Prompts come from `core.promptgen` with 0-4 constraints (so each
+contrastive prompt is in the corpus; {cfg['heldout_share']:.0%} from the held-out split; arithmetic questions dropped
+in {cfg['p_drop_task']:.0%} of arithmetic prompts). Template responses (1-4 short sentences on the topic) obey a stated
+constraint with probability {p_comply}, and an unstated one with probability {cfg['p_unstated']}.
+Build time: {timing.get('total_s', float('nan')) / 60:.1f} min wall ({timing.get('train_cpu_s', float('nan')) / 60:.1f}
+min of CPU time in training) with {timing.get('threads', '?')} torch thread(s) on a shared {timing.get('cpus', '?')}-core
+machine (1-minute load average {timing.get('loadavg_1min_start', float('nan')):.1f} at the start of training,
+{timing.get('loadavg_1min_end', float('nan')):.1f} at the end).
+
+## Measured
+`{command}`
+
+- load: {speed['load_s']:.2f} s ({speed['first_load_s']:.2f} s for the first load in a process, which includes
+  transformers' lazy imports); sampling {speed['n']} responses x {speed['new_tokens']} new tokens:
+  {speed['sample_s']:.2f} s ({speed['threads']} thread(s)).
+- conditioning, {result['n_samples']} samples of default-set prompts (2-4 constraints; verified with
+  `core.verifiers`); "removed" samples the contrastive prompt (that sentence dropped; for `task:arithmetic`
+  the question dropped):
+
+| family | satisfied, sentence stated | satisfied, sentence removed | ratio | samples |
+|---|---|---|---|---|
+{rows}
+
+- all constraints of a prompt satisfied together: {result['all_satisfied']:.2f}
+
+Samples (prompt, then one sampled response):
+
+{samples}
+
+## Limitations
+Tiny vocabulary and template-like language; outside the default prompt-set families it produces the same
+kind of note. Not for any use beyond testing RL credit assignment.
+"""
+    path = folder / "README.md"
+    path.write_text(text)
+    return path
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
@@ -615,11 +695,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eval-prompts", type=int, default=60)
     parser.add_argument("--eval-samples", type=int, default=8)
     parser.add_argument("--eval-split", choices=["train", "heldout"], default="train")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    parser.add_argument("--card", action="store_true", help="with --evaluate: write the numbers into README.md")
+    argv_list = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv_list)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.evaluate:
-        evaluate(args.out, args.eval_prompts, args.eval_samples, seed=args.seed, split=args.eval_split)
+        result = evaluate(args.out, args.eval_prompts, args.eval_samples, seed=args.seed, split=args.eval_split)
+        if args.card:
+            cmd = "python -m core.bootstrap " + " ".join(a for a in argv_list if a != "--card")
+            print(f"wrote {write_card(args.out, result, cmd.strip())}")
         return 0
     cfg = BootstrapConfig.micro(args.seed) if args.micro else BootstrapConfig(seed=args.seed)
     cfg = replace(cfg, threads=args.threads)

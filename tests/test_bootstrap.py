@@ -127,6 +127,12 @@ def test_tokenizer_chat_template_special_tokens_and_offsets(tokenizer):
                                         tokenize=True, return_dict=False)
     text = tokenizer.decode(ids)
     assert text == "<|user|>\nWhat is 3 plus 4?<|end|>\n<|assistant|>\n"
+    # rendering the template then tokenizing it gives the same ids (role markers are single special tokens)
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "What is 3 plus 4?"}],
+                                             add_generation_prompt=True, tokenize=False)
+    assert tokenizer(rendered, add_special_tokens=False)["input_ids"] == ids == bs.prompt_ids(tokenizer,
+                                                                                             "What is 3 plus 4?")
+    assert tokenizer.convert_ids_to_tokens(ids[:1]) == [bs.USER]
     assert tokenizer.eos_token == bs.EOS and tokenizer.pad_token == bs.PAD
     assert tokenizer.eos_token_id != tokenizer.pad_token_id
     response = "the word steady comes to mind, ok."
