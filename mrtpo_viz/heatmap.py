@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import math
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,8 +111,9 @@ def auto_scale(values: Sequence[float] | pd.Series) -> float:
 def visible_token_html(token: str) -> tuple[str, bool]:
     """Escaped HTML for a token with its whitespace made visible; second value: it ends a line.
 
-    Newlines become `↵` (and the caller breaks the line), tabs `⇥`, carriage returns `␍`; a token made
-    only of spaces shows a dim `·` per space so it is not an invisible box.
+    Newlines become `↵` (and the caller breaks the line), tabs `⇥`, carriage returns `␍`, other control and
+    invisible format characters their escape (`\x0f`, `\u200b`); a token made only of spaces shows a dim `·`
+    per space so it is not an invisible box.
     """
     if token == "":
         return '<span class="ws">∅</span>', False
@@ -125,6 +127,9 @@ def visible_token_html(token: str) -> tuple[str, bool]:
             parts.append('<span class="ws">⇥</span>')
         elif ch == "\r":
             parts.append('<span class="ws">␍</span>')
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):  # control / invisible format characters
+            parts.append(f'<span class="ws">\\x{ord(ch):02x}</span>' if ord(ch) < 256
+                         else f'<span class="ws">\\u{ord(ch):04x}</span>')
         else:
             parts.append(html.escape(ch, quote=True))
     return "".join(parts), token.endswith("\n")

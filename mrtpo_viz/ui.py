@@ -10,14 +10,16 @@ Never imports torch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import streamlit as st
 
 from core.store import RunInfo
-from mrtpo_viz import loaders
+from mrtpo_viz import launcher, loaders
 
 RUN_KEY = "mrtpo_run"  # path of the run chosen on single-run pages
 RUNS_KEY = "mrtpo_runs"  # paths of the runs overlaid on multi-run pages
+LAUNCHED_KEY = "launched_runs"  # paths of runs started from this session (Launch page), newest last
 
 # Plain symbols (present in every font, unlike emoji): active, done, stopped, broken.
 STATE_ICONS = {"running": "▶", "starting": "…", "completed": "✓", "stopped": "■", "failed": "✗", "crashed": "✗",
@@ -93,3 +95,27 @@ def state_badge(state: str) -> str:
 def no_runs_message() -> None:
     st.info("No runs yet. Start one on the **Launch** page, or run `mrtpo train` in a terminal "
             "(runs go to `$MRTPO_RUNS_DIR`, default `./runs`).")
+
+
+def pending_launches() -> list[str]:
+    """Runs this session started whose trainer has not written its run folder yet (still loading)."""
+    return [p for p in st.session_state.get(LAUNCHED_KEY, [])
+            if not (Path(p) / "status.json").exists() and launcher.run_state(p).get("state") == "starting"]
+
+
+def follow_pending_launches() -> None:
+    """While a run started here is still loading, say so and poll every 2 s; rerun the page once it appears."""
+    pending = pending_launches()
+    if not pending:
+        return
+
+    @st.fragment(run_every=2.0)
+    def waiting() -> None:
+        still = pending_launches()
+        if len(still) < len(pending):
+            st.rerun()
+        names = ", ".join(f"**{Path(p).name}**" for p in still)
+        st.info(f"Starting {names}: the trainer is loading the model; this page updates when the first status "
+                "arrives.")
+
+    waiting()

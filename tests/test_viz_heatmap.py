@@ -73,6 +73,7 @@ def test_whitespace_is_visible():
     assert "↵" in text and ends_line
     assert visible_token_html("  ")[0].count("·") == 2
     assert "⇥" in visible_token_html("\tx")[0]
+    assert visible_token_html("\x0fa\u200b")[0] == '<span class="ws">\\x0f</span>a<span class="ws">\\u200b</span>'
     html = token_heatmap_html(sample_frame(), REWARDS[0])
     assert '<span class="br"></span>' in html  # the newline token breaks the line
 

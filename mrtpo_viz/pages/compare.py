@@ -8,6 +8,7 @@ import streamlit as st
 from mrtpo_viz import analysis, figures, loaders, ui
 
 st.title("Compare runs")
+ui.follow_pending_launches()
 runs = loaders.all_runs()
 if not runs:
     ui.no_runs_message()

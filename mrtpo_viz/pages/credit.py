@@ -15,6 +15,7 @@ from mrtpo_viz import analysis, heatmap, loaders, ui
 TARGET_KEY = "credit_target"
 
 st.title("Token credit")
+ui.follow_pending_launches()
 runs = [r for r in loaders.all_runs() if loaders.credit_steps(r.path)]
 if not runs:
     ui.no_runs_message()
@@ -25,7 +26,7 @@ target = {**ui.consume_query_target(), **(st.session_state.pop(TARGET_KEY, None)
 if ui.find_run(runs, target.get("run")):
     st.session_state[ui.RUN_KEY] = ui.find_run(runs, target.get("run"))
 
-top = st.columns([3, 1, 2])
+top = st.columns([3, 1])
 run = ui.pick_run(runs, where=top[0])
 path = str(run.path)
 rewards = loaders.reward_names(path)
@@ -39,12 +40,11 @@ if df.empty:
     st.stop()
 present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
 
-with top[2]:
-    f1, f2, f3 = st.columns(3)
-    prompt_keys = ["any"] + sorted(df["prompt_key"].unique().tolist())
-    prompt_key = f1.selectbox("Prompt", prompt_keys)
-    outcome_reward = f2.selectbox("Outcome of", present)
-    outcome = f3.selectbox("Outcome", analysis.OUTCOMES)
+f1, f2, f3, f4 = st.columns([1, 1.5, 1, 2.5])
+prompt_keys = ["any"] + sorted(df["prompt_key"].unique().tolist())
+prompt_key = f1.selectbox("Prompt", prompt_keys)
+outcome_reward = f2.selectbox("Outcome of reward", present)
+outcome = f3.selectbox("Outcome", analysis.OUTCOMES)
 samples = analysis.filter_samples(df, None if prompt_key == "any" else prompt_key, outcome_reward, outcome)
 if not samples:
     st.info("No sample of this step matches the filters.")
@@ -62,18 +62,19 @@ def sample_label(i: int) -> str:
 
 
 want_sample = int(target["sample"]) if str(target.get("sample", "")).isdigit() else None
-c1, c2, c3, c4 = st.columns([2, 2, 1.3, 1.2])
-sample = c1.selectbox("Sample (✓/✗/· per reward)", samples,
+sample = f4.selectbox("Sample (✓/✗/· per reward)", samples,
                       index=samples.index(want_sample) if want_sample in samples else 0, format_func=sample_label)
-view = c2.radio("View", ["one reward", "one row per reward"], horizontal=True)
+c1, c2, c3, c4, c5 = st.columns([1.6, 2, 1.2, 1, 1], vertical_alignment="bottom")
+view = c1.radio("View", ["one reward", "one row per reward"])
 options = [*present, heatmap.TOTAL_ROW]
 want_reward = target.get("reward") if target.get("reward") in options else None
 color_by = c2.selectbox("Colour by", options, index=options.index(want_reward) if want_reward else 0,
                         disabled=view != "one reward")
-fixed = c3.checkbox("Same scale for all samples", help="Fix the colour scale to the largest |value| of the step")
+fixed = c3.checkbox("Fixed scale", help="One colour scale for every sample of the step (its largest |value|), "
+                    "so samples can be compared; off: each sample uses its own largest |value|")
 c4.download_button("Step credit CSV", lambda: analysis.to_csv_bytes(df), f"{run.name}_step{step}_credit.csv",
                    "text/csv", on_click="ignore")
-c4.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(df), f"{run.name}_step{step}_credit.parquet",
+c5.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(df), f"{run.name}_step{step}_credit.parquet",
                    "application/octet-stream", on_click="ignore")
 
 sample_df = df[df["sample"] == sample]

@@ -11,6 +11,7 @@ from mrtpo_viz import figures, launcher, loaders, ui
 REFRESH_S = 2.0
 
 st.title("Training curves")
+ui.follow_pending_launches()
 runs = loaders.all_runs()
 if not runs:
     ui.no_runs_message()

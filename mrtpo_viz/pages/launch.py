@@ -13,7 +13,7 @@ from mrtpo_viz import launcher, loaders, ui
 from mrtpo_viz.paths import REPO_ROOT, runs_dir
 
 ERRORS_KEY = "launch_errors"
-LAUNCHED_KEY = "launched_runs"  # paths of runs started from this session, newest last
+LAUNCHED_KEY = ui.LAUNCHED_KEY
 PREFIX = "lf_"  # widget keys of the form: lf_<TrainConfig field>
 WEIGHT_PREFIX = "lfw_"  # reward weight inputs: lfw_<reward name> (apart from lf_w_max)
 DEFAULTS = TrainConfig()

@@ -10,6 +10,7 @@ from mrtpo_viz import loaders, ui
 from mrtpo_viz.paths import run_sources
 
 st.title("Runs")
+ui.follow_pending_launches()
 sources = run_sources()
 st.caption(f"Runs directory: `{sources[0][1]}` (set `MRTPO_RUNS_DIR` to change it) · "
            f"shipped samples: `{sources[1][1]}`")
