@@ -183,6 +183,12 @@ def seconds_per_step(df: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------- text
 
 
+def initial_rate(df: pd.DataFrame, metric: str = ALL_SATISFIED) -> float | None:
+    """The step-0 (initial model) value of `metric`: the mean over the runs that have one, else None."""
+    v = df[(df["metric"] == metric) & (df["step"] == 0)]["value"].dropna()
+    return float(v.mean()) if len(v) else None
+
+
 def _pm(mean: float, std: float, digits: int = 2) -> str:
     if not math.isfinite(mean):
         return "–"
@@ -259,7 +265,16 @@ def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | No
     out = ["# Sample efficiency on held-out prompts", ""]
     line = settings_line(study)
     out += [f"Settings: {line}." if line else f"{len(methods_of(df))} methods x {len(seeds)} seeds.", ""]
-    out += ["## Steps to reach a held-out all-satisfied rate", "", _md_table(*target_table(df, targets)), "",
+    out += ["## Steps to reach a held-out all-satisfied rate", ""]
+    initial = initial_rate(df)
+    if initial is not None:
+        out += [f"Initial model (step 0): held-out all-satisfied {initial:.3f}."]
+        low = [f"{t:g}" for t in targets if t <= initial]
+        if low:
+            out += [f"**Target(s) {', '.join(low)} are already met by the initial model (step 0 for every run): "
+                    "choose targets above the initial rate (--targets).**"]
+        out += [""]
+    out += [_md_table(*target_table(df, targets)), "",
             "First evaluated step at which a run's held-out all-satisfied rate is >= the target (step 0 = the "
             "initial model; evaluations only every few steps, so a step is the first *evaluated* one), mean over "
             "seeds. `k/n` seeds reached it; per-seed steps follow (n/r = not reached). `≥ x`: some seeds never "

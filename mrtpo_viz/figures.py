@@ -23,12 +23,13 @@ TIME_PARTS = ("time/generate", "time/verify", "time/replay", "time/update")
 LOSS_KEYS = ("loss/policy", "loss/kl", "loss/total")
 
 
-def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 320) -> go.Figure:
+def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left"),
         height=height,
-        margin=dict(l=50, r=20, t=45, b=40),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"),
+        margin=dict(l=50, r=20, t=40, b=40),
+        # below the plot: a legend on top crowds the title and squeezes half-width panels
+        legend=dict(orientation="h", yanchor="top", y=-0.27, x=0, xanchor="left"),
         hovermode="x unified",
         template="plotly_white",
     )
@@ -58,7 +59,7 @@ def metric_lines(
     title: str,
     yaxis_title: str = "",
     colors: Mapping[str, str] | None = None,
-    height: int = 320,
+    height: int = 360,
 ) -> go.Figure:
     """One line per (run, metric key) over steps: colour by key, dash style by run.
 
@@ -112,7 +113,7 @@ def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequ
     """Mean reward per step, one line per reward plus the all-satisfied rate (black, thicker)."""
     series, colors = reward_series(reward_names)
     fig = metric_lines(metrics_by_run, series, "Rewards (mean over samples) and all-satisfied rate", "reward",
-                       colors, height=380)
+                       colors, height=420)
     fig.update_yaxes(range=[-0.03, 1.03])
     return fig
 
@@ -147,8 +148,10 @@ def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequenc
                     continue
                 fig.add_trace(go.Scatter(
                     x=df["step"], y=pd.to_numeric(df[key], errors="coerce"), mode="lines+markers",
-                    name=(f"{run} · " if multi else "") + f"{n} {suffix}",
+                    name=(f"{run} · " if multi else "") + (n if suffix == "AUC" else f"{n} control"),
                     line=dict(color=cols[n], dash=dash, width=width), marker=dict(size=4), meta=[run, key],
+                    # one legend entry per reward: clicking it toggles the AUC and its control together
+                    legendgroup=f"{run}/{n}", showlegend=suffix == "AUC",
                 ))
     _layout(fig, "Span ROC AUC of JS (dotted: control)", "AUC")
     if not fig.data:

@@ -50,36 +50,58 @@ def consume_query_target(keys: Sequence[str] = ("run", "step", "sample", "reward
     return target
 
 
-def pick_run(runs: Sequence[RunInfo], label: str = "Run", where=None) -> RunInfo | None:
+def _store_choice(widget_key: str, store_key: str) -> None:
+    st.session_state[store_key] = st.session_state[widget_key]
+
+
+def keep_choice(key: str, options: Sequence, default=None) -> None:
+    """Before a keyed widget is drawn: make its state a valid option (`default`, else the first option)
+    when it is missing or no longer offered. Widgets given a key this way take no index/default argument."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default if default in options else (options[0] if len(options) else None)
+
+
+def pick_run(runs: Sequence[RunInfo], label: str = "Run", where=None, key: str = "run_picker") -> RunInfo | None:
     """A select box over `runs`; remembers the choice in session state; None when there are no runs."""
     where = where or st
     if not runs:
         return None
     by_path = {str(r.path): r for r in runs}
+    paths = list(by_path)
     current = st.session_state.get(RUN_KEY)
     if current not in by_path:
-        current = next(iter(by_path))
-    paths = list(by_path)
-    choice = where.selectbox(label, paths, index=paths.index(current), format_func=lambda p: _describe(by_path[p]))
+        current = paths[0]
+    st.session_state[key] = current  # the stored choice drives the widget (changed only by its callback)
+    choice = where.selectbox(label, paths, key=key, format_func=lambda p: _describe(by_path[p]),
+                             on_change=_store_choice, args=(key, RUN_KEY))
     st.session_state[RUN_KEY] = choice
     return by_path[choice]
 
 
-def pick_runs(runs: Sequence[RunInfo], label: str = "Runs", where=None, default_count: int = 1) -> list[RunInfo]:
+def pick_runs(runs: Sequence[RunInfo], label: str = "Runs", where=None, default_count: int = 1,
+              key: str = "runs_picker") -> list[RunInfo]:
     """A multiselect over `runs` (overlaid on one figure); defaults to the single-run choice or the newest."""
     where = where or st
     if not runs:
         return []
     by_path = {str(r.path): r for r in runs}
     chosen = [p for p in st.session_state.get(RUNS_KEY, []) if p in by_path]
-    if not chosen:
+    if not chosen and not st.session_state.get(RUNS_KEY + "_cleared"):
         single = st.session_state.get(RUN_KEY)
         chosen = [single] if single in by_path else list(by_path)[:default_count]
-    picked = where.multiselect(label, list(by_path), default=chosen, format_func=lambda p: _describe(by_path[p]))
+    st.session_state[key] = chosen
+    picked = where.multiselect(label, list(by_path), key=key, format_func=lambda p: _describe(by_path[p]),
+                               on_change=_store_runs, args=(key,))
     st.session_state[RUNS_KEY] = list(picked)
     if len(picked) == 1:
         st.session_state[RUN_KEY] = picked[0]
     return [by_path[p] for p in picked]
+
+
+def _store_runs(key: str) -> None:
+    picked = list(st.session_state[key])
+    st.session_state[RUNS_KEY] = picked
+    st.session_state[RUNS_KEY + "_cleared"] = not picked  # an emptied selection stays empty
 
 
 def show_warnings(label: str, warnings: Sequence[str]) -> None:

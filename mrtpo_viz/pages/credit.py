@@ -31,8 +31,10 @@ run = ui.pick_run(runs, where=top[0])
 path = str(run.path)
 rewards = loaders.reward_names(path)
 steps = loaders.credit_steps(path)
-want_step = int(target["step"]) if str(target.get("step", "")).isdigit() and int(target["step"]) in steps else None
-step = top[1].selectbox("Step", steps, index=steps.index(want_step) if want_step else len(steps) - 1)
+if str(target.get("step", "")).isdigit():
+    st.session_state["credit_step"] = int(target["step"])
+ui.keep_choice("credit_step", steps, steps[-1])
+step = top[1].selectbox("Step", steps, key="credit_step")
 df, warnings = loaders.credit(path, step)
 ui.show_warnings(loaders.run_label(run), warnings)
 if df.empty:
@@ -61,15 +63,17 @@ def sample_label(i: int) -> str:
     return f"sample {i} · {prompt_of.get(i, '?')} · {marks}"
 
 
-want_sample = int(target["sample"]) if str(target.get("sample", "")).isdigit() else None
-sample = f4.selectbox("Sample (✓/✗/· per reward)", samples,
-                      index=samples.index(want_sample) if want_sample in samples else 0, format_func=sample_label)
+if str(target.get("sample", "")).isdigit():
+    st.session_state["credit_sample"] = int(target["sample"])
+ui.keep_choice("credit_sample", samples)
+sample = f4.selectbox("Sample (✓/✗/· per reward)", samples, key="credit_sample", format_func=sample_label)
 c1, c2, c3, c4, c5 = st.columns([1.6, 2, 1.2, 1, 1], vertical_alignment="bottom")
 view = c1.radio("View", ["one reward", "one row per reward"])
 options = [*present, heatmap.TOTAL_ROW]
-want_reward = target.get("reward") if target.get("reward") in options else None
-color_by = c2.selectbox("Colour by", options, index=options.index(want_reward) if want_reward else 0,
-                        disabled=view != "one reward")
+if target.get("reward"):
+    st.session_state["credit_color"] = target["reward"]
+ui.keep_choice("credit_color", options)
+color_by = c2.selectbox("Colour by", options, key="credit_color", disabled=view != "one reward")
 fixed = c3.checkbox("Fixed scale", help="One colour scale for every sample of the step (its largest |value|), "
                     "so samples can be compared; off: each sample uses its own largest |value|")
 c4.download_button("Step credit CSV", lambda: analysis.to_csv_bytes(df), f"{run.name}_step{step}_credit.csv",
