@@ -83,10 +83,11 @@ def metric_lines(
                 continue
             fig.add_trace(
                 go.Scatter(
-                    x=df["step"], y=y, mode="lines+markers" if len(df) < 30 else "lines",
+                    # connectgaps: eval keys exist only at checkpoint steps
+                    x=df["step"], y=y, mode="lines+markers" if y.notna().sum() < 30 else "lines", connectgaps=True,
                     name=f"{run} · {label}" if multi else label,
                     line=dict(color=colors[key], dash=RUN_DASHES[r % len(RUN_DASHES)],
-                              width=3 if key == "reward/all_satisfied" else 2),
+                              width=3 if key.endswith("all_satisfied") else 2),
                     marker=dict(size=5),
                     legendgroup=run if multi else key,
                     meta=[run, key],
@@ -99,22 +100,33 @@ def metric_lines(
     return fig
 
 
-def reward_series(reward_names: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """(metric key -> label, key -> colour) for the reward curves: each reward plus the all-satisfied rate."""
+def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[dict[str, str], dict[str, str]]:
+    """(metric key -> label, key -> colour) for the reward curves: each reward plus the all-satisfied rate.
+
+    source "train": `reward/<name>`, `reward/all_satisfied` (the step's samples); "eval": `eval/reward/<name>`,
+    `eval/all_satisfied` (greedy responses to the held-out prompt set, logged at checkpoint steps).
+    """
+    if source not in ("train", "eval"):
+        raise ValueError(f"source must be 'train' or 'eval', got {source!r}")
+    prefix, all_key = ("reward/", "reward/all_satisfied") if source == "train" else ("eval/reward/",
+                                                                                    "eval/all_satisfied")
     cols = reward_colors(reward_names)
-    series = {f"reward/{n}": n for n in reward_names}
-    colors = {f"reward/{n}": cols[n] for n in reward_names}
-    series["reward/all_satisfied"] = "all satisfied"
-    colors["reward/all_satisfied"] = ALL_SATISFIED_COLOR
+    series = {f"{prefix}{n}": n for n in reward_names}
+    colors = {f"{prefix}{n}": cols[n] for n in reward_names}
+    series[all_key] = "all satisfied"
+    colors[all_key] = ALL_SATISFIED_COLOR
     return series, colors
 
 
-def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str]) -> go.Figure:
+def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str],
+                  source: str = "train") -> go.Figure:
     """Mean reward per step, one line per reward plus the all-satisfied rate (black, thicker)."""
-    series, colors = reward_series(reward_names)
-    fig = metric_lines(metrics_by_run, series, "Rewards (mean over samples) and all-satisfied rate", "reward",
-                       colors, height=420)
-    fig.update_yaxes(range=[-0.03, 1.03])
+    series, colors = reward_series(reward_names, source)
+    title = ("Rewards (mean over samples) and all-satisfied rate" if source == "train"
+             else "Held-out eval: rewards and all-satisfied rate (greedy, at checkpoints)")
+    fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420)
+    if fig.data:
+        fig.update_yaxes(range=[-0.03, 1.03])
     return fig
 
 

@@ -130,6 +130,7 @@ def synthetic_metrics(step: int, rewards: tuple[str, ...], rng: np.random.Genera
              "time/replay": rng.uniform(0.2, 0.4) if with_js else 0.0, "time/update": rng.uniform(0.3, 0.6)}
     row.update({k: float(v) for k, v in parts.items()})
     row["time/step"] = float(sum(parts.values()))
+    row["response/length"] = float(rng.uniform(20, 40))
     return row
 
 
@@ -147,7 +148,11 @@ def write_synthetic_run(runs_dir, name: str, steps: int = 3, method: str = "mrtp
     rng = np.random.default_rng(seed)
     for step in range(1, steps + 1):
         w.write_credit(step, synthetic_credit_frame(step, n_samples, n_tokens, rewards, 4, seed, with_js))
-        w.append_metrics(synthetic_metrics(step, rewards, rng, with_js))
+        row = synthetic_metrics(step, rewards, rng, with_js)
+        if step == steps:  # a checkpoint step: the held-out eval
+            row.update({f"eval/reward/{r}": float(rng.uniform(0.2, 0.8)) for r in rewards})
+            row["eval/all_satisfied"] = float(rng.uniform(0.1, 0.4))
+        w.append_metrics(row)
     fields = {"state": state, "step": steps, "total_steps": steps}
     if pid is not None:
         fields["pid"] = pid

@@ -133,10 +133,10 @@ def test_launch_reward_weights_follow_the_prompt_set(runs_dir, prompt_file):
 
 def test_curves_page_draws_every_panel(runs_dir):
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert len(charts(at)) == 8
+    assert len(charts(at)) == 10  # 9 panels + the held-out eval (the fixture logs it at its last step)
     assert at.multiselect[0].value == [run_path(runs_dir, "mrtpo-demo")]
     at.multiselect[0].set_value([run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]).run()
-    assert not at.exception and len(charts(at)) == 8
+    assert not at.exception and len(charts(at)) == 10
 
 
 def test_curves_page_survives_a_corrupt_run_and_shows_crashes(runs_dir):
@@ -239,6 +239,8 @@ def test_compare_page(runs_dir):
     table = at.dataframe[0].value
     assert table["run"].tolist() == ["mrtpo-demo", "gdpo-demo"] and table["method"].tolist() == ["mrtpo", "gdpo"]
     assert {"≥ 0.25", "≥ 0.5", "≥ 0.75"} <= set(table.columns)
+    at.radio[0].set_value("eval").run()
+    assert not at.exception and at.dataframe[0].value["steps logged"].tolist() == [3, 3]
     at.text_input[0].set_value("0.5, banana").run()
     assert not at.exception and any("Targets" in e.value for e in at.error)
 

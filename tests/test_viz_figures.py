@@ -181,3 +181,14 @@ def test_js_in_out_table():
     row = analysis.js_in_out_table(df).iloc[0]
     assert (row["tokens_in"], row["tokens_out"]) == (2, 2)
     assert row["js_in"] == pytest.approx(0.3) and row["js_out"] == pytest.approx(0.1) and row["ratio"] == pytest.approx(3)
+
+
+def test_eval_curves_use_the_eval_keys_and_bridge_non_checkpoint_steps():
+    series, _ = figures.reward_series(REWARDS, "eval")
+    assert list(series) == [f"eval/reward/{REWARDS[0]}", f"eval/reward/{REWARDS[1]}", "eval/all_satisfied"]
+    df = metrics_frame()
+    df["eval/all_satisfied"] = [None, 0.2, None, 0.5]  # logged at checkpoint steps only
+    fig = figures.reward_curves({"r": df}, REWARDS, source="eval")
+    assert [tr.name for tr in fig.data] == ["all satisfied"] and fig.data[0].connectgaps
+    with pytest.raises(ValueError):
+        figures.reward_series(REWARDS, "test")

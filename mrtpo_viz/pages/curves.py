@@ -63,7 +63,12 @@ def live_curves() -> None:
     c2.plotly_chart(figures.per_reward_lines(metrics, rewards, "span/{name}/mass_in",
                                              "Span agreement: routing mass inside verifier spans", "share"),
                     key="fig_span")
-    st.plotly_chart(figures.step_time_figure(metrics), key="fig_time")
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(figures.step_time_figure(metrics), key="fig_time")
+    c2.plotly_chart(figures.metric_lines(metrics, {"response/length": "mean response length"}, "Response length",
+                                         "tokens"), key="fig_length")
+    if any(any(c.startswith("eval/") for c in df.columns) for df in metrics.values()):
+        st.plotly_chart(figures.reward_curves(metrics, rewards, source="eval"), key="fig_eval")
 
 
 live_curves()

@@ -41,8 +41,12 @@ def form_fields(state, rewards: list[str]) -> dict:
         "lr": g("lr"), "seed": g("seed"), "max_new_tokens": g("max_new_tokens"), "temperature": g("temperature"),
         "device": g("device"), "run_name": (g("run_name") or "").strip(), "w_max": g("w_max"), "sharpen": g("sharpen"),
         "kl_beta": g("kl_beta"), "clip_range": g("clip_range"), "inner_epochs": g("inner_epochs"),
-        "checkpoint_every": g("checkpoint_every"), "runs_dir": str(runs_dir()),
+        "checkpoint_every": g("checkpoint_every"), "max_grad_norm": g("max_grad_norm"),
+        "replay_chunk": g("replay_chunk"), "runs_dir": str(runs_dir()),
     }
+    eval_set = g("eval_prompt_set")
+    if eval_set and eval_set != "none":
+        fields["eval_prompt_set"] = eval_set
     weights = {r: float(state.get(f"{WEIGHT_PREFIX}{r}", 1.0)) for r in rewards}
     fields["reward_weights"] = {r: w for r, w in weights.items() if w != 1.0}
     return {k: v for k, v in fields.items() if v is not None}
@@ -148,8 +152,16 @@ with st.form("launch"):
         c[1].number_input("Inner epochs", value=DEFAULTS.inner_epochs, step=1, key=PREFIX + "inner_epochs")
         c[2].number_input("Checkpoint every (steps)", value=DEFAULTS.checkpoint_every, step=5,
                           key=PREFIX + "checkpoint_every")
-        for i, f in enumerate(("clip_range", "inner_epochs", "checkpoint_every")):
+        c[3].number_input("Max grad norm (0: off)", value=DEFAULTS.max_grad_norm, step=0.5, key=PREFIX + "max_grad_norm")
+        for i, f in enumerate(("clip_range", "inner_epochs", "checkpoint_every", "max_grad_norm")):
             show_error(f, c[i])
+        c = st.columns([2, 1, 1])
+        c[0].selectbox("Held-out eval prompt set (scored at checkpoints)", ["none", *prompt_files],
+                       key=PREFIX + "eval_prompt_set")
+        c[1].number_input("Replay chunk (samples per pass)", value=DEFAULTS.replay_chunk, step=4,
+                          key=PREFIX + "replay_chunk")
+        show_error("eval_prompt_set", c[0])
+        show_error("replay_chunk", c[1])
     show_error(launcher.FORM_ERROR)
     st.form_submit_button("Start training", type="primary", on_click=submit, args=(rewards,),
                           disabled=bool(prompt_error))
