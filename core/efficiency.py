@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -60,10 +61,10 @@ FREE_FIELDS = ("steps", "device", "replay_chunk", "runs_dir", "run_name")
 TRAINER_EVAL_LIMIT = 32
 CSV_COLUMNS = ["method", "seed", "step", "metric", "value"]
 
-FULL_DEFAULTS = {"seeds": [0, 1, 2], "steps": 60, "eval_every": 5, "eval_prompts": 32}
+FULL_DEFAULTS = {"seeds": [0, 1, 2], "steps": 60, "eval_every": 5, "eval_prompts": 32, "jobs": 1}
 # --quick: one seed, a short budget, a small eval; measured under 5 minutes on a 2-core CPU (see --help).
-QUICK_DEFAULTS = {"seeds": [0], "steps": 6, "eval_every": 3, "eval_prompts": 12, "group_size": 4,
-                  "prompts_per_step": 2, "max_new_tokens": 40}
+QUICK_DEFAULTS = {"seeds": [0], "steps": 20, "eval_every": 5, "eval_prompts": 16, "group_size": 4,
+                  "prompts_per_step": 2, "jobs": 2}
 
 
 # ---------------------------------------------------------------------------------------------- plan
@@ -207,6 +208,39 @@ def train_command(spec: RunSpec, decision: Decision, config_file: Path) -> list[
     return base + ["--config", str(config_file)]
 
 
+class Children:
+    """The training subprocesses. Each runs in its own session, so a Ctrl-C reaches only this process,
+    which then sends every child one SIGTERM: the trainer finishes or abandons its step, saves and marks
+    the run stopped (a second signal would kill it before that)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.live: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def run(self, cmd: list[str], **kwargs) -> int:
+        with self.lock:
+            if self.stopping:
+                return -signal.SIGTERM
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self.live.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            with self.lock:
+                self.live.discard(proc)
+
+    def stop_all(self) -> None:
+        with self.lock:
+            self.stopping = True
+            for proc in self.live:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+
+
+CHILDREN = Children()
+
+
 @dataclass
 class Outcome:
     spec: RunSpec
@@ -264,13 +298,15 @@ def run_one(spec: RunSpec, decision: Decision, out: Path, progress: Progress, ke
     with open(log_file, "a", encoding="utf-8") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
-        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=str(REPO_ROOT))
+        rc = CHILDREN.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=str(REPO_ROOT))
     seconds = time.monotonic() - t0
     state = RunStore(path).status().get("state", "missing") if path.exists() else "missing"
     if state == "completed":
         if not keep_checkpoints:
             prune_checkpoints(path)
         message = summarize_run(path)
+    elif state == "stopped":
+        message = f"{summarize_run(path)}; rerun the command to resume it"
     else:
         tail = _tail(log_file, 3)
         message = f"exit {rc}, state {state}; see {log_file}" + (f"\n    {tail}" if tail else "")
@@ -408,8 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample-efficiency study: GRPO, GDPO, MRTPO (replay routing) and MRTPO (span routing, the "
         "oracle) with the same budget and seeds, evaluated on held-out prompts; writes efficiency.csv, "
         "efficiency.html, efficiency.md (and efficiency.png when kaleido is installed).",
-        epilog="--quick (1 seed, 6 steps, G=4 x 2 prompts, 12 held-out prompts) is meant to finish in under 5 "
-        "minutes on a 2-core CPU with tiny-instruct; flags given with --quick override its values.",
+        epilog="--quick (1 seed, 20 steps, G=4 x 2 prompts, 16 held-out prompts every 5 steps, 2 jobs) is meant to finish "
+        "in under 5 minutes on a 2-core CPU with tiny-instruct; flags given with --quick override its values.",
     )
     p.add_argument("--out", default="runs/efficiency", help="study folder: runs/, logs/, reports (default: %(default)s)")
     p.add_argument("--model", default="tiny-instruct", help="preset or local model folder (default: %(default)s)")
@@ -428,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, help="learning rate (default: the trainer's)")
     p.add_argument("--max-new-tokens", type=int, help="longest response (default: the trainer's)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--jobs", type=int, default=1, help="runs trained at once, one thread each (default: 1)")
+    p.add_argument("--jobs", type=int, help="runs trained at once, one thread each (default: 1; 2 with --quick)")
     p.add_argument("--targets", nargs="+", type=float, default=[0.2, 0.3, 0.4],
                    help="held-out all-satisfied rates for the steps-to-target table (default: %(default)s)")
     p.add_argument("--band", choices=("minmax", "std"), default="minmax",
@@ -445,7 +481,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     preset = {**FULL_DEFAULTS, **(QUICK_DEFAULTS if args.quick else {})}
     trainer_defaults = TrainConfig()
     for key in ("seeds", "steps", "eval_every", "eval_prompts", "group_size", "prompts_per_step", "lr",
-                "max_new_tokens"):
+                "max_new_tokens", "jobs"):
         if getattr(args, key, None) is None:
             value = preset.get(key, getattr(trainer_defaults, key, None))
             setattr(args, key, value)
@@ -454,11 +490,26 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_initial-eval"]:
         return _initial_eval_child(*argv[1:3])
     args = resolve_args(build_parser().parse_args(argv))
+    if threading.current_thread() is not threading.main_thread():
+        return run_study(args)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops the study like Ctrl-C
+    try:
+        return run_study(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_study(args: argparse.Namespace) -> int:
+    """Plan, train what is missing, collect, report (exit status: 0 ok, 1 a run failed, 2 bad settings)."""
     for name in ("steps", "eval_every", "eval_prompts", "jobs"):
         if getattr(args, name) < 1:
             print(f"mrtpo bench efficiency: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
@@ -504,10 +555,11 @@ def main(argv: list[str] | None = None) -> int:
             futures = [pool.submit(run_one, s, decisions[s.name], out, progress, args.keep_checkpoints) for s in todo]
             try:
                 outcomes = [f.result() for f in futures]
-            except KeyboardInterrupt:  # the children got the same SIGINT: they save and stop; rerun to resume
+            except KeyboardInterrupt:
                 for f in futures:
                     f.cancel()
-                print("interrupted: unfinished runs resume when the command runs again", file=sys.stderr)
+                CHILDREN.stop_all()  # they save and mark their runs stopped; the pool waits for them
+                print("interrupted: stopping the runs; rerun the same command to resume them", file=sys.stderr)
                 return 130
         failed = [o for o in outcomes if o.state != "completed"]
     for spec in specs:

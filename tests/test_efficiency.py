@@ -92,6 +92,7 @@ def test_quick_fills_only_unset_flags(tmp_path):
     assert args.group_size == eff.QUICK_DEFAULTS["group_size"]
     full = eff.resolve_args(eff.build_parser().parse_args([]))
     assert full.seeds == [0, 1, 2] and full.group_size == 8 and full.methods == list(eff.METHODS)
+    assert full.jobs == 1 and args.jobs == 2
 
 
 def test_child_env_runs_one_thread():
@@ -343,3 +344,10 @@ def test_tiny_study_end_to_end(micro_model, tmp_path, capfd):
     assert eff.main(argv) == 0
     assert "2 runs reused, 0 to train" in capfd.readouterr().out
     pd.testing.assert_frame_equal(rep.load(out / "efficiency.csv"), df)
+
+
+def test_markdown_flags_targets_the_initial_model_meets(study):
+    md = rep.markdown_report(study[2], [0.1, 0.2])
+    assert "Initial model (step 0): held-out all-satisfied 0.150." in md
+    assert "Target(s) 0.1 are already met by the initial model" in md
+    assert "already met" not in rep.markdown_report(study[2], [0.2, 0.3])
