@@ -27,6 +27,7 @@ evaluation, which runs in a child process (`python -m core.efficiency _initial-e
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -154,11 +155,15 @@ def config_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[s
     return out
 
 
-def decide(spec: RunSpec) -> Decision:
-    """Reuse a finished run, resume an unfinished one, start a missing one; refuse one made with other settings."""
+def decide(spec: RunSpec, model_id: str | None = None, recorded_id: str | None = None) -> Decision:
+    """Reuse a finished run, resume an unfinished one, start a missing one; refuse one made with other settings
+    or (when both identities are known) from other model weights."""
     path = run_dir(spec.fields["runs_dir"], spec.name)
     if not path.exists():
         return Decision("new")
+    if model_id and recorded_id and model_id != recorded_id:
+        return Decision("conflict", f"{path} was trained from other weights of {spec.fields['model']} (the model "
+                                    "was rebuilt since); use another --out or remove the run")
     store = RunStore(path)
     recorded = store.config()
     if not recorded:
@@ -175,6 +180,45 @@ def decide(spec: RunSpec) -> Decision:
     if status.get("state") == "completed" and done >= spec.fields["steps"]:
         return Decision("reuse", f"completed, {done} steps")
     return Decision("resume", f"{status.get('state')} after {done} of {spec.fields['steps']} steps")
+
+
+def model_identity(model: str) -> str | None:
+    """sha256 over the model folder's weight files (name and bytes, in name order), or None when the model is
+    not a local folder (the smollm2 preset). Tells a rebuilt tiny-instruct from the one a run was trained on."""
+    folder = REPO_ROOT / "sample_data" / "models" / "tiny-instruct" if model == "tiny-instruct" else Path(model)
+    files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
+    if not folder.is_dir() or not files:
+        return None
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+class ModelIds:
+    """<out>/model_ids.json: run name -> identity of the model it was trained from (checked before reuse)."""
+
+    def __init__(self, out: Path):
+        self.path = out / "model_ids.json"
+        self.lock = threading.Lock()
+        try:
+            self.ids: dict[str, str] = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self.ids = {}
+
+    def get(self, name: str) -> str | None:
+        return self.ids.get(name)
+
+    def set(self, name: str, identity: str | None) -> None:
+        if identity is None:
+            return
+        with self.lock:
+            self.ids[name] = identity
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self.ids, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def prune_checkpoints(path: Path) -> int:
@@ -284,9 +328,11 @@ def summarize_run(path: Path) -> str:
     return ", ".join(parts)
 
 
-def run_one(spec: RunSpec, decision: Decision, out: Path, progress: Progress, keep_checkpoints: bool) -> Outcome:
+def run_one(spec: RunSpec, decision: Decision, out: Path, progress: Progress, keep_checkpoints: bool,
+            model_ids: ModelIds, model_id: str | None) -> Outcome:
     """Train (or resume) one run in a `mrtpo train` subprocess; its output goes to <out>/logs/<run>.log."""
     path = run_dir(spec.fields["runs_dir"], spec.name)
+    model_ids.set(spec.name, model_id)
     config_file = out / "configs" / f"{spec.name}.json"
     config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(json.dumps(spec.fields, indent=2) + "\n", encoding="utf-8")
@@ -332,7 +378,7 @@ def initial_eval(spec: RunSpec, out: Path) -> dict[str, float]:
     so one evaluation stands for all of them.
     """
     keys = ("model", "eval_prompt_set", "max_new_tokens", "prompt_set")
-    fingerprint = {k: spec.fields[k] for k in keys}
+    fingerprint = {**{k: spec.fields[k] for k in keys}, "model_id": model_identity(spec.fields["model"])}
     cache = out / "initial_eval.json"
     if cache.exists():
         try:
@@ -528,7 +574,9 @@ def run_study(args: argparse.Namespace) -> int:
             hint = "\n(build it with `mrtpo bootstrap`, or pass --model PATH)"
         print(f"mrtpo bench efficiency: {exc}{hint}", file=sys.stderr)
         return 2
-    decisions = {spec.name: decide(spec) for spec in specs}
+    model_id = model_identity(specs[0].fields["model"])
+    model_ids = ModelIds(out)
+    decisions = {spec.name: decide(spec, model_id, model_ids.get(spec.name)) for spec in specs}
     refused = [f"  {name}: {d.reason}" for name, d in decisions.items() if d.action in ("conflict", "busy")]
     if refused:
         print("mrtpo bench efficiency: cannot use these runs:\n" + "\n".join(refused), file=sys.stderr)
@@ -552,7 +600,8 @@ def run_study(args: argparse.Namespace) -> int:
     failed: list[Outcome] = []
     if todo:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_one, s, decisions[s.name], out, progress, args.keep_checkpoints) for s in todo]
+            futures = [pool.submit(run_one, s, decisions[s.name], out, progress, args.keep_checkpoints, model_ids,
+                                   model_id) for s in todo]
             try:
                 outcomes = [f.result() for f in futures]
             except KeyboardInterrupt:

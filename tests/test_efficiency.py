@@ -128,6 +128,26 @@ def test_decide_new_reuse_resume_conflict(tmp_path):
     assert eff.decide(running).action == "busy"
 
 
+def test_rebuilt_model_is_not_reused(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights v1")
+    first = eff.model_identity(str(model))
+    assert first == eff.model_identity(str(model)) and len(first) == 64
+    (model / "model.safetensors").write_bytes(b"weights v2")
+    assert eff.model_identity(str(model)) != first
+    assert eff.model_identity(str(tmp_path / "missing")) is None
+    args = make_args(tmp_path)
+    spec = eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))[0]
+    write_run(spec, 4)
+    assert eff.decide(spec, "new-id", "old-id").action == "conflict"
+    assert eff.decide(spec, "same", "same").action == "reuse"
+    assert eff.decide(spec, "new-id", None).action == "reuse"  # a run from before ids were recorded
+    ids = eff.ModelIds(tmp_path / "study")
+    ids.set("gdpo-s0", "abc")
+    assert eff.ModelIds(tmp_path / "study").get("gdpo-s0") == "abc"
+
+
 def test_config_conflicts_ignore_free_fields():
     rec = {"lr": 1e-4, "steps": 10, "device": "cpu", "method": "gdpo"}
     assert eff.config_conflicts(rec, {"lr": 1e-4, "steps": 20, "device": "cuda", "method": "gdpo"}) == []
@@ -322,6 +342,7 @@ def test_png_note_without_kaleido(study, tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 def test_tiny_study_end_to_end(micro_model, tmp_path, capfd):
     """2 methods x 1 seed x 2 steps with the micro model: runs, step-0 eval, CSV, report; a rerun reuses all."""
     out = tmp_path / "e2e"
@@ -341,6 +362,7 @@ def test_tiny_study_end_to_end(micro_model, tmp_path, capfd):
     assert "## Steps to reach a held-out all-satisfied rate" in text  # the table is printed
     for run in ("gdpo-s0", "mrtpo-span-s0"):
         assert [p.name for p in (out / "runs" / run / "checkpoints").iterdir()] == ["step_000002"]
+    assert set(json.loads((out / "model_ids.json").read_text())) == {"gdpo-s0", "mrtpo-span-s0"}
     assert eff.main(argv) == 0
     assert "2 runs reused, 0 to train" in capfd.readouterr().out
     pd.testing.assert_frame_equal(rep.load(out / "efficiency.csv"), df)
