@@ -189,6 +189,19 @@ def initial_rate(df: pd.DataFrame, metric: str = ALL_SATISFIED) -> float | None:
     return float(v.mean()) if len(v) else None
 
 
+def initial_note(df: pd.DataFrame, targets: Sequence[float], template: str) -> str:
+    """The initial model's rate, and a warning for targets it already meets (they say nothing about training)."""
+    initial = initial_rate(df)
+    if initial is None:
+        return ""
+    text = f"Initial model (step 0): held-out all-satisfied {initial:.3f}."
+    low = [f"{t:g}" for t in targets if t <= initial]
+    if low:
+        text += (f" Target(s) {', '.join(low)} are already met by the initial model (step 0 for every run): "
+                 "choose targets above the initial rate (--targets).")
+    return template.format(html.escape(text) if template.startswith("<") else text)
+
+
 def _pm(mean: float, std: float, digits: int = 2) -> str:
     if not math.isfinite(mean):
         return "–"
@@ -266,14 +279,8 @@ def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | No
     line = settings_line(study)
     out += [f"Settings: {line}." if line else f"{len(methods_of(df))} methods x {len(seeds)} seeds.", ""]
     out += ["## Steps to reach a held-out all-satisfied rate", ""]
-    initial = initial_rate(df)
-    if initial is not None:
-        out += [f"Initial model (step 0): held-out all-satisfied {initial:.3f}."]
-        low = [f"{t:g}" for t in targets if t <= initial]
-        if low:
-            out += [f"**Target(s) {', '.join(low)} are already met by the initial model (step 0 for every run): "
-                    "choose targets above the initial rate (--targets).**"]
-        out += [""]
+    note = initial_note(df, targets, "{}\n")
+    out += [note] if note else []
     out += [_md_table(*target_table(df, targets)), "",
             "First evaluated step at which a run's held-out all-satisfied rate is >= the target (step 0 = the "
             "initial model; evaluations only every few steps, so a step is the first *evaluated* one), mean over "
@@ -376,7 +383,8 @@ def html_page(fig: go.Figure, df: pd.DataFrame, targets: Sequence[float], study:
         "p.note{font-size:12px;color:#555;max-width:1000px}</style></head><body>",
         fig.to_html(full_html=False, include_plotlyjs=True),
         f"<p class='note'>Settings: {html.escape(line)}</p>" if line else "",
-        "<h3>Steps to reach a held-out all-satisfied rate</h3>", table(*target_table(df, targets)),
+        "<h3>Steps to reach a held-out all-satisfied rate</h3>", initial_note(df, targets, "<p class='note'>{}</p>"),
+        table(*target_table(df, targets)),
         "<p class='note'>First evaluated step with held-out all-satisfied rate &ge; target, mean over seeds; k/n "
         "seeds reached it (n/r = not reached); &ge; x: unreached seeds counted as their last evaluated step.</p>",
         "<h3>Final held-out rates (mean ± std over seeds)</h3>", table(*final_table(df, names)),

@@ -319,6 +319,7 @@ def test_report_files_parse(study, tmp_path):
     assert "steps 4; group_size 8" in md
     page = paths["html"].read_text()
     assert page.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in page and "≥ 4.0 (1/2: 4, n/r)" in page
+    assert "Initial model (step 0): held-out all-satisfied 0.150." in page
     spec = json.loads(re.search(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', page, re.S).group(1))
     assert {t["name"] for t in spec if t.get("showlegend")} == {"gdpo", "mrtpo-replay"}
     assert not (out / "efficiency.png").exists()
