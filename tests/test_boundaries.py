@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH_FREE = ["app", "mrtpo_viz", "core", "core.store", "core.cli", "core.config", "core.verifiers", "core.tasks"]
+TORCH_FREE = [
+    "app", "mrtpo_viz", "core", "core.store", "core.cli", "core.config", "core.verifiers", "core.tasks", "core.promptgen",
+    "core.efficiency", "mrtpo_viz.efficiency_report",
+]
 
 
 def loaded_modules(code: str) -> set[str]:
