@@ -136,14 +136,9 @@ def visible_token_html(token: str) -> tuple[str, bool]:
 
 
 def _fmt(x: float, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+    if x != x or x in (math.inf, -math.inf):  # NaN (GRPO/GDPO runs have no JS) or infinite
         return "n/a"
     return f"{x:+.4f}" if signed else f"{x:.4f}"
-
-
-def token_tooltip(token: str, lines: Sequence[str]) -> str:
-    """Hover text of a token (escaped for an HTML attribute): the token's repr, then one line per reward."""
-    return html.escape("\n".join([f"token {token!r}", *lines]), quote=True)
 
 
 def _reward_line(reward: str, credit: float, js: float, weight: float, in_span: bool) -> str:
@@ -237,7 +232,7 @@ def token_heatmap_html(
       `reward` is None or `TOTAL_ROW`; under each token, one bar slot per reward, filled in the reward's
       colour where the token is in that verifier's spans.
     mode "rows": one aligned row per reward (coloured by its credit, with its own span bar) plus a last
-      row coloured by the total advantage; all rows share one scale.
+      row coloured by the total advantage; all rows share one scale. A row's hover shows its own reward.
     scale: half-width of the colour scale; None = max |value| shown (per sample).
     Hover (title attribute) on every token: token repr, then per reward credit, JS, weight, in/out of span.
     """
@@ -255,10 +250,15 @@ def token_heatmap_html(
     ts, tokens, total = arrays["t"], arrays["token"], arrays["token_adv"]
     credit, js, weight, in_span = arrays["credit"], arrays["js"], arrays["weight"], arrays["in_span"]
 
+    # Hover lines formatted once per (reward, token), escaped for the title attribute (same text as
+    # _reward_line; formatted in bulk because a 256 x 4 sample has ~1000 of them).
+    reward_lines = {r: [html.escape(_reward_line(r, c, j, w, m), quote=True) for c, j, w, m in
+                        zip(credit[r], js[r], weight[r], in_span[r], strict=True)] for r in names}
+    heads = [html.escape(f"token {tok!r}\ntotal advantage {_fmt(a, True)}", quote=True)
+             for tok, a in zip(tokens, total, strict=True)]
+
     def tooltip(i: int, rewards: Sequence[str]) -> str:
-        lines = [f"total advantage {_fmt(total[i], True)}"]
-        lines += [_reward_line(r, credit[r][i], js[r][i], weight[r][i], in_span[r][i]) for r in rewards]
-        return token_tooltip(tokens[i], lines)
+        return "\n".join([heads[i], *(reward_lines[r][i] for r in rewards)])
 
     texts = [visible_token_html(tok) for tok in tokens]
 
@@ -290,8 +290,9 @@ def token_heatmap_html(
         for name, vals, bar_colors in rows:
             parts.append(f'<div class="row" data-row="{html.escape(name, quote=True)}">'
                          f'<div class="row-label">{html.escape(name)}</div><div class="tokens">')
-            # Each row's hover names only its own reward (the total row: all of them), to keep the page small.
-            row_rewards = names if name == TOTAL_ROW else [name]
+            # Each row's hover names only its own reward (the total row: just the total), to keep the page
+            # small: a 256-token sample with 4 rewards is 5 x 256 cells.
+            row_rewards = [] if name == TOTAL_ROW else [name]
             for i, t in enumerate(ts):
                 bars = [bar_colors[i]] if bar_colors is not None else []
                 parts.append(_token_cell(texts[i][0], diverging_rgb(vals[i], sc), bars, tooltip(i, row_rewards), t,
