@@ -174,6 +174,7 @@ elif msg := st.session_state.pop("launch_message", None):
 
 def tracked_runs() -> list[str]:
     """Runs to follow here: those started from this session plus every active run of the runs directory."""
+    launcher.adopt_logs(runs_dir())  # runs whose starting app stopped before their folder existed
     paths = list(reversed(st.session_state.get(LAUNCHED_KEY, [])))
     for info in loaders.all_runs():
         if info.state in ACTIVE_STATES and str(info.path) not in paths:
