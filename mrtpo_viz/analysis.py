@@ -17,22 +17,6 @@ import pyarrow.parquet as pq
 OUTCOMES = ("any", "satisfied", "not satisfied", "not applicable")
 
 
-def sample_summary(credit_df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (sample, reward): group, prompt key, score, group advantage, token count, in-span count,
-    and the response's mean total token advantage. Sorted by sample then reward order of appearance."""
-    cols = ["sample", "group", "prompt_key", "reward", "score", "group_adv", "tokens", "in_span_tokens", "mean_adv"]
-    if credit_df.empty:
-        return pd.DataFrame(columns=cols)
-    # score, group_adv, group and prompt_key are constant per (sample, reward): take them from the first row.
-    first = credit_df.drop_duplicates(["sample", "reward"]).set_index(["sample", "reward"])
-    counts = credit_df.groupby(["sample", "reward"], sort=False, observed=True).agg(
-        tokens=("t", "size"), in_span_tokens=("in_span", "sum"), mean_adv=("token_adv", "mean"))
-    out = first[["group", "prompt_key", "score", "group_adv"]].join(counts).reset_index()
-    order = {r: i for i, r in enumerate(dict.fromkeys(credit_df["reward"]))}
-    out["_o"] = out["reward"].map(order).astype(int)
-    return out.sort_values(["sample", "_o"]).drop(columns="_o").reset_index(drop=True)[cols]
-
-
 def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:
     """sample -> {reward: score} (NaN where the reward does not apply)."""
     first = credit_df.drop_duplicates(["sample", "reward"])

@@ -7,7 +7,6 @@ and one dash style per run. No Streamlit here; never imports torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -273,13 +272,7 @@ def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go
     return fig
 
 
-def scale_limit(values: Sequence[float]) -> float:
-    """Largest finite |value| (1.0 when none): the symmetric range of a diverging colour axis."""
-    m = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
-    return m if m > 0 else 1.0
-
-
 __all__ = [
     "REWARD_PALETTE", "auc_figure", "js_in_out_figure", "js_positions_figure", "loss_figure", "metric_lines",
-    "per_reward_lines", "reward_curves", "reward_series", "scale_limit", "step_time_figure",
+    "per_reward_lines", "reward_curves", "reward_series", "step_time_figure",
 ]

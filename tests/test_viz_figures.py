@@ -151,7 +151,7 @@ def test_steps_to_reach_hand_computed():
     assert (b["≥ 0.25"], b["≥ 0.5"]) == (2, 2) and pd.isna(b["≥ 0.75"])
 
 
-def test_sample_rewards_table_and_summary():
+def test_sample_rewards_table_and_scores():
     df = synthetic_credit_frame(1, n_samples=4, n_tokens=10, rewards=tuple(REWARDS), group_size=2, seed=4)
     sample = df[df["sample"] == 1]
     table = analysis.sample_rewards_table(sample)
@@ -160,9 +160,9 @@ def test_sample_rewards_table_and_summary():
         d = sample[sample["reward"] == row["reward"]]
         assert row["credit_sum"] == pytest.approx(float(d["credit"].sum()), rel=1e-5)
         assert row["in_span_tokens"] == int(d["in_span"].sum())
-    summary = analysis.sample_summary(df)
-    assert len(summary) == 4 * len(REWARDS) and (summary["tokens"] == 10).all()
-    assert summary["reward"].tolist()[:2] == REWARDS
+    scores = analysis.sample_scores(df)
+    assert sorted(scores) == [0, 1, 2, 3] and list(scores[1]) == REWARDS
+    assert scores[1][REWARDS[0]] == float(sample.loc[sample["reward"] == REWARDS[0], "score"].iloc[0])
 
 
 def test_exports_round_trip_with_the_store_schema():
