@@ -43,6 +43,8 @@ def app_main(argv: list[str]) -> int:
         sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app.py"),
         "--server.address", args.address, "--server.port", str(args.port),
         "--browser.gatherUsageStats", "false",
+        # The watcher rescans the repo (and can overflow inotify); the app needs no reload-on-save for users.
+        "--server.fileWatcherType", "none",
     ]
     if args.headless:
         cmd += ["--server.headless", "true"]
