@@ -22,8 +22,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from core.loss import entropy_from_logits, token_logprobs
-
 LN2 = math.log(2.0)
 
 # ----------------------------------------------------------------------------- relevance and routing
@@ -33,22 +31,24 @@ def js_distance(logp: Tensor, logq: Tensor) -> Tensor:
     """Base-2 Jensen-Shannon distance between distributions given as log-probs over the last dim.
 
     JSD(p, q) = 1/2 KL(p || m) + 1/2 KL(q || m), m = (p + q) / 2, in bits; distance = sqrt(JSD),
-    in [0, 1]. Each KL term is computed as sum_v p_v * -log1p(expm1(log q_v - log p_v) / 2)
-    (= p log(p / m)), which is exactly 0 where p_v == q_v (no sqrt-amplified rounding noise) and
-    takes p_v = 0 (term 0) and q_v = 0 (term p log 2) safely. Symmetric bitwise. Returns shape
-    logp.shape[:-1] in the input dtype (at least float32).
+    in [0, 1]. Per vocabulary entry, with lo = min(log p, log q), hi = max(log p, log q),
+    r = hi - lo >= 0 (so the smaller probability is e^lo = e^hi e^-r):
+        p log(p / m) + q log(q / m) = -(e^lo + e^hi) log1p(expm1(-r) / 2) - e^lo r
+    which is exactly 0 where p_v == q_v (r = 0: no sqrt-amplified rounding noise), needs no
+    exp of large numbers (expm1(-r) lies in [-1, 0]) and is bitwise symmetric in (p, q). Log-probs
+    below -1e4 (e.g. -inf: probability 0) are raised to -1e4, whose exp is exactly 0 in float32 and
+    float64, so a zero on one side gives the term q log 2 and zeros on both sides give 0.
+    Returns shape logp.shape[:-1] in the input dtype (at least float32).
     """
     dtype = torch.promote_types(torch.promote_types(logp.dtype, logq.dtype), torch.float32)
     logp, logq = logp.to(dtype), logq.to(dtype)
-
-    def kl_to_mixture(la: Tensor, lb: Tensor) -> Tensor:
-        # p log(p/m) = -p log((1 + q/p) / 2) = -p log1p(expm1(lb - la) / 2); clamp keeps expm1 finite.
-        diff = (lb - la).clamp(max=60.0)
-        term = -torch.exp(la) * torch.log1p(0.5 * torch.expm1(diff))
-        return torch.where(torch.isneginf(la), torch.zeros_like(term), term).sum(-1)
-
-    jsd_bits = 0.5 * (kl_to_mixture(logp, logq) + kl_to_mixture(logq, logp)) / LN2
-    return jsd_bits.clamp(0.0, 1.0).sqrt()
+    lo = torch.minimum(logp, logq).clamp_(min=-1e4)
+    hi = torch.maximum(logp, logq).clamp_(min=-1e4)
+    neg_r = lo - hi  # -r <= 0
+    p_lo, p_hi = lo.exp_(), hi.exp_()  # in place: the log-probs are not needed any more
+    log_half_sum = torch.expm1(neg_r).mul_(0.5).log1p_()  # log((1 + e^-r) / 2) in [-log 2, 0]
+    two_jsd_nats = p_hi.add_(p_lo).mul_(log_half_sum).neg_().addcmul_(p_lo, neg_r).sum(-1)
+    return (two_jsd_nats * (0.5 / LN2)).clamp_(0.0, 1.0).sqrt_()
 
 
 def routing_weights(d: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0, sharpen: float = 1.0) -> Tensor:
@@ -286,6 +286,219 @@ def _chunks(n: int, size: int) -> list[range]:
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
 
 
+# ---- prompt-prefix caching: each distinct prompt's KV state is computed once and shared by its rows
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str | None:
+    """The name under which `model.forward` takes a KV cache (`cache` in transformers >= 5.x, formerly
+    `past_key_values`), or None when it takes none (then the uncached path runs)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    return next((name for name in ("cache", "past_key_values") if name in params), None)
+
+
+def _output_cache(out):
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def _cache_layers(cache) -> list[tuple[Tensor, Tensor]] | None:
+    """Per-layer (keys, values), each (n, heads, P, head_dim), of a transformers `DynamicCache` (None
+    when the cache has another layout)."""
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        return None
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def _new_cache(model: torch.nn.Module, kv: Sequence[tuple[Tensor, Tensor]]):
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=getattr(model, "config", None))
+    for layer, (keys, values) in enumerate(kv):
+        cache.update(keys, values, layer)
+    return cache
+
+
+def _left_pad(x: Tensor, width: int, seq_dim: int) -> Tensor:
+    """x with zeros prepended along `seq_dim` up to `width` columns (x itself when already that wide)."""
+    extra = width - x.shape[seq_dim]
+    if extra == 0:
+        return x
+    shape = list(x.shape)
+    shape[seq_dim] = extra
+    return torch.cat([x.new_zeros(shape), x], dim=seq_dim)
+
+
+class _PrefixBatch:
+    """The KV state of a few distinct prompts, left-padded to their longest one (P columns)."""
+
+    def __init__(self, kv: list[tuple[Tensor, Tensor]], attn: Tensor, first_logits: Tensor, last_use: int):
+        self.kv = kv  # per layer (keys, values), each (n, heads, P, head_dim)
+        self.attn = attn  # (n, P) 1 on prompt tokens
+        self.lengths = attn.sum(-1)  # (n,) prompt lengths
+        self.first_logits = first_logits  # (n, V) logits at the last prompt token: predict response token 0
+        self.last_use = last_use  # the last chunk that reads this batch
+
+
+class _PrefixStore:
+    """Distinct prompts' KV states for `teacher_forced_chunks`: computed `batch` prompts per forward
+    pass (left-padded, attention mask 0 on the padding, position ids counting real tokens) in the
+    order the chunks first need them, and dropped after the last chunk that reads them, so memory
+    stays bounded by a few batches however many prompts a step has."""
+
+    def __init__(self, model, order: list[tuple[int, ...]], last_use: dict[tuple[int, ...], int], batch: int,
+                 pad_token_id: int, cache_kw: str, device: torch.device):
+        self.model, self.order, self.last_use, self.batch = model, order, last_use, max(1, int(batch))
+        self.pad, self.cache_kw, self.device = pad_token_id, cache_kw, device
+        self.keep = {"logits_to_keep": 1} if _accepts_logits_to_keep(model) else {}
+        self.next = 0  # order[:next] have been computed
+        self.where: dict[tuple[int, ...], tuple[_PrefixBatch, int]] = {}
+
+    def _compute_next(self) -> None:
+        prompts = self.order[self.next: self.next + self.batch]
+        self.next += len(prompts)
+        n, p_max = len(prompts), max(len(p) for p in prompts)
+        ids = torch.full((n, p_max), self.pad, dtype=torch.long, device=self.device)
+        attn = torch.zeros((n, p_max), dtype=torch.long, device=self.device)
+        for row, p in enumerate(prompts):
+            ids[row, p_max - len(p):] = torch.as_tensor(p, dtype=torch.long, device=self.device)
+            attn[row, p_max - len(p):] = 1
+        position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=True, **self.keep)
+        kv = _cache_layers(_output_cache(out))
+        if kv is None:
+            raise RuntimeError("the model returned no DynamicCache-style KV cache")
+        entry = _PrefixBatch(kv, attn, out.logits[:, -1, :], max(self.last_use[p] for p in prompts))
+        for row, p in enumerate(prompts):
+            self.where[p] = (entry, row)
+
+    def gather(self, prompts: Sequence[tuple[int, ...]]):
+        """A fresh cache holding the rows' prompts, its attention mask (n, P), the prompt lengths (n,) and
+        the logits for response token 0 (n, V). Rows from batches of different widths are left-padded
+        (zero keys and values, attention mask 0) to the widest of them."""
+        while any(p not in self.where for p in prompts):
+            self._compute_next()
+        batches: list[_PrefixBatch] = []
+        idx = []  # each row's index into the batches stacked in this order
+        for p in prompts:
+            entry, row = self.where[p]
+            j = next((j for j, b in enumerate(batches) if b is entry), None)
+            if j is None:
+                j = len(batches)
+                batches.append(entry)
+            idx.append((j, row))
+        offsets = [0]
+        for entry in batches:
+            offsets.append(offsets[-1] + entry.attn.shape[0])
+        index = torch.tensor([offsets[j] + row for j, row in idx], dtype=torch.long, device=self.device)
+        width = max(entry.attn.shape[1] for entry in batches)
+
+        def stacked(parts: list[Tensor], seq_dim: int) -> Tensor:
+            parts = [_left_pad(x, width, seq_dim) for x in parts]
+            return (parts[0] if len(parts) == 1 else torch.cat(parts, 0)).index_select(0, index)
+
+        kv = [
+            (stacked([e.kv[layer][0] for e in batches], 2), stacked([e.kv[layer][1] for e in batches], 2))
+            for layer in range(len(batches[0].kv))
+        ]
+        attn = stacked([e.attn for e in batches], 1)
+        firsts = [e.first_logits for e in batches]
+        first = (firsts[0] if len(firsts) == 1 else torch.cat(firsts, 0)).index_select(0, index)
+        return _new_cache(self.model, kv), attn, attn.sum(-1), first
+
+    def release(self, chunk: int) -> None:
+        """Drop the batches no chunk after `chunk` reads."""
+        self.where = {p: (e, r) for p, (e, r) in self.where.items() if e.last_use > chunk}
+
+
+def teacher_forced_chunks(
+    model: torch.nn.Module,
+    prompts_ids: Sequence[Sequence[int]],
+    response_ids: Tensor,
+    lengths: Sequence[int],
+    chunk: int = 8,
+    pad_token_id: int = 0,
+    rows: Sequence[int] | None = None,
+):
+    """Teacher-force response rows under prompts, `chunk` rows per forward pass; yields
+    `(jobs, logits)` per chunk: `jobs` a list of job indices, `logits` (n, t_c, V) whose row t is the
+    distribution that predicts response token t (t_c = the chunk's longest response; rows beyond a
+    response's length are padding). Job j teacher-forces `response_ids[rows[j]]` (its first
+    `lengths[rows[j]]` tokens) under `prompts_ids[j]` (`rows` defaults to 0..n-1).
+
+    Jobs run longest response first (a stable sort: equal lengths keep their job order), so a
+    chunk's rows have similar lengths and little padding. Each distinct prompt runs once
+    (`_PrefixStore`): its KV state is shared by all its rows, and the logits at its last token give
+    every row's distribution for token 0. The response tokens 0..t_c-2 then run on top of the prompt
+    cache (attention mask = prompt mask + response mask, position ids continuing from the prompt's
+    length), giving the distributions for tokens 1..t_c-1. Equal to `response_logits` on the full
+    left-padded sequences up to float rounding. Memory: one chunk's rows plus the KV state of the
+    distinct prompts still needed (at most all of them; a prompt costs P tokens of KV, a row P + T
+    in the uncached path). Models whose forward takes no KV cache fall back to `response_logits`.
+    No gradient is tracked."""
+    n_jobs = len(prompts_ids)
+    rows = list(range(n_jobs)) if rows is None else list(rows)
+    if len(rows) != n_jobs:
+        raise ValueError(f"{n_jobs} prompts for {len(rows)} response rows")
+    if any(len(p) == 0 for p in prompts_ids):
+        raise ValueError("every prompt needs at least one token (nothing would predict response token 0)")
+    device = response_ids.device
+    lengths = [int(x) for x in lengths]
+    order = sorted(range(n_jobs), key=lambda j: -lengths[rows[j]])
+    chunks = [[order[j] for j in c] for c in _chunks(n_jobs, chunk)]
+    cache_kw = _cache_kwarg(model)
+    with torch.no_grad():
+        if cache_kw is None:
+            for jobs in chunks:
+                t_c = max(lengths[rows[j]] for j in jobs)
+                idx = torch.tensor([rows[j] for j in jobs], dtype=torch.long, device=device)
+                mask = torch.arange(t_c, device=device)[None, :] < torch.tensor(
+                    [lengths[rows[j]] for j in jobs], device=device)[:, None]
+                yield jobs, response_logits(model, [prompts_ids[j] for j in jobs], response_ids[idx, :t_c], mask,
+                                            pad_token_id)
+            return
+        keys = [tuple(int(x) for x in p) for p in prompts_ids]
+        need: list[tuple[int, ...]] = []  # distinct prompts in order of first need
+        last_use: dict[tuple[int, ...], int] = {}
+        for c, jobs in enumerate(chunks):
+            for j in jobs:
+                if keys[j] not in last_use:
+                    need.append(keys[j])
+                last_use[keys[j]] = c
+        store = _PrefixStore(model, need, last_use, chunk, pad_token_id, cache_kw, device)
+        for c, jobs in enumerate(chunks):
+            lens = torch.tensor([lengths[rows[j]] for j in jobs], dtype=torch.long, device=device)
+            t_c = int(lens.max())
+            cache, prompt_attn, prompt_len, first = store.gather([keys[j] for j in jobs])
+            if t_c <= 1:
+                logits = first[:, None, :][:, :t_c]
+            else:
+                idx = torch.tensor([rows[j] for j in jobs], dtype=torch.long, device=device)
+                steps = torch.arange(t_c - 1, device=device)
+                resp_attn = (steps[None, :] < lens[:, None]).long()
+                out = model(
+                    input_ids=response_ids[idx, : t_c - 1].long(),
+                    attention_mask=torch.cat([prompt_attn, resp_attn], dim=1),
+                    position_ids=prompt_len[:, None] + steps[None, :],
+                    use_cache=True,
+                    **{cache_kw: cache},
+                )  # logits (n, t_c - 1, V) predict tokens 1..t_c-1
+                logits = torch.cat([first[:, None, :].to(out.logits.dtype), out.logits], dim=1)
+            del cache
+            store.release(c)
+            yield jobs, logits
+
+
+def _logp_stats(logp: Tensor, token_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """(log pi(y), entropy) from log-distributions (..., V): gather, and H = -sum_v exp(l_v) l_v."""
+    token_logp = torch.gather(logp, -1, token_ids.long().unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return token_logp, entropy
+
+
 @torch.no_grad()
 def response_logprobs(
     model: torch.nn.Module,
@@ -297,27 +510,32 @@ def response_logprobs(
     pad_token_id: int = 0,
 ) -> ResponseLogprobs:
     """Teacher-force the sampled response ids under their prompts, `chunk` rows per forward pass,
-    no gradient. Each chunk is cut to its longest response. See `ResponseLogprobs`."""
+    no gradient (`teacher_forced_chunks`: each distinct prompt runs once; each chunk is cut to its
+    longest response). log-softmax, token log-probs and entropies are taken on real tokens only.
+    See `ResponseLogprobs`."""
     b, t = response_ids.shape
+    if len(prompts_ids) != b:
+        raise ValueError(f"{len(prompts_ids)} prompts for {b} response rows")
     mask = resp_mask.bool()
-    token_logp = torch.zeros((b, t), dtype=torch.float32, device=response_ids.device)
+    lengths = mask.sum(-1).tolist()
+    device = response_ids.device
+    token_logp = torch.zeros((b, t), dtype=torch.float32, device=device)
     entropy = torch.zeros_like(token_logp)
     logp_full = None
-    for rows in _chunks(b, chunk):
-        sl = slice(rows.start, rows.stop)
-        t_c = int(mask[sl].sum(-1).max()) if t else 0
-        if t_c == 0:
-            continue
-        logits = response_logits(
-            model, [prompts_ids[i] for i in rows], response_ids[sl, :t_c], resp_mask[sl, :t_c], pad_token_id
-        ).float()
-        m = mask[sl, :t_c]
-        token_logp[sl, :t_c] = torch.where(m, token_logprobs(logits, response_ids[sl, :t_c]), 0.0)
-        entropy[sl, :t_c] = torch.where(m, entropy_from_logits(logits), 0.0)
+    live = [i for i in range(b) if lengths[i] > 0]
+    for jobs, logits in teacher_forced_chunks(
+        model, [prompts_ids[i] for i in live], response_ids, lengths, chunk, pad_token_id, rows=live
+    ):
+        idx = torch.tensor([live[j] for j in jobs], dtype=torch.long, device=device)
+        t_c = logits.shape[1]
+        real = mask[idx, :t_c]  # (n, t_c)
+        ii, tt = idx[:, None].expand(-1, t_c)[real], real.nonzero()[:, 1]  # sample, position of each real token
+        logp = torch.log_softmax(logits[real].float(), dim=-1)  # (N, V) real tokens only
+        token_logp[ii, tt], entropy[ii, tt] = _logp_stats(logp, response_ids[ii, tt])
         if keep_full:
             if logp_full is None:
-                logp_full = torch.zeros((b, t, logits.shape[-1]), dtype=torch.float32, device=logits.device)
-            logp_full[sl, :t_c] = torch.log_softmax(logits, dim=-1)
+                logp_full = torch.zeros((b, t, logp.shape[-1]), dtype=torch.float32, device=device)
+            logp_full[ii, tt] = logp
     return ResponseLogprobs(token_logp, entropy, logp_full)
 
 
@@ -338,50 +556,87 @@ def contrastive_js(
     under the contrastive prompt x_i^-k (`contrastive_ids[i][k]`, None when reward k does not apply
     to sample i -> d = NaN there). The SAME sampled response ids are teacher-forced in every pass
     (never a re-encoding of the text). All (sample, prompt variant) rows are batched together,
-    `chunk_size` rows per forward pass, each chunk cut to its longest response, no gradient.
+    `chunk_size` rows per forward pass, each chunk cut to its longest response, no gradient; each
+    distinct prompt's KV state is computed once and shared by the G responses of its group
+    (`teacher_forced_chunks`), and JS is computed on real tokens only.
     `logp_full` (B, T, V) from `response_logprobs` (the rollout pass) is reused when given;
-    otherwise the full-prompt rows join the job list and are kept only until their sample's
-    contrastive rows are done (memory stays bounded by the chunk). Padding positions get d = 0.
+    otherwise the full-prompt rows join the job list (a group's full rows before its contrastive
+    rows) and are kept only until their sample's contrastive rows are done (memory stays bounded by
+    the chunk). Padding positions get d = 0.
     """
     b, t = response_ids.shape
     if len(contrastive_ids) != b:
         raise ValueError(f"contrastive prompts for {len(contrastive_ids)} samples, responses for {b}")
+    if len(prompts_ids) != b:
+        raise ValueError(f"{len(prompts_ids)} prompts for {b} response rows")
     k_count = max((len(c) for c in contrastive_ids), default=0)
     device = response_ids.device
     d = torch.zeros((b, k_count, t), dtype=torch.float32, device=device)
-    lengths = resp_mask.bool().sum(-1).tolist()
-    full = object()  # marks a full-prompt job
-    jobs: list[tuple[int, object]] = []
-    last_job: dict[int, int] = {}
+    mask = resp_mask.bool()
+    lengths = mask.sum(-1).tolist()
+    applies = [
+        [k for k in range(k_count) if k < len(contrastive_ids[i]) and contrastive_ids[i][k] is not None]
+        for i in range(b)
+    ]
+    # Jobs (sample, k) with k = -1 for a full-prompt row: per group (same full prompt, first-seen order)
+    # its full rows, then its contrastive rows prompt by prompt. A sample's rows all have its response
+    # length, so the stable length sort in `teacher_forced_chunks` keeps its full row before them.
+    groups: dict[tuple[int, ...], list[int]] = {}
     for i in range(b):
-        ks = [k for k in range(k_count) if k < len(contrastive_ids[i]) and contrastive_ids[i][k] is not None]
-        if lengths[i] == 0 or not ks:
-            continue
+        if lengths[i] > 0 and applies[i]:
+            groups.setdefault(tuple(prompts_ids[i]), []).append(i)
+    jobs: list[tuple[int, int]] = []
+    for members in groups.values():
         if logp_full is None:
-            jobs.append((i, full))
-        jobs.extend((i, k) for k in ks)
-        last_job[i] = len(jobs) - 1
-    cache: dict[int, Tensor] = {}
-    for rows in _chunks(len(jobs), chunk_size):
-        chunk_jobs = [jobs[j] for j in rows]
-        idx = torch.tensor([i for i, _ in chunk_jobs], dtype=torch.long, device=device)
-        t_c = max(lengths[i] for i, _ in chunk_jobs)
-        prompts = [prompts_ids[i] if k is full else contrastive_ids[i][k] for i, k in chunk_jobs]
-        logits = response_logits(model, prompts, response_ids[idx, :t_c], resp_mask[idx, :t_c], pad_token_id)
-        logq = torch.log_softmax(logits.float(), dim=-1)  # (n, t_c, V)
-        for row, (i, k) in enumerate(chunk_jobs):  # full rows precede their sample's contrastive rows
-            if k is full:
-                cache[i] = logq[row, : lengths[i]]
-        for row, (i, k) in enumerate(chunk_jobs):
-            if k is full:
-                continue
-            n_i = lengths[i]
-            logp = cache[i] if logp_full is None else logp_full[i, :n_i].to(device).float()
-            d[i, k, :n_i] = js_distance(logp, logq[row, :n_i])
-            if rows.start + row == last_job[i]:
-                cache.pop(i, None)
+            jobs.extend((i, -1) for i in members)
+        variants: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for i in members:
+            for k in applies[i]:
+                variants.setdefault(tuple(contrastive_ids[i][k]), []).append((i, k))
+        for rows in variants.values():
+            jobs.extend(rows)
+    remaining = {i: len(applies[i]) for i in {i for i, _ in jobs}}  # contrastive rows still to run
+    prompts = [prompts_ids[i] if k < 0 else contrastive_ids[i][k] for i, k in jobs]
+    cache: dict[int, Tensor] = {}  # sample -> its (T_i, V) full-prompt log-distribution, while still needed
+    for chunk_jobs, logits in teacher_forced_chunks(
+        model, prompts, response_ids, lengths, chunk_size, pad_token_id, rows=[i for i, _ in jobs]
+    ):
+        t_c = logits.shape[1]
+        pairs = [jobs[j] for j in chunk_jobs]
+        idx = torch.tensor([i for i, _ in pairs], dtype=torch.long, device=device)
+        real = mask[idx, :t_c]  # (n, t_c)
+        n_real = real.sum(-1).tolist()
+        logq = torch.log_softmax(logits[real].float(), dim=-1)  # (N, V): real tokens only, row by row
+        starts = [0]
+        for n in n_real:
+            starts.append(starts[-1] + n)
+        contrast = []  # (row in chunk) of the contrastive rows
+        for row, (i, k) in enumerate(pairs):
+            if k < 0:
+                cache[i] = logq[starts[row]: starts[row + 1]]
+            else:
+                contrast.append(row)
+        if contrast:
+            sel = torch.tensor(contrast, dtype=torch.long, device=device)
+            real_c = real[sel]  # (n_c, t_c)
+            ii = idx[sel][:, None].expand(-1, t_c)[real_c]  # sample, reward and position of each real token
+            kk = torch.tensor([pairs[row][1] for row in contrast], dtype=torch.long, device=device)
+            kk = kk[:, None].expand(-1, t_c)[real_c]
+            tt = real_c.nonzero()[:, 1]
+            if logp_full is None:
+                logp = torch.cat([cache[pairs[row][0]] for row in contrast], 0)
+            else:
+                logp = logp_full[ii.to(logp_full.device), tt.to(logp_full.device)].to(device)
+            logq_c = logq if len(contrast) == len(pairs) else torch.cat(
+                [logq[starts[row]: starts[row + 1]] for row in contrast], 0)
+            d[ii, kk, tt] = js_distance(logp, logq_c)
+        for i, k in pairs:
+            if k >= 0:
+                remaining[i] -= 1
+                if remaining[i] == 0:
+                    cache.pop(i, None)
     for i in range(b):
         for k in range(k_count):
-            if k >= len(contrastive_ids[i]) or contrastive_ids[i][k] is None:
+            if k not in applies[i]:
                 d[i, k, :] = torch.nan
     return d

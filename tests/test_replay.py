@@ -295,3 +295,129 @@ def test_contrastive_js(tiny):
     lp = torch.log_softmax(tiny(input_ids=torch.tensor([PROMPTS[2] + r])).logits[0, 4: 4 + n], -1)
     lq = torch.log_softmax(tiny(input_ids=torch.tensor([[2, 40] + r])).logits[0, 1: 1 + n], -1)
     assert torch.allclose(d[2, 0, :n], js_distance(lp, lq), atol=1e-3)
+
+
+# ----------------------------------------------------------------------------- prompt-cached passes
+
+
+def _uncached_rows(model, prompts, resp, lengths):
+    """The reference: every row alone, unpadded, through the plain forward (no cache, no batching)."""
+    out = []
+    for p, r, n in zip(prompts, resp, lengths, strict=True):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([list(p) + r[:n].tolist()]), use_cache=False).logits[0]
+        out.append(logits[len(p) - 1: len(p) + n - 1])  # row t predicts response token t
+    return out
+
+
+# prompts of different lengths (left padding inside a prefix batch), the same prompt on several rows
+# (its KV state computed once, shared) and responses of different lengths (right padding)
+CACHE_PROMPTS = [[2, 5, 9], [2, 7, 7, 11, 30, 4, 17], [2, 5, 9], [3], [2, 7, 7, 11, 30, 4, 17], [2, 40, 3, 3, 3, 8]]
+CACHE_LENGTHS = [7, 3, 10, 1, 10, 5]
+
+
+def _cache_case(seed=7):
+    g = torch.Generator().manual_seed(seed)
+    resp = torch.randint(3, 48, (len(CACHE_PROMPTS), max(CACHE_LENGTHS)), generator=g)
+    for r, n in enumerate(CACHE_LENGTHS):
+        resp[r, n:] = 0
+    mask = torch.arange(resp.shape[1])[None, :] < torch.tensor(CACHE_LENGTHS)[:, None]
+    return resp, mask
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4, 100])
+def test_cached_chunks_equal_uncached_reference(tiny, chunk):
+    import warnings
+
+    from core.replay import teacher_forced_chunks
+
+    resp, mask = _cache_case()
+    ref = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
+    seen, order = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecated cache arguments or other warnings on this path
+        for jobs, logits in teacher_forced_chunks(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS, chunk=chunk):
+            assert len(jobs) <= chunk and logits.shape[:2] == (len(jobs), max(CACHE_LENGTHS[j] for j in jobs))
+            assert not logits.requires_grad
+            for row, j in enumerate(jobs):
+                n = CACHE_LENGTHS[j]
+                assert torch.allclose(logits[row, :n], ref[j], atol=1e-4), (chunk, j)
+                assert torch.isfinite(logits[row, :n]).all()
+            seen.extend(jobs)
+            order.extend(CACHE_LENGTHS[j] for j in jobs)
+    assert sorted(seen) == list(range(len(CACHE_PROMPTS)))  # every job exactly once
+    assert order == sorted(order, reverse=True)  # longest responses first: little padding per chunk
+
+
+def test_cached_chunks_match_batched_uncached_and_rows_argument(tiny):
+    from core.replay import teacher_forced_chunks
+
+    resp, mask = _cache_case(seed=8)
+    with torch.no_grad():
+        batched = response_logits(tiny, CACHE_PROMPTS, resp, mask)  # the left-padded uncached pass
+    # jobs that point at response rows: row 4's response under two other prompts, row 2's under its own
+    jobs_prompts, rows = [[2, 5, 9], [3, 3], CACHE_PROMPTS[2]], [4, 4, 2]
+    got = {}
+    for jobs, logits in teacher_forced_chunks(tiny, jobs_prompts, resp, CACHE_LENGTHS, chunk=2, rows=rows):
+        got.update({j: logits[r] for r, j in enumerate(jobs)})
+    n2, n4 = CACHE_LENGTHS[2], CACHE_LENGTHS[4]
+    assert torch.allclose(got[2][:n2], batched[2, :n2], atol=1e-4)
+    ref = _uncached_rows(tiny, jobs_prompts[:2], resp[[4, 4]], [n4, n4])
+    assert torch.allclose(got[0][:n4], ref[0], atol=1e-4) and torch.allclose(got[1][:n4], ref[1], atol=1e-4)
+    with pytest.raises(ValueError):
+        list(teacher_forced_chunks(tiny, [[]], resp[:1], [3]))
+
+
+class _NoCacheModel(torch.nn.Module):
+    """A causal LM whose forward takes no KV cache: the cached path must fall back to full sequences."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=False)
+
+
+def test_no_cache_model_falls_back(tiny):
+    from core.replay import teacher_forced_chunks
+
+    resp, _ = _cache_case(seed=9)
+    ref = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
+    for jobs, logits in teacher_forced_chunks(_NoCacheModel(tiny), CACHE_PROMPTS, resp, CACHE_LENGTHS, chunk=4):
+        for row, j in enumerate(jobs):
+            assert torch.allclose(logits[row, : CACHE_LENGTHS[j]], ref[j], atol=1e-4)
+
+
+def test_cached_replay_equals_uncached_replay(tiny):
+    """response_logprobs and contrastive_js (prompt-cached, length-sorted) against the per-row uncached
+    computation of p_t, q_t and d."""
+    resp, mask = _cache_case(seed=10)
+    contrastive = [
+        [[2, 9], [2, 5]],
+        [[2, 7, 11, 30, 4, 17], None],
+        [[2, 9], [2, 5]],  # same contrastive prompts as row 0 (a group): computed once
+        [None, [4, 4, 4, 4]],
+        [[2, 7, 11, 30, 4, 17], [2, 7, 7, 11]],
+        [[5], [2, 40, 3]],
+    ]
+    full = response_logprobs(tiny, CACHE_PROMPTS, resp, mask, chunk=3)
+    d = contrastive_js(tiny, CACHE_PROMPTS, contrastive, resp, mask, chunk_size=3, logp_full=full.logp_full)
+    d_alone = contrastive_js(tiny, CACHE_PROMPTS, contrastive, resp, mask, chunk_size=4)  # full rows join the jobs
+    ref_p = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
+    for i, n in enumerate(CACHE_LENGTHS):
+        lp = torch.log_softmax(ref_p[i], -1)
+        assert torch.allclose(full.logp_full[i, :n], lp, atol=1e-4)
+        assert torch.allclose(full.token_logp[i, :n], lp.gather(-1, resp[i, :n, None])[:, 0], atol=1e-4)
+        assert torch.allclose(full.entropy[i, :n], -(lp.exp() * lp).sum(-1), atol=1e-4)
+        assert torch.all(full.token_logp[i, n:] == 0) and torch.all(full.logp_full[i, n:] == 0)
+        for k, c in enumerate(contrastive[i]):
+            if c is None:
+                assert torch.isnan(d[i, k]).all() and torch.isnan(d_alone[i, k]).all()
+                continue
+            lq = torch.log_softmax(_uncached_rows(tiny, [c], resp[i: i + 1], [n])[0], -1)
+            expected = js_distance(lp, lq)
+            assert torch.allclose(d[i, k, :n], expected, atol=2e-4), (i, k)
+            assert torch.allclose(d_alone[i, k, :n], expected, atol=2e-4), (i, k)
+            assert torch.all(d[i, k, n:] == 0)
