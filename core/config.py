@@ -74,6 +74,8 @@ class TrainConfig:
     """JSONL prompt set (native or IFEval format); the default matches tiny-instruct's training distribution"""
     eval_prompt_set: str | None = None
     """optional held-out JSONL prompt set, scored at every checkpoint (eval/... metrics); none by default to save time"""
+    eval_samples: int = 4
+    """responses sampled (at `temperature`, fixed seed) per held-out prompt in each evaluation; rates are over all of them"""
     custom_verifiers: str | None = None
     """module name or .py path that registers extra verifier families before the prompt set loads"""
 
@@ -307,6 +309,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("model", _model_check),
     ("prompt_set", lambda v, c: _readable_file(v, optional=False)),
     ("eval_prompt_set", lambda v, c: _readable_file(v, optional=True)),
+    ("eval_samples", _at_least(1)),
     ("custom_verifiers", _custom_check),
     ("method", _choice(METHODS)),
     ("routing", _choice(ROUTINGS)),

@@ -525,33 +525,40 @@ class ProgressBar:
 
 
 @torch.no_grad()
-def evaluate(state: TrainState, limit: int = 32) -> dict[str, float]:
-    """Greedy responses to up to `limit` held-out prompts: `eval/reward/<name>` and `eval/all_satisfied`."""
+def evaluate(state: TrainState, limit: int = 32, chunk: int = 64) -> dict[str, float]:
+    """Sampled responses to up to `limit` held-out prompts: `eval/reward/<name>` and `eval/all_satisfied`.
+
+    `eval_samples` responses per prompt at the training temperature (the distribution RL changes; greedy
+    decoding saturates some constraints and hides others), with a generator seed fixed per run seed, so
+    every evaluation of a run, and every method trained with that seed, draws the same random numbers.
+    """
     items = (state.eval_items or [])[:limit]
     if not items:
         return {}
-    tok = state.tokenizer
-    names = state.reward_names
-    eos_id = tok.eos_token_id
-    rewards = torch.full((len(items), len(names)), float("nan"))
-    for i, item in enumerate(items):
-        ids = torch.tensor([model_lib.encode_prompt(tok, item.prompt())], device=state.device)
-        with state.autocast():
-            out = state.model.generate(
-                input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=state.cfg.max_new_tokens,
-                eos_token_id=eos_id, pad_token_id=pad_token_id(tok),
-            )
-        resp = out[0, ids.shape[1] :].cpu()
-        n = int(model_lib.response_mask(resp[None], eos_id).sum())
-        text = tok.decode(resp[:n].tolist(), skip_special_tokens=True)
-        for k, name in enumerate(names):
-            verifier = item.verifier_for(name)
-            if verifier is not None:
-                rewards[i, k] = verifier.verify(text).score
+    cfg, tok, names = state.cfg, state.tokenizer, state.reward_names
+    rows = [item for item in items for _ in range(cfg.eval_samples)]
+    encoded = {item.key: model_lib.encode_prompt(tok, item.prompt()) for item in items}
+    rewards = torch.full((len(rows), len(names)), float("nan"))  # (N, K)
+    for c0 in range(0, len(rows), chunk):
+        part = rows[c0 : c0 + chunk]
+        with torch.no_grad(), state.autocast():
+            resp, mask = model_lib.generate_responses(
+                state.model, tok, [encoded[item.key] for item in part], cfg.max_new_tokens, cfg.temperature,
+                generator_seed=EVAL_SEED_BASE + cfg.seed + c0,
+            )  # (n, T) each
+        resp, mask = resp.cpu(), mask.cpu()
+        for j, item in enumerate(part):
+            text = tok.decode(resp[j][mask[j].bool()].tolist(), skip_special_tokens=True)
+            for k, result in enumerate(item.verify(text, names)):
+                if result is not None:
+                    rewards[c0 + j, k] = float(result.score)
     m = {f"eval/reward/{name}": _nanmean(rewards[:, k]) for k, name in enumerate(names)}
     satisfied = torch.where(torch.isnan(rewards), torch.ones_like(rewards), (rewards >= 1.0).float())
     m["eval/all_satisfied"] = float(satisfied.min(1).values.mean())
     return m
+
+
+EVAL_SEED_BASE = 1_000_003
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
