@@ -556,12 +556,13 @@ def conditioning_stats(model, tokenizer, items: Sequence, samples_per_prompt: in
             "examples": examples}
 
 
-def eval_items(n: int, seed: int = 0, split: str = "train") -> list:
+def eval_items(n: int, seed: int = 0, split: str = "train", arithmetic_share: float = 0.2) -> list:
     """Default prompt-set prompts (2-4 constraints, as the RL prompt set) for measurement."""
     from core.promptgen import generate_prompts
     from core.tasks import item_from_record
 
-    return [item_from_record(r) for r in generate_prompts(n, seed=seed, split=split)]
+    records = generate_prompts(n, seed=seed, split=split, arithmetic_share=arithmetic_share)
+    return [item_from_record(r) for r in records]
 
 
 def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 3) -> dict:
