@@ -322,6 +322,10 @@ def _new_cache(model: torch.nn.Module, kv: Sequence[tuple[Tensor, Tensor]]):
     return cache
 
 
+class _NoCache(Exception):
+    """The model returned no DynamicCache-style KV cache (e.g. caching is switched off)."""
+
+
 def _left_pad(x: Tensor, width: int, seq_dim: int) -> Tensor:
     """x with zeros prepended along `seq_dim` up to `width` columns (x itself when already that wide)."""
     extra = width - x.shape[seq_dim]
@@ -357,7 +361,7 @@ class _PrefixStore:
         self.next = 0  # order[:next] have been computed
         self.where: dict[tuple[int, ...], tuple[_PrefixBatch, int]] = {}
 
-    def _compute_next(self) -> None:
+    def compute_next(self) -> None:
         prompts = self.order[self.next: self.next + self.batch]
         self.next += len(prompts)
         n, p_max = len(prompts), max(len(p) for p in prompts)
@@ -370,7 +374,7 @@ class _PrefixStore:
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=True, **self.keep)
         kv = _cache_layers(_output_cache(out))
         if kv is None:
-            raise RuntimeError("the model returned no DynamicCache-style KV cache")
+            raise _NoCache()
         entry = _PrefixBatch(kv, attn, out.logits[:, -1, :], max(self.last_use[p] for p in prompts))
         for row, p in enumerate(prompts):
             self.where[p] = (entry, row)
@@ -380,7 +384,7 @@ class _PrefixStore:
         the logits for response token 0 (n, V). Rows from batches of different widths are left-padded
         (zero keys and values, attention mask 0) to the widest of them."""
         while any(p not in self.where for p in prompts):
-            self._compute_next()
+            self.compute_next()
         batches: list[_PrefixBatch] = []
         idx = []  # each row's index into the batches stacked in this order
         for p in prompts:
@@ -414,6 +418,7 @@ class _PrefixStore:
         self.where = {p: (e, r) for p, (e, r) in self.where.items() if e.last_use > chunk}
 
 
+@torch.no_grad()  # on a generator function: grad mode is off inside each step, not in the caller's code
 def teacher_forced_chunks(
     model: torch.nn.Module,
     prompts_ids: Sequence[Sequence[int]],
@@ -450,16 +455,8 @@ def teacher_forced_chunks(
     order = sorted(range(n_jobs), key=lambda j: -lengths[rows[j]])
     chunks = [[order[j] for j in c] for c in _chunks(n_jobs, chunk)]
     cache_kw = _cache_kwarg(model)
-    with torch.no_grad():
-        if cache_kw is None:
-            for jobs in chunks:
-                t_c = max(lengths[rows[j]] for j in jobs)
-                idx = torch.tensor([rows[j] for j in jobs], dtype=torch.long, device=device)
-                mask = torch.arange(t_c, device=device)[None, :] < torch.tensor(
-                    [lengths[rows[j]] for j in jobs], device=device)[:, None]
-                yield jobs, response_logits(model, [prompts_ids[j] for j in jobs], response_ids[idx, :t_c], mask,
-                                            pad_token_id)
-            return
+    store = None
+    if cache_kw is not None and chunks:
         keys = [tuple(int(x) for x in p) for p in prompts_ids]
         need: list[tuple[int, ...]] = []  # distinct prompts in order of first need
         last_use: dict[tuple[int, ...], int] = {}
@@ -469,27 +466,35 @@ def teacher_forced_chunks(
                     need.append(keys[j])
                 last_use[keys[j]] = c
         store = _PrefixStore(model, need, last_use, chunk, pad_token_id, cache_kw, device)
-        for c, jobs in enumerate(chunks):
-            lens = torch.tensor([lengths[rows[j]] for j in jobs], dtype=torch.long, device=device)
-            t_c = int(lens.max())
-            cache, prompt_attn, prompt_len, first = store.gather([keys[j] for j in jobs])
-            if t_c <= 1:
-                logits = first[:, None, :][:, :t_c]
-            else:
-                idx = torch.tensor([rows[j] for j in jobs], dtype=torch.long, device=device)
-                steps = torch.arange(t_c - 1, device=device)
-                resp_attn = (steps[None, :] < lens[:, None]).long()
-                out = model(
-                    input_ids=response_ids[idx, : t_c - 1].long(),
-                    attention_mask=torch.cat([prompt_attn, resp_attn], dim=1),
-                    position_ids=prompt_len[:, None] + steps[None, :],
-                    use_cache=True,
-                    **{cache_kw: cache},
-                )  # logits (n, t_c - 1, V) predict tokens 1..t_c-1
-                logits = torch.cat([first[:, None, :].to(out.logits.dtype), out.logits], dim=1)
-            del cache
-            store.release(c)
-            yield jobs, logits
+        try:
+            store.compute_next()  # the first prompts; a model that returns no usable cache runs uncached
+        except _NoCache:
+            store = None
+    for c, jobs in enumerate(chunks):
+        lens = torch.tensor([lengths[rows[j]] for j in jobs], dtype=torch.long, device=device)
+        t_c = int(lens.max())
+        idx = torch.tensor([rows[j] for j in jobs], dtype=torch.long, device=device)
+        if store is None:
+            mask = torch.arange(t_c, device=device)[None, :] < lens[:, None]
+            yield jobs, response_logits(model, [prompts_ids[j] for j in jobs], response_ids[idx, :t_c], mask,
+                                        pad_token_id)
+            continue
+        cache, prompt_attn, prompt_len, first = store.gather([keys[j] for j in jobs])
+        if t_c <= 1:
+            logits = first[:, None, :][:, :t_c]
+        else:
+            steps = torch.arange(t_c - 1, device=device)
+            out = model(
+                input_ids=response_ids[idx, : t_c - 1].long(),
+                attention_mask=torch.cat([prompt_attn, (steps[None, :] < lens[:, None]).long()], dim=1),
+                position_ids=prompt_len[:, None] + steps[None, :],
+                use_cache=True,
+                **{cache_kw: cache},
+            )  # logits (n, t_c - 1, V) predict tokens 1..t_c-1
+            logits = torch.cat([first[:, None, :].to(out.logits.dtype), out.logits], dim=1)
+        del cache
+        store.release(c)
+        yield jobs, logits
 
 
 def _logp_stats(logp: Tensor, token_ids: Tensor) -> tuple[Tensor, Tensor]:

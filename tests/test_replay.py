@@ -380,14 +380,26 @@ class _NoCacheModel(torch.nn.Module):
                           use_cache=False)
 
 
-def test_no_cache_model_falls_back(tiny):
+class _CacheIgnoringModel(_NoCacheModel):
+    """Takes a `cache` argument but returns none (as with caching switched off)."""
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=False):
+        assert cache is None  # no cache came back, so none may be passed in
+        return super().forward(input_ids, attention_mask, position_ids)
+
+
+@pytest.mark.parametrize("wrapper", [_NoCacheModel, _CacheIgnoringModel])
+def test_no_cache_model_falls_back(tiny, wrapper):
     from core.replay import teacher_forced_chunks
 
     resp, _ = _cache_case(seed=9)
     ref = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
-    for jobs, logits in teacher_forced_chunks(_NoCacheModel(tiny), CACHE_PROMPTS, resp, CACHE_LENGTHS, chunk=4):
+    seen = []
+    for jobs, logits in teacher_forced_chunks(wrapper(tiny), CACHE_PROMPTS, resp, CACHE_LENGTHS, chunk=4):
         for row, j in enumerate(jobs):
             assert torch.allclose(logits[row, : CACHE_LENGTHS[j]], ref[j], atol=1e-4)
+        seen.extend(jobs)
+    assert sorted(seen) == list(range(len(CACHE_PROMPTS)))
 
 
 def test_cached_replay_equals_uncached_replay(tiny):
