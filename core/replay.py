@@ -288,6 +288,8 @@ def _chunks(n: int, size: int) -> list[range]:
 
 # ---- prompt-prefix caching: each distinct prompt's KV state is computed once and shared by its rows
 
+SORT_WINDOW_CHUNKS = 8  # teacher_forced_chunks sorts jobs by response length within windows of this many chunks
+
 
 def _cache_kwarg(model: torch.nn.Module) -> str | None:
     """The name under which `model.forward` takes a KV cache (`cache` in transformers >= 5.x, formerly
@@ -434,15 +436,17 @@ def teacher_forced_chunks(
     response's length are padding). Job j teacher-forces `response_ids[rows[j]]` (its first
     `lengths[rows[j]]` tokens) under `prompts_ids[j]` (`rows` defaults to 0..n-1).
 
-    Jobs run longest response first (a stable sort: equal lengths keep their job order), so a
-    chunk's rows have similar lengths and little padding. Each distinct prompt runs once
+    Within each window of `SORT_WINDOW_CHUNKS` chunks of jobs (in the given order), jobs run longest
+    response first (a stable sort: equal lengths keep their job order), so a chunk's rows have
+    similar lengths and little padding. Each distinct prompt runs once
     (`_PrefixStore`): its KV state is shared by all its rows, and the logits at its last token give
     every row's distribution for token 0. The response tokens 0..t_c-2 then run on top of the prompt
     cache (attention mask = prompt mask + response mask, position ids continuing from the prompt's
     length), giving the distributions for tokens 1..t_c-1. Equal to `response_logits` on the full
     left-padded sequences up to float rounding. Memory: one chunk's rows plus the KV state of the
-    distinct prompts still needed (at most all of them; a prompt costs P tokens of KV, a row P + T
-    in the uncached path). Models whose forward takes no KV cache fall back to `response_logits`.
+    distinct prompts still needed; give jobs that share a prompt contiguously (a group's rows) and
+    that is the prompts of about two windows (a prompt costs P tokens of KV, a row P + T in the
+    uncached path). Models whose forward takes no KV cache fall back to `response_logits`.
     No gradient is tracked."""
     n_jobs = len(prompts_ids)
     rows = list(range(n_jobs)) if rows is None else list(rows)
@@ -452,7 +456,8 @@ def teacher_forced_chunks(
         raise ValueError("every prompt needs at least one token (nothing would predict response token 0)")
     device = response_ids.device
     lengths = [int(x) for x in lengths]
-    order = sorted(range(n_jobs), key=lambda j: -lengths[rows[j]])
+    window = max(1, int(chunk)) * SORT_WINDOW_CHUNKS  # sort by length within windows of jobs (bounds memory)
+    order = [j for w in _chunks(n_jobs, window) for j in sorted(w, key=lambda j: -lengths[rows[j]])]
     chunks = [[order[j] for j in c] for c in _chunks(n_jobs, chunk)]
     cache_kw = _cache_kwarg(model)
     store = None

@@ -433,3 +433,38 @@ def test_cached_replay_equals_uncached_replay(tiny):
             assert torch.allclose(d[i, k, :n], expected, atol=2e-4), (i, k)
             assert torch.allclose(d_alone[i, k, :n], expected, atol=2e-4), (i, k)
             assert torch.all(d[i, k, n:] == 0)
+
+
+def test_chunks_sorted_within_windows_and_prompts_released(tiny, monkeypatch):
+    """Jobs sorted by length within windows of SORT_WINDOW_CHUNKS chunks; a prompt's KV state is dropped
+    once no later chunk needs it, so with group-contiguous jobs few prompts are alive at a time."""
+    from core import replay
+
+    monkeypatch.setattr(replay, "SORT_WINDOW_CHUNKS", 2)
+    g = torch.Generator().manual_seed(11)
+    n_prompts, group, chunk = 6, 4, 2
+    prompts = [[2] + torch.randint(3, 48, (1 + p,), generator=g).tolist() for p in range(n_prompts)]
+    jobs_prompts = [p for p in prompts for _ in range(group)]  # group-contiguous, like a batch's rows
+    lengths = torch.randint(1, 9, (len(jobs_prompts),), generator=g).tolist()
+    resp = torch.randint(3, 48, (len(jobs_prompts), 8), generator=g)
+    alive = []
+    release = replay._PrefixStore.release
+
+    def spy(self, c):
+        release(self, c)
+        alive.append(len({id(entry) for entry, _ in self.where.values()}) * chunk)  # live batches x prompts each
+
+    monkeypatch.setattr(replay._PrefixStore, "release", spy)
+    ref = _uncached_rows(tiny, jobs_prompts, resp, lengths)
+    order = []
+    for jobs, logits in replay.teacher_forced_chunks(tiny, jobs_prompts, resp, lengths, chunk=chunk):
+        order.extend(jobs)
+        for row, j in enumerate(jobs):
+            assert torch.allclose(logits[row, : lengths[j]], ref[j], atol=1e-4)
+    window = chunk * 2
+    assert sorted(order) == list(range(len(jobs_prompts)))
+    for w in range(0, len(order), window):
+        block = order[w: w + window]
+        assert sorted(block) == list(range(w, w + len(block)))  # a window holds its own jobs
+        assert [lengths[j] for j in block] == sorted((lengths[j] for j in block), reverse=True)
+    assert max(alive) <= 2 * chunk and alive[-1] == 0  # never all six prompts at once; all dropped at the end
