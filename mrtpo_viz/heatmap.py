@@ -282,7 +282,10 @@ def token_heatmap_html(
                                      texts[i][1]))
         parts.append("</div></div>")
     else:
-        rows = [(r, credit[r], [colors[r] if v else None for v in in_span[r]]) for r in names]
+        # A reward the prompt does not state (score NaN) has no credit and no spans: no row for it.
+        scores = sample_df.groupby("reward", sort=False)["score"].first() if "score" in sample_df.columns else None
+        stated = [r for r in names if scores is None or pd.notna(scores.get(r))]
+        rows = [(r, credit[r], [colors[r] if v else None for v in in_span[r]]) for r in stated]
         rows.append((TOTAL_ROW, total, None))
         allv = [v for _, vals, _ in rows for v in vals]
         sc = scale if scale is not None else auto_scale(allv)

@@ -172,3 +172,10 @@ def test_spans_html_highlights_escaped_ranges():
     assert "outline:2px solid #123456" in html and "<b>" not in html
     assert "↵" in html
     assert spans_html("abc", [(5, 9)]).count('class="vspan"') == 0  # out of range: nothing highlighted
+
+
+def test_rows_view_leaves_out_rewards_the_prompt_does_not_state():
+    df = sample_frame()
+    df.loc[df["reward"] == REWARDS[1], "score"] = float("nan")  # reward b does not apply to this prompt
+    rows = re.findall(r'data-row="([^"]+)"', token_heatmap_html(df, mode="rows", reward_names=REWARDS))
+    assert rows == [REWARDS[0], heatmap.TOTAL_ROW]
