@@ -95,8 +95,9 @@ class BootstrapConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     log_every: int = 50
-    threads: int = 0
-    """torch threads (0: leave torch's setting alone)"""
+    threads: int = 1
+    """torch threads (0: torch's choice). 1 by default: the build is then bit-reproducible on a given CPU type,
+    and on a busy 2-core machine two OpenMP threads measured about 5x more CPU time per step than one"""
 
     @classmethod
     def micro(cls, seed: int = 0) -> BootstrapConfig:
@@ -585,7 +586,7 @@ def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 
         sample(model, tokenizer, prompts, max_new_tokens=new_tokens, min_new_tokens=new_tokens, seed=r)
         times.append(time.perf_counter() - t0)
     return {"first_load_s": first, "load_s": min(loads), "sample_s": min(times), "n": n, "new_tokens": new_tokens,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "loadavg_1min": os.getloadavg()[0], "cpus": os.cpu_count()}
 
 
 def evaluate(folder: Path, n_prompts: int = 60, samples_per_prompt: int = 8, seed: int = 0, split: str = "train",
@@ -593,7 +594,8 @@ def evaluate(folder: Path, n_prompts: int = 60, samples_per_prompt: int = 8, see
     """Print and return the measured targets of a built folder."""
     speed = speed_stats(folder)
     log(f"load {speed['load_s']:.2f}s (first in a process {speed['first_load_s']:.2f}s); {speed['n']} x {speed['new_tokens']} new tokens sampled in "
-        f"{speed['sample_s']:.2f}s ({speed['threads']} threads)")
+        f"{speed['sample_s']:.2f}s ({speed['threads']} threads; {speed['cpus']} cpus, 1-min load average "
+        f"{speed['loadavg_1min']:.1f})")
     model, tokenizer = load(folder)
     items = eval_items(n_prompts, seed=1000 + seed, split=split)
     stats = conditioning_stats(model, tokenizer, items, samples_per_prompt, seed=seed)
@@ -609,16 +611,26 @@ def evaluate(folder: Path, n_prompts: int = 60, samples_per_prompt: int = 8, see
     return {"speed": speed, **stats}
 
 
-def write_card(folder: Path, result: dict, command: str) -> Path:
-    """Write the model card README.md of a built folder from its bootstrap_config.json and an evaluate() result."""
+def _family_rows(families: dict) -> str:
+    return "\n".join(
+        f"| `{fam}` | {v['stated']:.2f} | {v['removed']:.2f} | "
+        f"{(v['stated'] / v['removed']) if v['removed'] > 0 else float('inf'):.1f} | {v['n']} |"
+        for fam, v in families.items()
+    )
+
+
+def write_card(folder: Path, result: dict, command: str, heldout: dict | None = None) -> Path:
+    """Write the model card README.md of a built folder from its bootstrap_config.json and evaluate() results
+    (`heldout`: conditioning_stats on the held-out split, optional)."""
     folder = Path(folder)
     meta = json.loads((folder / "bootstrap_config.json").read_text())
     cfg, timing, speed = meta["config"], meta.get("timing", {}), result["speed"]
-    rows = "\n".join(
-        f"| `{fam}` | {v['stated']:.2f} | {v['removed']:.2f} | "
-        f"{(v['stated'] / v['removed']) if v['removed'] > 0 else float('inf'):.1f} | {v['n']} |"
-        for fam, v in result["families"].items()
-    )
+    rows = _family_rows(result["families"])
+    held = ""
+    if heldout:
+        held = (f"\nHeld-out split (other topics and keywords; {heldout['n_samples']} samples, same command with "
+                f"`--eval-split heldout`):\n\n| family | stated | removed | ratio | samples |\n|---|---|---|---|---|\n"
+                f"{_family_rows(heldout['families'])}\n\n- all satisfied together: {heldout['all_satisfied']:.2f}\n")
     samples = "\n".join(f"- **{p}**\n  > {r}" for p, r in result["examples"][:5])
     p_comply = ", ".join(f"`{k}` {v}" for k, v in cfg["p_comply"].items())
     text = f"""# tiny-instruct
@@ -640,7 +652,8 @@ constraint sentence from the prompt) changes its next-token distributions where 
   {cfg['intermediate_size']}, tied embeddings, {cfg['max_positions']} positions.
 
 ## How it was built
-`python -m core.bootstrap` (= `mrtpo bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
+`mrtpo bootstrap --seed {cfg['seed']} --steps {cfg['steps']} --threads {cfg['threads']}` (the defaults; = `python -m
+core.bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
 ({cfg['steps']} AdamW steps of batch {cfg['batch_size']}, each example seen once, lr {cfg['lr']} with warm-up and
 cosine decay, loss on response tokens only). Prompts come from `core.promptgen` with 0-4 constraints (so each
 contrastive prompt is in the corpus; {cfg['heldout_share']:.0%} from the held-out split; arithmetic questions dropped
@@ -656,7 +669,8 @@ machine (1-minute load average {timing.get('loadavg_1min_start', float('nan')):.
 
 - load: {speed['load_s']:.2f} s ({speed['first_load_s']:.2f} s for the first load in a process, which includes
   transformers' lazy imports); sampling {speed['n']} responses x {speed['new_tokens']} new tokens:
-  {speed['sample_s']:.2f} s ({speed['threads']} thread(s)).
+  {speed['sample_s']:.2f} s ({speed['threads']} torch thread(s) on {speed['cpus']} shared cores, 1-minute load
+  average {speed['loadavg_1min']:.1f} while measuring).
 - conditioning, {result['n_samples']} samples of default-set prompts (2-4 constraints; verified with
   `core.verifiers`); "removed" samples the contrastive prompt (that sentence dropped; for `task:arithmetic`
   the question dropped):
@@ -666,7 +680,7 @@ machine (1-minute load average {timing.get('loadavg_1min_start', float('nan')):.
 {rows}
 
 - all constraints of a prompt satisfied together: {result['all_satisfied']:.2f}
-
+{held}
 Samples (prompt, then one sampled response):
 
 {samples}
@@ -691,7 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default 3000; --micro: 40)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--micro", action="store_true", help="tiny corpus, tiny model, few steps (for tests)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: reproducible; 2 is faster on two idle cores; 0: torch's choice)")
     parser.add_argument("--evaluate", action="store_true", help="measure the folder at --out instead of building")
     parser.add_argument("--eval-prompts", type=int, default=60)
     parser.add_argument("--eval-samples", type=int, default=8)
@@ -704,8 +719,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.evaluate:
         result = evaluate(args.out, args.eval_prompts, args.eval_samples, seed=args.seed, split=args.eval_split)
         if args.card:
+            held = None
+            if args.eval_split == "train":  # the card also shows the held-out split's conditioning
+                model, tokenizer = load(args.out)
+                items = eval_items(args.eval_prompts, seed=1000 + args.seed, split="heldout")
+                held = conditioning_stats(model, tokenizer, items, args.eval_samples, seed=args.seed)
             cmd = "python -m core.bootstrap " + " ".join(a for a in argv_list if a != "--card")
-            print(f"wrote {write_card(args.out, result, cmd.strip())}")
+            print(f"wrote {write_card(args.out, result, cmd.strip(), held)}")
         return 0
     cfg = BootstrapConfig.micro(args.seed) if args.micro else BootstrapConfig(seed=args.seed)
     cfg = replace(cfg, threads=args.threads)
