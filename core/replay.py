@@ -4,7 +4,10 @@
 - `routing_weights`, `specific_relevance`, `span_routing`: from relevance d[k, i, t] to routing
   weights w[k, i, t] (mean 1 over a response's tokens before clipping).
 - `response_logprobs`, `contrastive_js`: teacher-force the sampled response ids under the full
-  prompt and under each contrastive prompt (no gradient), batched and chunked.
+  prompt and under each contrastive prompt (no gradient), batched and chunked, through
+  `teacher_forced_chunks`: each distinct prompt's KV state is computed once and shared by the G
+  responses of its group, rows run longest-first. `response_logits` is the plain (uncached,
+  gradient-capable) pass the update uses and the reference the cached path is tested against.
 - `mass_in_span`, `roc_auc`, `span_agreement`, `js_summary`: the per-step metrics.
 
 Shapes: B samples, K rewards, T response tokens (right-padded, `mask` (B, T) is 1 on real tokens),
@@ -352,8 +355,8 @@ class _PrefixBatch:
 class _PrefixStore:
     """Distinct prompts' KV states for `teacher_forced_chunks`: computed `batch` prompts per forward
     pass (left-padded, attention mask 0 on the padding, position ids counting real tokens) in the
-    order the chunks first need them, and dropped after the last chunk that reads them, so memory
-    stays bounded by a few batches however many prompts a step has."""
+    order the chunks first need them, and dropped after the last chunk that reads them (with
+    group-contiguous jobs: the prompts of about two sorting windows, however many a step has)."""
 
     def __init__(self, model, order: list[tuple[int, ...]], last_use: dict[tuple[int, ...], int], batch: int,
                  pad_token_id: int, cache_kw: str, device: torch.device):
