@@ -6,15 +6,15 @@ PY := $(VENV)/bin/python
 # A CPU build of torch unless a GPU is present: a plain `torch` requirement would pull a multi-GB CUDA build.
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
-PIP := $(PY) -m pip install --disable-pip-version-check -q
+# --no-compile: byte-code is written on first import instead (setup time on a small machine).
+PIP := $(PY) -m pip install --disable-pip-version-check --no-compile -q
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint venv clean smollm2 bootstrap
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) "$(TORCH_SPEC)"
-	$(PIP) -e '.[test]'
+	$(PIP) "$(TORCH_SPEC)" -e '.[test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
