@@ -5,9 +5,9 @@
     mrtpo bench efficiency --model PATH --methods gdpo mrtpo-replay --jobs 2
 
 Every method trains on the same prompt set with the same budget (steps, G, prompts per step, lr,
-max_new_tokens) and seeds; each run scores greedy responses to the first `--eval-prompts` prompts
+max_new_tokens) and seeds; each run scores sampled responses (the trainer's `eval_samples` per prompt, fixed seed) to the first `--eval-prompts` prompts
 of the held-out set every `--eval-every` steps (the trainer's `eval/...` metrics). The initial
-model is scored once as well (step 0: greedy decoding makes it the same for every method and seed).
+model is scored once as well (step 0: the seed-0 evaluation of the initial weights stands for every method and seed).
 
 Runs are ordinary run stores under `<out>/runs/` (open them with `mrtpo app --runs-dir <out>/runs`),
 each trained by a `mrtpo train` subprocess with one thread (OMP_NUM_THREADS=1), `--jobs` at a time,
@@ -374,8 +374,8 @@ def _tail(path: Path, n: int) -> str:
 def initial_eval(spec: RunSpec, out: Path) -> dict[str, float]:
     """Held-out metrics of the untrained model (step 0), computed once per model/eval set/length and cached.
 
-    Greedy decoding of the same initial weights gives the same responses for every method and seed,
-    so one evaluation stands for all of them.
+    The same initial weights give the same responses for every method (the eval seed is fixed), and the
+    evaluation of the first spec's seed stands for every seed (the others differ only by sampling noise).
     """
     keys = ("model", "eval_prompt_set", "max_new_tokens", "prompt_set")
     fingerprint = {**{k: spec.fields[k] for k in keys}, "model_id": model_identity(spec.fields["model"])}

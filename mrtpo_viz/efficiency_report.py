@@ -288,7 +288,7 @@ def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | No
             "reached it and count as their last evaluated step, so the true mean is larger.", ""]
     out += ["## Final held-out rates", "", _md_table(*final_table(df, names)), "",
             "Mean ± std over seeds (sample std; no ± with one seed) at each run's last evaluated step: share of "
-            "held-out prompts whose greedy response satisfies every constraint, and each reward's mean score over "
+            "held-out responses (4 sampled per prompt at temperature 1) that satisfy every constraint, and each reward's mean score over "
             "the prompts that state it.", ""]
     out += ["## Seconds per step", "", _md_table(*time_table(df)), "",
             "Trainer wall-clock seconds per optimizer step (mean over a run's steps, then mean ± std over seeds), "

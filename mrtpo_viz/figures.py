@@ -103,7 +103,7 @@ def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[d
     """(metric key -> label, key -> colour) for the reward curves: each reward plus the all-satisfied rate.
 
     source "train": `reward/<name>`, `reward/all_satisfied` (the step's samples); "eval": `eval/reward/<name>`,
-    `eval/all_satisfied` (greedy responses to the held-out prompt set, logged at checkpoint steps).
+    `eval/all_satisfied` (sampled responses to the held-out prompt set, logged at checkpoint steps).
     """
     if source not in ("train", "eval"):
         raise ValueError(f"source must be 'train' or 'eval', got {source!r}")
@@ -122,7 +122,7 @@ def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequ
     """Mean reward per step, one line per reward plus the all-satisfied rate (black, thicker)."""
     series, colors = reward_series(reward_names, source)
     title = ("Rewards (mean over samples) and all-satisfied rate" if source == "train"
-             else "Held-out eval: rewards and all-satisfied rate (greedy, at checkpoints)")
+             else "Held-out eval: rewards and all-satisfied rate (sampled, at checkpoints)")
     fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420)
     if fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])

@@ -30,7 +30,7 @@ c1, c2 = st.columns([3, 1])
 shown = c1.multiselect("Rewards", [*rewards, "all satisfied"], default=[*rewards, "all satisfied"])
 source = c2.radio("Scored on", ["train", "eval"], horizontal=True, disabled=not has_eval,
                   format_func=lambda s: {"train": "training samples", "eval": "held-out eval"}[s],
-                  help="held-out eval: greedy responses to the eval prompt set, logged at checkpoint steps")
+                  help="held-out eval: sampled responses to the eval prompt set, logged at checkpoint steps")
 series, colors = figures.reward_series([n for n in rewards if n in shown], source)
 if "all satisfied" not in shown:
     series = {k: v for k, v in series.items() if not k.endswith("all_satisfied")}
