@@ -685,6 +685,13 @@ Samples (prompt, then one sampled response):
 
 {samples}
 
+## Notes
+- The build is deterministic for a seed and thread count on a given CPU type (`--threads 1`, the default,
+  reproduces these weights). Copying the stated keyword appears suddenly after about 1,700 of the 3,000 steps;
+  `bootstrap_config.json` logs the probability of the stated keyword at its slot every 50 steps (`kw_prob`).
+- On a shared 2-core machine run with one torch thread: with two threads on busy cores training took about 5x
+  the CPU time per step and sampling about 10x the wall time.
+
 ## Limitations
 Tiny vocabulary and template-like language; outside the default prompt-set families it produces the same
 kind of note. Not for any use beyond testing RL credit assignment.
