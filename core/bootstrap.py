@@ -656,7 +656,8 @@ constraint sentence from the prompt) changes its next-token distributions where 
 core.bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
 ({cfg['steps']} AdamW steps of batch {cfg['batch_size']}, each example seen once, lr {cfg['lr']} with warm-up and
 cosine decay, loss on response tokens only). Prompts come from `core.promptgen` with 0-4 constraints (so each
-contrastive prompt is in the corpus; {cfg['heldout_share']:.0%} from the held-out split; arithmetic questions dropped
+contrastive prompt is in the corpus; {cfg['heldout_share']:.0%} from the held-out split; {cfg['arithmetic_share']:.0%}
+arithmetic prompts, whose questions are dropped
 in {cfg['p_drop_task']:.0%} of arithmetic prompts). Template responses (1-4 short sentences on the topic) obey a stated
 constraint with probability {p_comply}, and an unstated one with probability {cfg['p_unstated']}.
 Build time: {timing.get('total_s', float('nan')) / 60:.1f} min wall ({timing.get('train_cpu_s', float('nan')) / 60:.1f}
