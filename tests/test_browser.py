@@ -142,6 +142,17 @@ def test_launch_watch_and_inspect_in_a_real_browser(server, micro_model):
                 (runs / ".launch").glob("*.train.log"))
             assert started, "no run folder or staging log after Start"
 
+            # The launched run's folder appears once its trainer has imported torch and loaded the model (slow on a
+            # cold, busy machine); until then the curves page would show another run (the shipped sample runs).
+            def launched_runs() -> list[Path]:
+                return [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")
+                        and len(RunStore(p).metrics()) >= 1]
+
+            deadline = time.time() + 180
+            while not launched_runs() and time.time() < deadline:
+                time.sleep(0.5)
+            assert launched_runs(), "the launched run completed no step within 180 s"
+
             # --- Training curves, live: wait until the reward figure has at least 2 steps
             page.get_by_role("link", name="Training curves").click()
             page.locator(".js-plotly-plot").first.wait_for(timeout=60000)
