@@ -1,7 +1,7 @@
-"""The `mrtpo` command line: `train`, `app`, `bootstrap`, `bench`.
+"""The `mrtpo` command line: `train`, `app`, `bootstrap`, `bench <name>`; the one place that routes them.
 
-Each subcommand lives in its own module and is imported only when called, so `mrtpo --help`
-and `mrtpo app` never import torch.
+Each subcommand and benchmark lives in its own module (`SUBCOMMANDS`, `BENCHMARKS`) exposing
+`main(argv) -> int`, imported only when called, so `mrtpo --help` and `mrtpo app` never import torch.
 """
 
 from __future__ import annotations
@@ -13,19 +13,35 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from core.paths import APP_FILE
 
 # subcommand -> (module, one-line help). The module exposes `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("core.train_cli", "train a policy with GRPO, GDPO or MRTPO and write a run store"),
+    "train": ("core.run.train_cli", "train a policy with GRPO, GDPO or MRTPO and write a run store"),
     "app": ("core.cli", "serve the Streamlit workbench on http://127.0.0.1:8501"),
-    "bootstrap": ("core.bootstrap", "build the embedded tiny-instruct model from a synthetic corpus"),
-    "bench": ("core.bench", "benchmarks: overhead (MRTPO vs GDPO step time), app, efficiency"),
+    "bootstrap": ("core.tools.bootstrap", "build the embedded tiny-instruct model from a synthetic corpus"),
 }
+# `mrtpo bench <name>` -> (module, one-line help).
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "overhead": ("core.tools.bench_overhead", "MRTPO vs GDPO step time on the same batches"),
+    "model": ("core.tools.bench_model", "load time and one teacher-forced pass of a model"),
+    "app": ("mrtpo_viz.tools.bench_app", "render times of the app's pages"),
+    "efficiency": ("core.tools.efficiency", "the sample-efficiency study (GRPO, GDPO, MRTPO variants)"),
+}
+SUBCOMMANDS["bench"] = ("core.cli", "benchmarks that print numbers: " + ", ".join(BENCHMARKS))
 
 
-class NotYetAvailable(SystemExit):
-    """A subcommand whose implementation has not landed yet."""
+def bench_main(argv: list[str]) -> int:
+    """`mrtpo bench <name> [args]`: run one benchmark module's main with the rest of the arguments."""
+    parser = argparse.ArgumentParser(
+        prog="mrtpo bench", description="benchmarks that print numbers",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="benchmarks:\n" + "\n".join(f"  {name:<11} {help_}" for name, (_, help_) in BENCHMARKS.items())
+        + "\n\n`mrtpo bench <name> --help` documents each one.",
+    )
+    parser.add_argument("benchmark", choices=list(BENCHMARKS), metavar="benchmark", help="one of: %(choices)s")
+    ns = parser.parse_args(argv[:1])
+    return int(importlib.import_module(BENCHMARKS[ns.benchmark][0]).main(argv[1:]) or 0)
 
 
 def app_main(argv: list[str]) -> int:
@@ -40,7 +56,7 @@ def app_main(argv: list[str]) -> int:
     if args.runs_dir:
         env["MRTPO_RUNS_DIR"] = str(Path(args.runs_dir).resolve())
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app.py"),
+        sys.executable, "-m", "streamlit", "run", str(APP_FILE),
         "--server.address", args.address, "--server.port", str(args.port),
         "--browser.gatherUsageStats", "false",
         # The watcher rescans the repo (and can overflow inotify); the app needs no reload-on-save for users.
@@ -76,21 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     rest = argv[1:]
     if ns.subcommand == "app":
         return app_main(rest)
-    module_name = SUBCOMMANDS[ns.subcommand][0]
-    if ns.subcommand == "bench" and rest[:1] == ["app"]:
-        # The app benchmark measures the viewing side; it lives there so that core stays free of plotly/streamlit.
-        module_name, rest = "mrtpo_viz.bench_app", rest[1:]
-    elif ns.subcommand == "bench" and rest[:1] == ["efficiency"]:
-        # The study orchestrates `mrtpo train` subprocesses; it needs no torch in this process.
-        module_name, rest = "core.efficiency", rest[1:]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        print(f"mrtpo {ns.subcommand}: not yet available in this version ({module_name} is missing).", file=sys.stderr)
-        return 3
-    return int(module.main(rest) or 0)
+    if ns.subcommand == "bench":
+        return bench_main(rest)
+    return int(importlib.import_module(SUBCOMMANDS[ns.subcommand][0]).main(rest) or 0)
 
 
 if __name__ == "__main__":

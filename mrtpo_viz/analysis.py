@@ -150,7 +150,7 @@ def steps_to_reach(metrics_by_run: Mapping[str, pd.DataFrame], thresholds: Seque
 
 def credit_export_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The credit rows to export, with the schema's columns in order (extra columns dropped)."""
-    from core.store import CREDIT_COLUMNS
+    from core.run.store import CREDIT_COLUMNS
 
     out = df.loc[:, [c for c in CREDIT_COLUMNS if c in df.columns]].reset_index(drop=True)
     for col in out.columns:
@@ -165,7 +165,7 @@ def to_csv_bytes(df: pd.DataFrame) -> bytes:
 
 def to_parquet_bytes(df: pd.DataFrame) -> bytes:
     """Parquet with the run store's credit schema (so the file reads back like a run's own credit map)."""
-    from core.store import CREDIT_SCHEMA
+    from core.run.store import CREDIT_SCHEMA
 
     frame = credit_export_frame(df)
     schema = CREDIT_SCHEMA if list(frame.columns) == list(CREDIT_SCHEMA.names) else None

@@ -1,6 +1,6 @@
 """Plotly figures for the workbench pages: pure functions from run-store frames to `go.Figure`.
 
-Inputs are the frames `core.store.RunStore` returns (`metrics()`: one row per step with namespaced
+Inputs are the frames `core.run.store.RunStore` returns (`metrics()`: one row per step with namespaced
 metric keys; `credit(step)`: the long credit map). Several runs overlay as one colour per series
 and one dash style per run. No Streamlit here; never imports torch.
 """
@@ -18,7 +18,8 @@ from mrtpo_viz.heatmap import REWARD_PALETTE, reward_colors
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 OTHER_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 ALL_SATISFIED_COLOR = "#111111"
-TIME_PARTS = ("time/generate", "time/verify", "time/replay", "time/update")
+# The phases of a step (runs written before the split have no logprobs/advantages: their replay holds both).
+TIME_PARTS = ("time/generate", "time/verify", "time/logprobs", "time/replay", "time/advantages", "time/update")
 LOSS_KEYS = ("loss/policy", "loss/kl", "loss/total")
 
 
@@ -173,7 +174,7 @@ def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequenc
 
 
 def step_time_figure(metrics_by_run: Mapping[str, pd.DataFrame]) -> go.Figure:
-    """Step time split: stacked bars of generate / verify / replay / update for one run; lines for several."""
+    """Step time split: stacked bars of the phases in TIME_PARTS for one run; lines for several."""
     labels = {k: k.split("/", 1)[1] for k in TIME_PARTS}
     if len(metrics_by_run) != 1:
         return metric_lines(metrics_by_run, labels, "Step time split", "seconds")

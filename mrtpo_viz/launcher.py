@@ -14,28 +14,26 @@ created the run folder, that file is hard-linked in as `<run>/train.log` (same i
 writing to it) and the staging name removed. `adopt_logs(runs_dir)` finishes that step for runs whose
 app stopped in between.
 
-Never imports torch: `core.config`, `core.store` and `core.tasks` are torch-free.
+Never imports torch: `core.config`, `core.run.store` and `core.tasks` are torch-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, TrainConfig, resolve_path
-from core.store import ACTIVE_STATES, RunStore, RunStoreError, pid_alive, run_dir
+from core.config import ConfigError, TrainConfig, train_argv
+from core.paths import REPO_ROOT
+from core.run import names
+from core.run.store import ACTIVE_STATES, RunStore, RunStoreError, pid_alive, read_tail, run_dir
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 FORM_ERROR = "_form"  # key of errors that belong to no single field
 
 # Children started by this app process: run path -> Popen (to tell "starting" from "died before writing status").
@@ -109,15 +107,10 @@ def _taken(root: Path, name: str) -> bool:
     return (root / name).exists() or staging_log(root, name).exists()
 
 
-def auto_run_name(cfg: TrainConfig, now: _dt.datetime | None = None) -> str:
-    """<method>-<YYYYmmdd-HHMMSS>, with -2, -3, ... when that name is taken."""
-    now = now or _dt.datetime.now()
-    base = f"{cfg.method}-{now:%Y%m%d-%H%M%S}"
+def auto_run_name(cfg: TrainConfig) -> str:
+    """<method>-<YYYYmmdd-HHMMSS>, with -2, -3, ... when that name is taken (a folder or a staging log)."""
     root = resolve_runs_dir(cfg)
-    name, n = base, 2
-    while _taken(root, name):
-        name, n = f"{base}-{n}", n + 1
-    return name
+    return names.auto_run_name(cfg.method, lambda name: _taken(root, name))
 
 
 def attach_log(path: Path) -> bool:
@@ -149,41 +142,6 @@ def adopt_logs(root: str | os.PathLike) -> None:
         run = Path(root) / log.name[: -len(".train.log")]
         if run.is_dir() and (run / "config.json").exists():
             attach_log(run)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 16384))
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _arg_value(value: Any) -> str:
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value)
-
-
-def train_argv(cfg: TrainConfig) -> list[str]:
-    """`python -m core.cli train --<field> <value> ...` for every set field (paths made absolute)."""
-    argv = [sys.executable, "-m", "core.cli", "train"]
-    values = cfg.to_dict()
-    for key in ("prompt_set", "eval_prompt_set", "custom_verifiers"):
-        v = values.get(key)
-        if v and (key != "custom_verifiers" or str(v).endswith(".py")):
-            values[key] = str(resolve_path(v).resolve())
-    if values["model"] not in ("tiny-instruct", "smollm2-135m"):
-        values["model"] = str(resolve_path(values["model"]).resolve())
-    values["runs_dir"] = str(resolve_runs_dir(cfg))
-    for key, value in values.items():
-        if value is None:
-            continue
-        argv += ["--" + key.replace("_", "-"), _arg_value(value)]
-    return argv
 
 
 def _follow(proc: subprocess.Popen, path: Path, poll_s: float = 0.2) -> None:
@@ -236,7 +194,7 @@ def run_state(path: str | os.PathLike) -> dict[str, Any]:
         proc = _CHILDREN.get(str(path))
     if proc is not None and proc.poll() is None:
         return {"state": "starting", "pid": proc.pid, "step": 0, "total_steps": None, "error": None}
-    log = store.log_tail() or _tail(staging_log(path.parent, path.name))
+    log = store.log_tail() or read_tail(staging_log(path.parent, path.name))
     if proc is not None:
         return {"state": "crashed", "pid": proc.pid, "step": 0, "total_steps": None,
                 "error": log or f"the trainer exited with code {proc.returncode} before starting"}
@@ -250,7 +208,7 @@ def _looks_like_trainer(pid: int) -> bool:
     except OSError:
         return not Path("/proc/self").exists()
     args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-    return "train" in args and any(a.endswith(("core.cli", "mrtpo", "core.train_cli")) for a in args)
+    return "train" in args and any(a.endswith(("core.cli", "mrtpo", "core.run.train_cli")) for a in args)
 
 
 def stop_run(path: str | os.PathLike) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.store import RunInfo, RunStore, credit_path, list_runs
+from core.run.store import RunInfo, RunStore, credit_path, list_runs
 from mrtpo_viz.paths import run_sources
 
 

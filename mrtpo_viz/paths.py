@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_RUNS_DIR = REPO_ROOT / "sample_data" / "runs"
-
-
-def runs_dir() -> Path:
-    """The runs directory new runs go to: `$MRTPO_RUNS_DIR`, else `./runs`."""
-    return Path(os.environ.get("MRTPO_RUNS_DIR") or "runs").resolve()
+from core.paths import SAMPLE_RUNS_DIR, runs_dir
 
 
 def run_sources() -> list[tuple[str, Path]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.store import RunInfo
+from core.run.store import RunInfo
 from mrtpo_viz import launcher, loaders
 
 RUN_KEY = "mrtpo_run"  # path of the run chosen on single-run pages
@@ -117,6 +117,23 @@ def state_badge(state: str) -> str:
 def no_runs_message() -> None:
     st.info("No runs yet. Start one on the **Launch** page, or run `mrtpo train` in a terminal "
             "(runs go to `$MRTPO_RUNS_DIR`, default `./runs`).")
+
+
+def page_runs(with_credit: bool = False, mrtpo_first: bool = False, stop: bool = True) -> list[RunInfo]:
+    """How an inspect page opens: follow runs this session is starting, list the runs it can show
+    (`with_credit`: only runs with credit maps; `mrtpo_first`: MRTPO runs, which route credit, first), and
+    with none say so and stop the page (`stop=False`: return [] instead, for a page with other tabs)."""
+    follow_pending_launches()
+    runs = loaders.all_runs()
+    if with_credit:
+        runs = [r for r in runs if loaders.credit_steps(r.path)]
+    if mrtpo_first:
+        runs = sorted(runs, key=lambda r: r.method != "mrtpo")
+    if not runs:
+        no_runs_message()
+        if stop:
+            st.stop()
+    return runs
 
 
 def pending_launches() -> list[str]:

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.advantages import (
+from core.algos.advantages import (
     ESTIMATORS,
     gdpo_advantages,
     get_estimator,

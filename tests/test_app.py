@@ -1,6 +1,6 @@
 """Every page of the app on a run-store fixture (Streamlit AppTest): no exception, the key elements present.
 
-The fixture writes synthetic runs through core.store's writer (an MRTPO and a GDPO run), a corrupt run
+The fixture writes synthetic runs through core.run.store's writer (an MRTPO and a GDPO run), a corrupt run
 folder, a crashed run and a "running" run whose pid is this test process (alive, but not a trainer).
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.store import RunStore
+from core.run.store import RunStore
 from mrtpo_viz import launcher
-from mrtpo_viz.synthetic import DEFAULT_REWARDS, write_synthetic_run
+from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -249,7 +249,7 @@ def test_compare_page(runs_dir):
 
 def test_app_modules_never_import_torch():
     code = ("import mrtpo_viz.analysis, mrtpo_viz.figures, mrtpo_viz.heatmap, mrtpo_viz.launcher, "
-            "mrtpo_viz.loaders, mrtpo_viz.ui, mrtpo_viz.synthetic, mrtpo_viz.bench_app, mrtpo_viz.paths\n"
+            "mrtpo_viz.loaders, mrtpo_viz.ui, mrtpo_viz.tools.synthetic, mrtpo_viz.tools.bench_app, mrtpo_viz.paths\n"
             "import sys; assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

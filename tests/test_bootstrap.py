@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from core import bootstrap as bs
+from core.tools import bootstrap as bs
 from core.verifiers import build
 
 STYLE = (bs.KEYWORD, bs.END, bs.LOWER, bs.NO_COMMA)
@@ -100,7 +100,7 @@ def test_corpus_is_deterministic_in_the_seed():
 
 
 def test_templates_never_contain_a_keyword():
-    from core import promptgen
+    from core.tools import promptgen
 
     bs.check_templates(promptgen.KEYWORDS + promptgen.HELDOUT_KEYWORDS)
     with pytest.raises(ValueError, match="keywords"):

@@ -1,7 +1,9 @@
-"""Import boundaries: the app side never loads torch, the core never loads streamlit/plotly."""
+"""Import boundaries: the app side never loads torch, the core never loads streamlit/plotly, and the
+library never imports the tools."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -9,10 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Modules the app (or a torch-free command) imports: loading any of them must not load torch.
 TORCH_FREE = [
-    "app", "mrtpo_viz", "core", "core.store", "core.cli", "core.config", "core.verifiers", "core.tasks", "core.promptgen",
-    "core.efficiency", "mrtpo_viz.efficiency_report",
+    "app", "mrtpo_viz", "core", "core.paths", "core.config", "core.cli", "core.tasks", "core.verifiers",
+    "core.run", "core.run.names", "core.run.store", "core.run.train_cli", "core.tools", "core.tools.promptgen",
+    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.tools.efficiency_report", "mrtpo_viz.tools.synthetic",
 ]
+TOOLS = ("core.tools", "mrtpo_viz.tools")
 
 
 def loaded_modules(code: str) -> set[str]:
@@ -24,15 +29,17 @@ def loaded_modules(code: str) -> set[str]:
     return set(out.stdout.split())
 
 
-def _importable(name: str) -> bool:
-    path = ROOT / (name.replace(".", "/"))
-    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+def module_file(name: str) -> Path | None:
+    path = ROOT / name.replace(".", "/")
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)
 def test_app_side_never_imports_torch(module):
-    if not _importable(module):
-        pytest.skip(f"{module} does not exist yet")
+    assert module_file(module) is not None, f"{module} is listed as torch-free but does not exist"
     if module == "app":
         # Run the real app, every page of it, in this fresh interpreter: what it loads is what a user's server loads.
         code = (
@@ -61,3 +68,38 @@ def test_core_never_imports_streamlit_or_plotly():
         text = src.read_text()
         for banned in ("import streamlit", "from streamlit", "import plotly", "from plotly"):
             assert banned not in text, f"{src} has {banned!r}"
+
+
+def imported_modules(src: Path) -> set[str]:
+    """Every module a file imports (absolute names, at any depth of the file)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(src.read_text(), filename=str(src))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_library_never_imports_the_tools():
+    offenders = []
+    for src in sorted([*(ROOT / "core").rglob("*.py"), *(ROOT / "mrtpo_viz").rglob("*.py"), ROOT / "app.py"]):
+        module = ".".join(src.relative_to(ROOT).with_suffix("").parts)
+        if module.startswith(TOOLS):
+            continue
+        bad = sorted(n for n in imported_modules(src) if n.startswith(tuple(t + "." for t in TOOLS)) or n in TOOLS)
+        if bad:
+            offenders.append(f"{module}: {bad}")
+    assert not offenders, offenders
+
+
+def test_algorithms_never_load_models_or_files():
+    """core.algos is the maths: it takes tensors (and a model to run), never loads a model, reads a file or
+    knows about runs (transformers appears only for its KV-cache class)."""
+    for src in sorted((ROOT / "core" / "algos").rglob("*.py")):
+        bad = sorted(n for n in imported_modules(src) if n.startswith(("core.run", "core.model", "core.tools")))
+        assert not bad, f"{src}: {bad}"
+        text = src.read_text()
+        for call in ("from_pretrained", "open(", "read_text", "torch.load"):
+            assert call not in text, f"{src} calls {call}"

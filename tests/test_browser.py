@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from core.store import RunStore, pid_alive
+from core.run.store import RunStore, pid_alive
 
 pytestmark = pytest.mark.browser
 

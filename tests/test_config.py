@@ -9,9 +9,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers import MICRO_REWARDS
 
 from core.config import (
     METHODS,
+    RELEVANCES,
+    ROUTINGS,
     ConfigError,
     TrainConfig,
     add_config_arguments,
@@ -97,8 +100,6 @@ def test_model_folder_needs_a_config(tmp_path, ok):
 
 
 def test_reward_weights_are_checked_against_the_prompt_set(ok):
-    from tests.conftest import MICRO_REWARDS
-
     cfg = TrainConfig(**ok, reward_weights={"punctuation:no_comma": 2.0})
     items, names = cfg.load_prompts()
     assert names == MICRO_REWARDS and len(items) == 4
@@ -179,9 +180,16 @@ def test_parse_weights_forms():
 
 
 def test_method_names_match_the_registries():
-    from core.advantages import ESTIMATORS
+    from core.algos.advantages import ESTIMATORS
 
     assert set(METHODS) == set(ESTIMATORS)
+
+
+def test_routing_and_relevance_names_match_the_registries():
+    from core.algos.routing import RELEVANCE, ROUTING
+
+    assert tuple(ROUTINGS) == tuple(ROUTING)
+    assert tuple(RELEVANCES) == tuple(RELEVANCE)
 
 
 def test_config_module_never_imports_torch():
@@ -189,8 +197,10 @@ def test_config_module_never_imports_torch():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_model_presets_match_core_model():
+def test_model_presets_are_the_ones_core_model_loads():
     from core.config import MODEL_PRESETS
-    from core.model import PRESETS
+    from core.model import PRESETS, resolve_model
 
-    assert set(MODEL_PRESETS) == set(PRESETS)
+    assert PRESETS is MODEL_PRESETS
+    path, preset, _ = resolve_model("tiny-instruct")
+    assert preset == "tiny-instruct" and (path / "config.json").exists()

@@ -13,9 +13,10 @@ import re
 import pandas as pd
 import pytest
 
-from core import efficiency as eff
-from core.store import RunWriter
-from mrtpo_viz import efficiency_report as rep
+from core.paths import REPO_ROOT
+from core.run.store import RunWriter
+from core.tools import efficiency as eff
+from mrtpo_viz.tools import efficiency_report as rep
 
 REWARDS = ["a:x", "b:y"]
 # Hand-made held-out curves: (method, seed) -> {step: (all_satisfied, reward a, reward b)}; None = not evaluated.
@@ -56,8 +57,7 @@ def write_run(spec: eff.RunSpec, steps: int, state: str = "completed", extra_ste
 def study(tmp_path):
     """(args, specs, long table) of a finished hand-made study: 2 methods x 2 seeds x 4 steps, eval at 2 and 4."""
     args = make_args(tmp_path)
-    eval_set = eff.eval_subset(args.heldout, args.eval_prompts, tmp_path / "study")
-    specs = eff.plan_runs(args, eval_set)
+    specs = eff.plan_runs(args)
     for spec in specs:
         write_run(spec, 4, extra_steps=2 if spec.name == "gdpo-s0" else 0)  # steps beyond the budget are ignored
     return args, specs, eff.collect(specs, INITIAL)
@@ -68,7 +68,7 @@ def study(tmp_path):
 
 def test_plan_gives_every_method_the_same_budget(tmp_path):
     args = make_args(tmp_path)
-    specs = eff.plan_runs(args, eff.eval_subset(args.heldout, 5, tmp_path))
+    specs = eff.plan_runs(args)
     assert [s.name for s in specs] == ["gdpo-s0", "gdpo-s1", "mrtpo-replay-s0", "mrtpo-replay-s1"]
     budget = {k: {s.fields[k] for s in specs} for k in ("steps", "group_size", "prompts_per_step", "lr",
                                                           "max_new_tokens", "checkpoint_every", "eval_prompt_set")}
@@ -78,12 +78,11 @@ def test_plan_gives_every_method_the_same_budget(tmp_path):
     assert [s.fields["seed"] for s in specs] == [0, 1, 0, 1]
 
 
-def test_eval_subset_takes_the_first_prompts(tmp_path):
-    path = eff.eval_subset("sample_data/prompts/heldout.jsonl", 5, tmp_path)
-    lines = path.read_text().splitlines()
-    assert len(lines) == 5 and path.name == "heldout-first5.jsonl"
-    full = (eff.REPO_ROOT / "sample_data/prompts/heldout.jsonl").read_text().splitlines()
-    assert lines == full[:5]
+def test_plan_scores_the_first_eval_prompts_of_the_held_out_set(tmp_path):
+    args = make_args(tmp_path, eval_prompts=5)
+    spec = eff.plan_runs(args)[0]
+    assert spec.fields["eval_prompts"] == 5
+    assert spec.fields["eval_prompt_set"] == str((REPO_ROOT / "sample_data/prompts/heldout.jsonl").resolve())
 
 
 def test_quick_fills_only_unset_flags(tmp_path):
@@ -98,7 +97,7 @@ def test_quick_fills_only_unset_flags(tmp_path):
 def test_child_env_runs_one_thread():
     env = eff.child_env()
     assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
-    assert str(eff.REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)
+    assert str(REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)
 
 
 # ---------------------------------------------------------------------------------------------- run state
@@ -106,15 +105,17 @@ def test_child_env_runs_one_thread():
 
 def test_decide_new_reuse_resume_conflict(tmp_path):
     args = make_args(tmp_path)
-    specs = {s.name: s for s in eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))}
+    specs = {s.name: s for s in eff.plan_runs(args)}
     assert eff.decide(specs["gdpo-s0"]).action == "new"
     write_run(specs["gdpo-s0"], 4)
     assert eff.decide(specs["gdpo-s0"]).action == "reuse"
     write_run(specs["gdpo-s1"], 2, state="stopped")
     d = eff.decide(specs["gdpo-s1"])
     assert d.action == "resume" and "stopped after 2 of 4" in d.reason
-    cmd = eff.train_command(specs["gdpo-s1"], d, tmp_path / "unused.json")
+    cmd = eff.train_command(specs["gdpo-s1"], d)
     assert cmd[-6:-2] == ["--resume", str(tmp_path / "study" / "runs" / "gdpo-s1"), "--steps", "4"]
+    new = eff.train_command(specs["gdpo-s0"], eff.Decision("new"))
+    assert new[1:4] == ["-m", "core.cli", "train"] and new[new.index("--run-name") + 1] == "gdpo-s0"
     # A finished run shorter than the budget is extended by resuming it.
     longer = eff.RunSpec("gdpo", 0, {**specs["gdpo-s0"].fields, "steps": 8})
     assert eff.decide(longer).action == "resume"
@@ -138,7 +139,7 @@ def test_rebuilt_model_is_not_reused(tmp_path):
     assert eff.model_identity(str(model)) != first
     assert eff.model_identity(str(tmp_path / "missing")) is None
     args = make_args(tmp_path)
-    spec = eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))[0]
+    spec = eff.plan_runs(args)[0]
     write_run(spec, 4)
     assert eff.decide(spec, "new-id", "old-id").action == "conflict"
     assert eff.decide(spec, "same", "same").action == "reuse"
@@ -156,7 +157,7 @@ def test_config_conflicts_ignore_free_fields():
 
 def test_prune_keeps_only_the_last_checkpoint(tmp_path):
     args = make_args(tmp_path)
-    spec = eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))[0]
+    spec = eff.plan_runs(args)[0]
     write_run(spec, 4)
     w = RunWriter(tmp_path / "study" / "runs" / spec.name)
     for step in (2, 4):
@@ -187,7 +188,7 @@ def test_collect_long_table(study):
 
 def test_collect_skips_runs_without_steps(tmp_path):
     args = make_args(tmp_path)
-    specs = eff.plan_runs(args, eff.eval_subset(args.heldout, 4, tmp_path))
+    specs = eff.plan_runs(args)
     write_run(specs[0], 0, state="failed")
     df = eff.collect(specs, INITIAL)
     assert df.empty and list(df.columns) == eff.CSV_COLUMNS
@@ -305,7 +306,7 @@ def test_report_files_parse(study, tmp_path):
     out = tmp_path / "study"
     csv = out / "efficiency.csv"
     df.to_csv(csv, index=False)
-    eff.write_study(out, args, out / "heldout-first32.jsonl", specs)
+    eff.write_study(out, args, specs)
     assert json.loads((out / "study.json").read_text())["reward_names"] == REWARDS
     back = rep.load(csv)
     pd.testing.assert_frame_equal(back, df, check_dtype=False)
@@ -315,7 +316,7 @@ def test_report_files_parse(study, tmp_path):
     rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in tables]
     assert ["gdpo", "3.0 (2/2: 4, 2)", "≥ 4.0 (1/2: 4, n/r)", "not reached (0/2)"] in rows
     assert ["mrtpo-replay", "4", "0.47 ± 0.04", "0.85 ± 0.07", "0.55 ± 0.07"] in rows
-    assert ["gdpo", "3.00 ± 1.41", "–", "0.50 ± 0.00", "–"] in rows
+    assert ["gdpo", "3.00 ± 1.41", "–", "–", "0.50 ± 0.00", "–"] in rows  # s/step, generate, logprobs, replay, update
     assert "steps 4; group_size 8" in md
     page = paths["html"].read_text()
     assert page.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in page and "≥ 4.0 (1/2: 4, n/r)" in page

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from core.loss import aggregate, clipped_surrogate, entropy_from_logits, k3_kl, policy_loss, token_logprobs
+from core.algos.loss import aggregate, clipped_surrogate, entropy_from_logits, k3_kl, policy_loss, token_logprobs
 
 
 def _batch():

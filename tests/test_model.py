@@ -5,6 +5,7 @@ import importlib.util
 import pytest
 import torch
 
+from core.algos.teacher_forcing import response_logprobs
 from core.model import (
     PRESETS,
     TINY_INSTRUCT_DIR,
@@ -17,8 +18,7 @@ from core.model import (
     resolve_model,
     response_mask,
 )
-from core.replay import response_logprobs
-from core.testing import make_micro_model
+from core.tools.fixtures import make_micro_model
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core import promptgen
-from core.promptgen import END_PHRASES, HELDOUT_KEYWORDS, HELDOUT_TOPICS, KEYWORDS, TOPICS, generate_prompts
 from core.tasks import item_from_record, load_prompt_set, reward_names
+from core.tools import promptgen
+from core.tools.promptgen import END_PHRASES, HELDOUT_KEYWORDS, HELDOUT_TOPICS, KEYWORDS, TOPICS, generate_prompts
 
 PROMPTS = Path(__file__).resolve().parent.parent / "sample_data" / "prompts"
 DEFAULT_FAMILIES = {

@@ -7,22 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from core.algos import teacher_forcing
+from core.algos.routing import js_distance, routing_weights, span_routing, specific_relevance
+from core.algos.span_metrics import control_auc, js_summary, mass_in_span, roc_auc, span_agreement, span_auc
+from core.algos.teacher_forcing import contrastive_js, response_logits, response_logprobs, teacher_forced_chunks
 from core.model import response_mask
-from core.replay import (
-    contrastive_js,
-    control_auc,
-    js_distance,
-    js_summary,
-    mass_in_span,
-    response_logits,
-    response_logprobs,
-    roc_auc,
-    routing_weights,
-    span_agreement,
-    span_auc,
-    span_routing,
-    specific_relevance,
-)
 
 NAN = float("nan")
 
@@ -329,7 +318,6 @@ def _cache_case(seed=7):
 def test_cached_chunks_equal_uncached_reference(tiny, chunk):
     import warnings
 
-    from core.replay import teacher_forced_chunks
 
     resp, mask = _cache_case()
     ref = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
@@ -350,7 +338,6 @@ def test_cached_chunks_equal_uncached_reference(tiny, chunk):
 
 
 def test_cached_chunks_match_batched_uncached_and_rows_argument(tiny):
-    from core.replay import teacher_forced_chunks
 
     resp, mask = _cache_case(seed=8)
     with torch.no_grad():
@@ -390,7 +377,6 @@ class _CacheIgnoringModel(_NoCacheModel):
 
 @pytest.mark.parametrize("wrapper", [_NoCacheModel, _CacheIgnoringModel])
 def test_no_cache_model_falls_back(tiny, wrapper):
-    from core.replay import teacher_forced_chunks
 
     resp, _ = _cache_case(seed=9)
     ref = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
@@ -438,9 +424,8 @@ def test_cached_replay_equals_uncached_replay(tiny):
 def test_chunks_sorted_within_windows_and_prompts_released(tiny, monkeypatch):
     """Jobs sorted by length within windows of SORT_WINDOW_CHUNKS chunks; a prompt's KV state is dropped
     once no later chunk needs it, so with group-contiguous jobs few prompts are alive at a time."""
-    from core import replay
 
-    monkeypatch.setattr(replay, "SORT_WINDOW_CHUNKS", 2)
+    monkeypatch.setattr(teacher_forcing, "SORT_WINDOW_CHUNKS", 2)
     g = torch.Generator().manual_seed(11)
     n_prompts, group, chunk = 6, 4, 2
     prompts = [[2] + torch.randint(3, 48, (1 + p,), generator=g).tolist() for p in range(n_prompts)]
@@ -448,16 +433,16 @@ def test_chunks_sorted_within_windows_and_prompts_released(tiny, monkeypatch):
     lengths = torch.randint(1, 9, (len(jobs_prompts),), generator=g).tolist()
     resp = torch.randint(3, 48, (len(jobs_prompts), 8), generator=g)
     alive = []
-    release = replay._PrefixStore.release
+    release = teacher_forcing._PrefixStore.release
 
     def spy(self, c):
         release(self, c)
         alive.append(len({id(entry) for entry, _ in self.where.values()}) * chunk)  # live batches x prompts each
 
-    monkeypatch.setattr(replay._PrefixStore, "release", spy)
+    monkeypatch.setattr(teacher_forcing._PrefixStore, "release", spy)
     ref = _uncached_rows(tiny, jobs_prompts, resp, lengths)
     order = []
-    for jobs, logits in replay.teacher_forced_chunks(tiny, jobs_prompts, resp, lengths, chunk=chunk):
+    for jobs, logits in teacher_forced_chunks(tiny, jobs_prompts, resp, lengths, chunk=chunk):
         order.extend(jobs)
         for row, j in enumerate(jobs):
             assert torch.allclose(logits[row, : lengths[j]], ref[j], atol=1e-4)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.store import (
+from core.run.store import (
     CREDIT_COLUMNS,
     RunStore,
     RunStoreError,

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import MICRO_PROMPTS, MICRO_REWARDS
+from helpers import MICRO_PROMPTS, MICRO_REWARDS
 
 from core.tasks import PromptItem, PromptSetError, contrastive_prompt, load_prompt_set, reward_names, save_prompt_set
 from core.verifiers import build

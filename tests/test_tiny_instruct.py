@@ -1,14 +1,14 @@
 """The shipped tiny-instruct model: loads with plain transformers, generates short text, and its compliance
 depends on the stated constraint sentences (statistical bounds on a small fixed-seed sample).
 
-The full measurement (more prompts, timing) is `python -m core.bootstrap --evaluate`; see the model card."""
+The full measurement (more prompts, timing) is `python -m core.tools.bootstrap --evaluate`; see the model card."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core import bootstrap as bs
+from core.tools import bootstrap as bs
 
 FOLDER = bs.DEFAULT_OUT
 

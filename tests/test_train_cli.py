@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.store import RunStore
+from core.run.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -132,11 +132,11 @@ def test_kill_9_leaves_completed_steps_readable_and_resume_continues(tmp_path, m
     # Model, optimizer and per-step seeds are restored: the resumed run matches an uninterrupted one.
     import torch
 
-    from core import trainer
     from core.config import TrainConfig
+    from core.run import lifecycle
 
     torch.set_num_threads(1)
     cfg = TrainConfig.from_dict(store.config(), runs_dir=str(tmp_path / "ref"), run_name="ref")
-    ref = RunStore(trainer.train(cfg)).metrics()
+    ref = RunStore(lifecycle.train(cfg)).metrics()
     keep = [k for k in ref.columns if not k.startswith("time/")]
     pd.testing.assert_frame_equal(metrics[keep], ref[keep], check_dtype=False, atol=1e-5, rtol=1e-4)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core.config import TrainConfig
-from core.store import CREDIT_COLUMNS, RunStore
+from core.run.store import CREDIT_COLUMNS, RunStore
 
 torch.set_num_threads(1)
 
@@ -41,11 +41,12 @@ def make_cfg(micro_model, letters_setup, tmp_path):
 
 
 def test_two_training_steps_change_the_parameters(make_cfg):
-    from core import trainer
+    from core.run import lifecycle
+    from core.run import step as step_lib
 
-    state = trainer.build_state(make_cfg())
+    state = lifecycle.build_state(make_cfg())
     before = {n: p.detach().clone() for n, p in state.model.named_parameters()}
-    results = [trainer.train_step(state, step) for step in (1, 2)]
+    results = [step_lib.train_step(state, step) for step in (1, 2)]
     assert all(r.metrics["adv/std"] > 0 for r in results)  # test:letters varies inside every group
     changed = [n for n, p in state.model.named_parameters() if not torch.equal(before[n], p.detach())]
     assert len(changed) == len(before), f"unchanged: {set(before) - set(changed)}"
@@ -56,10 +57,10 @@ def test_two_training_steps_change_the_parameters(make_cfg):
 
 def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
     from core import model as model_lib
-    from core import trainer
+    from core.run import lifecycle
 
     cfg = make_cfg(run_name="full", checkpoint_every=2, eval_prompt_set=make_cfg().prompt_set)
-    path = trainer.train(cfg)
+    path = lifecycle.train(cfg)
     store = RunStore(path)
     assert store.warnings == []
     config = store.config()
@@ -121,9 +122,9 @@ def check_credit_frame(frame: pd.DataFrame, cfg: TrainConfig, names: list[str]) 
 
 
 def _run_metrics(cfg) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from core import trainer
+    from core.run import lifecycle
 
-    store = RunStore(trainer.train(cfg))
+    store = RunStore(lifecycle.train(cfg))
     return store.metrics(), store.credit(1)
 
 
@@ -138,10 +139,11 @@ def test_same_seed_gives_the_same_metrics(make_cfg, tmp_path):
 
 
 def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg):
-    from core import trainer
+    from core.run import lifecycle
+    from core.run import step as step_lib
 
-    gdpo = trainer.train_step(trainer.build_state(make_cfg(method="gdpo")), 1).credit
-    mrtpo = trainer.train_step(trainer.build_state(make_cfg(method="mrtpo", lam=0.0)), 1).credit
+    gdpo = step_lib.train_step(lifecycle.build_state(make_cfg(method="gdpo")), 1).credit
+    mrtpo = step_lib.train_step(lifecycle.build_state(make_cfg(method="mrtpo", lam=0.0)), 1).credit
     assert gdpo["response"].tolist() == mrtpo["response"].tolist()  # same seed: same rollout
     assert gdpo["token_adv"].tolist() == mrtpo["token_adv"].tolist()
     assert gdpo["js"].isna().all() and (gdpo["weight"] == 1).all()
@@ -160,10 +162,11 @@ def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg):
     ],
 )
 def test_every_method_and_option_runs_a_step(make_cfg, overrides):
-    from core import trainer
+    from core.run import lifecycle
+    from core.run import step as step_lib
 
     cfg = make_cfg(**overrides)
-    result = trainer.train_step(trainer.build_state(cfg), 1)
+    result = step_lib.train_step(lifecycle.build_state(cfg), 1)
     m = result.metrics
     assert math.isfinite(m["loss/total"]) and math.isfinite(m["policy/entropy"])
     frame = result.credit
@@ -181,26 +184,26 @@ def test_every_method_and_option_runs_a_step(make_cfg, overrides):
 
 
 def test_an_exception_marks_the_run_failed_with_the_traceback(make_cfg):
-    from core import trainer
+    from core.run import lifecycle
 
     def boom(state, metrics):
         raise RuntimeError("hook exploded")
 
     with pytest.raises(RuntimeError):
-        trainer.train(make_cfg(run_name="boom"), hooks=[boom])
+        lifecycle.train(make_cfg(run_name="boom"), hooks=[boom])
     status = RunStore(make_cfg().runs_dir + "/boom").status()
     assert status["state"] == "failed" and "hook exploded" in status["error"] and "Traceback" in status["error"]
     assert status["step"] == 1
 
 
 def test_sigterm_marks_the_run_stopped_and_checkpoints(make_cfg):
-    from core import trainer
+    from core.run import lifecycle
 
     def sigterm_after_first(state, metrics):
         os.kill(os.getpid(), signal.SIGTERM)  # what the app's stop button sends
 
     before = signal.getsignal(signal.SIGTERM)
-    path = trainer.train(make_cfg(run_name="halt", steps=5), hooks=[sigterm_after_first])
+    path = lifecycle.train(make_cfg(run_name="halt", steps=5), hooks=[sigterm_after_first])
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is removed again
     store = RunStore(path)
     status = store.status()
@@ -210,7 +213,7 @@ def test_sigterm_marks_the_run_stopped_and_checkpoints(make_cfg):
 
 
 def test_prompt_sampling_is_seeded_and_covers_every_prompt():
-    from core.trainer import sample_prompts
+    from core.run.step import sample_prompts
 
     items = list(range(5))
     epoch = sample_prompts(items, 5, seed=0, step=1)
@@ -222,7 +225,7 @@ def test_prompt_sampling_is_seeded_and_covers_every_prompt():
 
 
 def test_span_token_mask_overlap_rule():
-    from core.trainer import span_token_mask
+    from core.run.step import span_token_mask
 
     offsets = [(0, 3), (3, 4), (4, 4), (4, 9)]
     assert span_token_mask(offsets, [(2, 3)], 6).tolist() == [True, False, False, False, False, False]
@@ -233,11 +236,12 @@ def test_span_token_mask_overlap_rule():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_two_steps_on_cuda_under_bf16_autocast(make_cfg):
-    from core import trainer
+    from core.run import lifecycle
+    from core.run import step as step_lib
 
-    state = trainer.build_state(make_cfg(device="cuda"))
+    state = lifecycle.build_state(make_cfg(device="cuda"))
     assert state.device.type == "cuda" and next(state.model.parameters()).dtype == torch.float32
     for step in (1, 2):
-        m = trainer.train_step(state, step).metrics
+        m = step_lib.train_step(state, step).metrics
         assert math.isfinite(m["loss/total"]) and math.isfinite(m["policy/entropy"])
         assert 0 <= m["js/test:letters/mean"] <= 1

@@ -4,6 +4,7 @@ the inspected spans, graded variants and bad specs."""
 from __future__ import annotations
 
 import pytest
+from helpers import VERIFIER_SPECS, assert_well_formed
 
 from core.verifiers import VerifierSpecError, VerifyResult, build, count_sentences, count_words, families
 
@@ -373,7 +374,7 @@ def test_verify_never_raises_on_non_text():
 
 
 @pytest.mark.parametrize(
-    "module", ["core.verifiers", "core.verifiers.base", "core.verifiers.families", "core.tasks", "core.promptgen"]
+    "module", ["core.verifiers", "core.verifiers.base", "core.verifiers.families", "core.tasks", "core.tools.promptgen"]
 )
 def test_docstring_examples_run(module):
     import doctest
@@ -398,9 +399,7 @@ ADVERSARIAL = [
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_every_family_on_long_and_odd_text(text):
-    from test_verifiers_props import SPECS, assert_well_formed
-
-    for family, kwargs in SPECS:
+    for family, kwargs in VERIFIER_SPECS:
         ver = build(family, **kwargs)
         ver.check(text)  # the raw check does not raise
         assert_well_formed(ver.verify(text), text)

@@ -8,35 +8,13 @@ import json
 import re
 
 import pytest
+from helpers import VERIFIER_SPECS, assert_well_formed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.verifiers import build, count_words
 
-SPECS = [
-    ("keywords:existence", {"keywords": ["light"]}),
-    ("keywords:existence", {"keywords": ["a", "ab", "İ"]}),
-    ("keywords:forbidden_words", {"forbidden_words": ["bad", "a"]}),
-    ("keywords:frequency", {"keyword": "a", "frequency": 2, "relation": "at least"}),
-    ("keywords:frequency", {"keyword": "ab", "frequency": 2, "relation": "less than"}),
-    ("startend:end_checker", {"end_phrase": "That is all."}),
-    ("startend:end_checker", {"end_phrase": "İ a"}),
-    ("startend:start_checker", {"start_phrase": "Dear a"}),
-    ("change_case:english_lowercase", {}),
-    ("change_case:english_capital", {}),
-    ("length_constraints:number_words", {"num_words": 3, "relation": "at least"}),
-    ("length_constraints:number_sentences", {"num_sentences": 2, "relation": "less than"}),
-    ("detectable_format:json_format", {}),
-    ("detectable_format:number_bullet_lists", {"num_bullets": 2}),
-    ("punctuation:no_comma", {}),
-    ("detectable_format:title", {}),
-    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}),
-    ("detectable_content:number_placeholders", {"num_placeholders": 1}),
-    ("detectable_content:postscript", {"postscript_marker": "P.S."}),
-    ("detectable_content:postscript", {"postscript_marker": "P.P.S"}),
-    ("detectable_content:postscript", {"postscript_marker": "Note:"}),
-    ("task:arithmetic", {"answer": 7}),
-]
+SPECS = VERIFIER_SPECS
 GRADED = [(f, k) for f, k in SPECS if build(f, **k).has_graded]
 
 # Text built from the characters the checks care about, plus arbitrary unicode.
@@ -46,15 +24,6 @@ texts = st.one_of(
     st.lists(st.sampled_from(SPECIAL), max_size=40).map("".join),
     st.lists(st.one_of(st.sampled_from(SPECIAL), st.text(max_size=3)), max_size=30).map("".join),
 )
-
-
-def assert_well_formed(result, text):
-    assert 0.0 <= result.score <= 1.0
-    previous_end = 0
-    for start, end in result.spans:
-        assert isinstance(start, int) and isinstance(end, int)
-        assert previous_end <= start < end <= len(text)
-        previous_end = end
 
 
 @pytest.mark.parametrize(("family", "kwargs"), SPECS + [(f, {**k, "graded": True}) for f, k in GRADED])

@@ -10,10 +10,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from core.store import CREDIT_COLUMNS
+from core.run.store import CREDIT_COLUMNS
 from mrtpo_viz import analysis, figures
 from mrtpo_viz.heatmap import reward_colors
-from mrtpo_viz.synthetic import synthetic_credit_frame
+from mrtpo_viz.tools.synthetic import synthetic_credit_frame
 
 REWARDS = ["keywords:existence", "punctuation:no_comma"]
 

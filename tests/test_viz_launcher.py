@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from core.store import RunStore, RunWriter
+from core.run.store import RunStore, RunWriter
 from mrtpo_viz import launcher
 
 
@@ -61,7 +61,7 @@ def test_train_argv_is_an_argument_list_for_core_cli(tmp_path, prompt_file):
     assert opts["--runs-dir"] == str(tmp_path.resolve()) and os.path.isabs(opts["--prompt-set"])
     # the trainer's own parser accepts exactly this list
     from core.config import config_from_args
-    from core.train_cli import build_parser
+    from core.run.train_cli import build_parser
 
     parsed = config_from_args(build_parser().parse_args(argv[4:])).to_dict()
     want = cfg.to_dict()

@@ -8,11 +8,7 @@ import streamlit as st
 from mrtpo_viz import analysis, figures, loaders, ui
 
 st.title("Compare runs")
-ui.follow_pending_launches()
-runs = loaders.all_runs()
-if not runs:
-    ui.no_runs_message()
-    st.stop()
+runs = ui.page_runs()
 chosen = ui.pick_runs(runs, "Runs to compare (one dash style per run)", default_count=min(3, len(runs)))
 if not chosen:
     st.info("Pick runs to compare.")

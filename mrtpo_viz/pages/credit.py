@@ -15,11 +15,7 @@ from mrtpo_viz import analysis, heatmap, loaders, ui
 TARGET_KEY = "credit_target"
 
 st.title("Token credit")
-ui.follow_pending_launches()
-runs = [r for r in loaders.all_runs() if loaders.credit_steps(r.path)]
-if not runs:
-    ui.no_runs_message()
-    st.stop()
+runs = ui.page_runs(with_credit=True)
 
 # A target set by another page (session state) or a link (query params) preselects run/step/sample/reward.
 target = {**ui.consume_query_target(), **(st.session_state.pop(TARGET_KEY, None) or {})}

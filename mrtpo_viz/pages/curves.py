@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.store import ACTIVE_STATES
+from core.run.store import ACTIVE_STATES
 from mrtpo_viz import figures, launcher, loaders, ui
 
 REFRESH_S = 2.0
 
 st.title("Training curves")
-ui.follow_pending_launches()
-runs = loaders.all_runs()
-if not runs:
-    ui.no_runs_message()
-    st.stop()
+runs = ui.page_runs()
 chosen = ui.pick_runs(runs, "Runs (overlaid: one dash style per run)")
 if not chosen:
     st.info("Pick at least one run.")

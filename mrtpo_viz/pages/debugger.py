@@ -26,10 +26,8 @@ st.title("Verifier debugger")
 tab_runs, tab_play = st.tabs(["Credit vs spans in a run", "Verifier playground"])
 
 with tab_runs:
-    runs = sorted(loaders.all_runs(), key=lambda r: r.method != "mrtpo")  # MRTPO runs first: they route credit
-    if not runs:
-        ui.no_runs_message()
-    else:
+    runs = ui.page_runs(mrtpo_first=True, stop=False)
+    if runs:
         c1, c2 = st.columns([3, 1])
         run = ui.pick_run(runs, where=c1)
         path = str(run.path)

@@ -8,11 +8,7 @@ import streamlit as st
 from mrtpo_viz import analysis, figures, loaders, ui
 
 st.title("JS divergence")
-# MRTPO runs first: only they have JS distances.
-runs = sorted((r for r in loaders.all_runs() if loaders.credit_steps(r.path)), key=lambda r: r.method != "mrtpo")
-if not runs:
-    ui.no_runs_message()
-    st.stop()
+runs = ui.page_runs(with_credit=True, mrtpo_first=True)  # only MRTPO runs have JS distances
 
 c1, c2, c3 = st.columns([3, 1, 2])
 run = ui.pick_run(runs, where=c1)

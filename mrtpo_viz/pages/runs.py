@@ -10,16 +10,12 @@ from mrtpo_viz import launcher, loaders, ui
 from mrtpo_viz.paths import run_sources
 
 st.title("Runs")
-ui.follow_pending_launches()
 sources = run_sources()
 st.caption(f"Runs directory: `{sources[0][1]}` (set `MRTPO_RUNS_DIR` to change it) · "
            f"shipped samples: `{sources[1][1]}`")
 
 launcher.adopt_logs(sources[0][1])  # train.log of runs started by an app that stopped while they loaded
-runs = loaders.all_runs()
-if not runs:
-    ui.no_runs_message()
-    st.stop()
+runs = ui.page_runs()
 
 table = pd.DataFrame(
     [

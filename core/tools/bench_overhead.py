@@ -1,15 +1,12 @@
-"""`mrtpo bench`: benchmarks that print numbers.
+"""`mrtpo bench overhead`: MRTPO's step time against GDPO's on the same batches, printed.
 
     mrtpo bench overhead [--model PATH] [--prompts 4] [--group-size 8] [--repeats 3]
 
-`overhead` times one MRTPO step (contrastive replay) against one GDPO step on the same batches,
+It times one MRTPO step (contrastive replay) against one GDPO step on the same batches,
 in one process: every repeat samples one batch (generation and verification are shared, they are
 the same work for both methods), then runs the rest of the step for GDPO and for MRTPO from the
 same model and optimizer state. MRTPO's extra cost is the K contrastive passes (the full-prompt
 pass that gives the rollout log-probs is reused for p_t). Target: MRTPO step <= 1.3x GDPO's.
-
-`app` (mrtpo_viz.bench_app) and `efficiency` (core.efficiency) live in their own modules; `main`
-forwards to them.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import importlib
 import statistics
 import sys
 import tempfile
@@ -46,11 +42,12 @@ def overhead(argv: list[str]) -> int:
     args = _overhead_parser().parse_args(argv)
     from core.config import ConfigError, TrainConfig
     from core.model import ModelLoadError
+    from core.paths import missing_model_hint
 
     model = args.model
     tmp = None
     if args.micro:
-        from core.testing import make_micro_model
+        from core.tools.fixtures import make_micro_model
 
         tmp = tempfile.TemporaryDirectory(prefix="mrtpo-bench-")
         model = str(make_micro_model(f"{tmp.name}/micro"))
@@ -62,10 +59,7 @@ def overhead(argv: list[str]) -> int:
         )  # fmt: skip
         return _run_overhead(base, args)
     except (ConfigError, ModelLoadError) as exc:
-        hint = ""
-        if "tiny-instruct" in str(exc):
-            hint = "\n(build it with `mrtpo bootstrap`, or pass --model PATH, or --micro for a smoke run)"
-        print(f"mrtpo bench overhead: {exc}{hint}", file=sys.stderr)
+        print(f"mrtpo bench overhead: {exc}{missing_model_hint(exc)}", file=sys.stderr)
         return 2
     finally:
         if tmp is not None:
@@ -75,9 +69,10 @@ def overhead(argv: list[str]) -> int:
 def _run_overhead(base, args) -> int:
     import torch
 
-    from core import trainer
+    from core.run import lifecycle
+    from core.run import step as step_lib
 
-    state = trainer.build_state(base)
+    state = lifecycle.build_state(base)
     state.items = [it for it in state.items if len(it.constraints) >= args.min_rewards] or state.items
     rewards = sorted({len(it.constraints) for it in state.items})
     init_model = copy.deepcopy(state.model.state_dict())
@@ -94,7 +89,7 @@ def _run_overhead(base, args) -> int:
     for step in range(1, args.repeats + 2):
         state.model.load_state_dict(init_model)
         t0 = time.perf_counter()
-        rollout = trainer.collect_rollout(state, step)
+        rollout = step_lib.collect_rollout(state, step)
         t_gen = time.perf_counter() - t0
         tokens = int(rollout.mask.sum())
         for method, cfg in configs.items():
@@ -103,7 +98,7 @@ def _run_overhead(base, args) -> int:
             state.optimizer.load_state_dict(init_opt)
             if state.device.type == "cuda":
                 torch.cuda.synchronize()
-            m = trainer.train_step(state, step, rollout=rollout).metrics
+            m = step_lib.train_step(state, step, rollout=rollout).metrics
             if state.device.type == "cuda":
                 torch.cuda.synchronize()
             if step > 1:
@@ -115,12 +110,14 @@ def _run_overhead(base, args) -> int:
         return statistics.median(r[key] for r in rows[method])
 
     gen = statistics.median(s["generate"] for s in shared)
-    print(f"\n{'':8}{'generate':>10}{'verify':>9}{'replay':>9}{'update':>9}{'step':>9}   (median seconds)")
+    parts = ("time/verify", "time/logprobs", "time/replay", "time/advantages", "time/update")
+    head = "".join(f"{key.split('/')[1]:>11}" for key in parts)
+    print(f"\n{'':8}{'generate':>11}{head}{'step':>11}   (median seconds)")
     steps = {}
     for method in configs:
-        verify, replay, update = med(method, "time/verify"), med(method, "time/replay"), med(method, "time/update")
-        steps[method] = gen + verify + replay + update
-        print(f"{method:8}{gen:10.3f}{verify:9.3f}{replay:9.3f}{update:9.3f}{steps[method]:9.3f}")
+        times = [med(method, key) for key in parts]
+        steps[method] = gen + sum(times)
+        print(f"{method:8}{gen:11.3f}" + "".join(f"{x:11.3f}" for x in times) + f"{steps[method]:11.3f}")
     ratio = steps["mrtpo"] / steps["gdpo"]
     post = (steps["mrtpo"] - gen) / max(steps["gdpo"] - gen, 1e-9)
     print(f"\nMRTPO / GDPO step time: {ratio:.2f}x (target <= {TARGET_RATIO}x: "
@@ -130,24 +127,7 @@ def _run_overhead(base, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="mrtpo bench", description="benchmarks that print numbers")
-    parser.add_argument("benchmark", choices=("overhead", "app", "efficiency"))
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv[:1])
-    if ns.benchmark == "overhead":
-        return overhead(argv[1:])
-    # The other benchmarks live elsewhere (the CLI dispatcher routes to them directly too).
-    module_name = {"app": "mrtpo_viz.bench_app", "efficiency": "core.efficiency"}[ns.benchmark]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        print(f"mrtpo bench {ns.benchmark}: not yet available in this version ({module_name} is missing).",
-              file=sys.stderr)
-        return 3
-    return int(module.main(argv[1:]) or 0)
+    return overhead(list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def _fail(message: str) -> int:
 
 
 def _resume_config(run: Path, flags: dict) -> TrainConfig:
-    from core.store import RunStore, pid_alive
+    from core.run.store import RunStore, pid_alive
 
     if not (run / "config.json").is_file():
         raise ConfigError(None, f"{str(run)!r} is not a run folder (no config.json)")
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             resume = None
             cfg = config_from_args(args, args.config)
             if cfg.run_name:
-                from core.store import run_dir
+                from core.run.store import run_dir
 
                 if run_dir(cfg.runs_dir, cfg.run_name).exists():
                     raise ConfigError("run_name", f"run {cfg.run_name!r} already exists in {cfg.runs_dir}; "
@@ -91,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
 
-    from core import trainer  # torch and transformers load only now
     from core.model import ModelLoadError
+    from core.run import lifecycle  # torch and transformers load only now
 
     try:
-        path = trainer.train(cfg, resume=resume)
+        path = lifecycle.train(cfg, resume=resume)
     except (ConfigError, ModelLoadError) as exc:  # raised before the run folder exists
         return _fail(str(exc))
     except KeyboardInterrupt:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         return 1
-    from core.store import RunStore
+    from core.run.store import RunStore
 
     state = RunStore(path).status().get("state")
     print(f"run {path.name}: {state} ({path})", flush=True)

@@ -16,12 +16,12 @@ or crashed ones from their last checkpoint and extends finished ones when `--ste
 whose recorded settings differ from the command's is refused (use another --out).
 
 Writes `<out>/efficiency.csv` (long format: method, seed, step, metric, value; every numeric
-training and eval metric of every run), then `mrtpo_viz.efficiency_report` (run as a subprocess,
+training and eval metric of every run), then `mrtpo_viz.tools.efficiency_report` (run as a subprocess,
 so this process never loads plotly) writes `efficiency.html`, `efficiency.md` (printed too) and,
 when kaleido is importable, `efficiency.png`.
 
 Never imports torch, streamlit or plotly at module level: the only torch code is the step-0
-evaluation, which runs in a child process (`python -m core.efficiency _initial-eval ...`).
+evaluation, which runs in a child process (`python -m core.tools.efficiency _initial-eval ...`).
 """
 
 from __future__ import annotations
@@ -43,10 +43,9 @@ from typing import Any
 
 import pandas as pd
 
-from core.config import MODEL_PRESETS, ConfigError, TrainConfig, resolve_path
-from core.store import ACTIVE_STATES, RunStore, pid_alive, run_dir
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from core.config import MODEL_PRESETS, ConfigError, TrainConfig, resume_argv, train_argv
+from core.paths import REPO_ROOT, TINY_INSTRUCT_DIR, missing_model_hint, resolve_path
+from core.run.store import ACTIVE_STATES, RunStore, pid_alive, read_tail, run_dir
 
 # Study label -> the TrainConfig fields that make the method. One place knows the names.
 METHODS: dict[str, dict[str, str]] = {
@@ -58,8 +57,6 @@ METHODS: dict[str, dict[str, str]] = {
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
 # where and with how many samples per forward pass it ran, and the folder it lies in.
 FREE_FIELDS = ("steps", "device", "replay_chunk", "runs_dir", "run_name")
-# The trainer scores at most this many held-out prompts (core.trainer.evaluate's limit).
-TRAINER_EVAL_LIMIT = 32
 CSV_COLUMNS = ["method", "seed", "step", "metric", "value"]
 
 FULL_DEFAULTS = {"seeds": [0, 1, 2], "steps": 60, "eval_every": 5, "eval_prompts": 32, "jobs": 1}
@@ -84,35 +81,19 @@ class RunSpec:
         return f"{self.method}-s{self.seed}"
 
 
-def eval_subset(heldout: str | os.PathLike, n: int, folder: Path) -> Path:
-    """Write the first `n` prompts (JSONL lines) of the held-out set to `folder` and return the file.
-
-    The name carries n, so a study with another --eval-prompts never mistakes it for its own.
-    """
-    src = resolve_path(heldout)
-    lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    if not lines:
-        raise ConfigError("eval_prompt_set", f"{str(src)!r} holds no prompts")
-    out = folder / f"{src.stem}-first{min(n, len(lines))}.jsonl"
-    text = "".join(ln + "\n" for ln in lines[:n])
-    if not out.exists() or out.read_text(encoding="utf-8") != text:
-        folder.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    return out
-
-
 def _model_field(model: str) -> str:
     """A preset stays a preset; a folder becomes absolute (the runs must find it from anywhere)."""
     return model if model in MODEL_PRESETS else str(resolve_path(model).resolve())
 
 
-def plan_runs(args: argparse.Namespace, eval_set: Path) -> list[RunSpec]:
+def plan_runs(args: argparse.Namespace) -> list[RunSpec]:
     """Every (method, seed) run with its TrainConfig fields; the same budget for every method."""
     runs_dir = str((Path(args.out) / "runs").resolve())
     common = {
         "model": _model_field(args.model),
         "prompt_set": str(resolve_path(args.prompt_set).resolve()),
-        "eval_prompt_set": str(eval_set.resolve()),
+        "eval_prompt_set": str(resolve_path(args.heldout).resolve()),
+        "eval_prompts": args.eval_prompts,
         "steps": args.steps,
         "group_size": args.group_size,
         "prompts_per_step": args.prompts_per_step,
@@ -185,7 +166,7 @@ def decide(spec: RunSpec, model_id: str | None = None, recorded_id: str | None =
 def model_identity(model: str) -> str | None:
     """sha256 over the model folder's weight files (name and bytes, in name order), or None when the model is
     not a local folder (the smollm2 preset). Tells a rebuilt tiny-instruct from the one a run was trained on."""
-    folder = REPO_ROOT / "sample_data" / "models" / "tiny-instruct" if model == "tiny-instruct" else Path(model)
+    folder = TINY_INSTRUCT_DIR if model == "tiny-instruct" else Path(model)
     files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     if not folder.is_dir() or not files:
         return None
@@ -243,13 +224,12 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def train_command(spec: RunSpec, decision: Decision, config_file: Path) -> list[str]:
-    base = [sys.executable, "-m", "core.cli", "train"]
+def train_command(spec: RunSpec, decision: Decision) -> list[str]:
+    """The `mrtpo train` command of a planned run: a new run from its fields, or resuming its folder."""
     if decision.action == "resume":
         path = run_dir(spec.fields["runs_dir"], spec.name)
-        return base + ["--resume", str(path), "--steps", str(spec.fields["steps"]),
-                       "--device", spec.fields["device"]]
-    return base + ["--config", str(config_file)]
+        return resume_argv(path, steps=spec.fields["steps"], device=spec.fields["device"])
+    return train_argv(TrainConfig(**spec.fields))
 
 
 class Children:
@@ -333,12 +313,9 @@ def run_one(spec: RunSpec, decision: Decision, out: Path, progress: Progress, ke
     """Train (or resume) one run in a `mrtpo train` subprocess; its output goes to <out>/logs/<run>.log."""
     path = run_dir(spec.fields["runs_dir"], spec.name)
     model_ids.set(spec.name, model_id)
-    config_file = out / "configs" / f"{spec.name}.json"
-    config_file.parent.mkdir(parents=True, exist_ok=True)
-    config_file.write_text(json.dumps(spec.fields, indent=2) + "\n", encoding="utf-8")
     log_file = out / "logs" / f"{spec.name}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    cmd = train_command(spec, decision, config_file)
+    cmd = train_command(spec, decision)
     progress.say(f"{spec.name}: start ({decision.action}{': ' + decision.reason if decision.reason else ''})")
     t0 = time.monotonic()
     with open(log_file, "a", encoding="utf-8") as log:
@@ -354,18 +331,10 @@ def run_one(spec: RunSpec, decision: Decision, out: Path, progress: Progress, ke
     elif state == "stopped":
         message = f"{summarize_run(path)}; rerun the command to resume it"
     else:
-        tail = _tail(log_file, 3)
+        tail = read_tail(log_file, 3).replace("\n", "\n    ")
         message = f"exit {rc}, state {state}; see {log_file}" + (f"\n    {tail}" if tail else "")
     progress.say(f"{spec.name}: {state} in {seconds:.0f} s ({message})", finished=True)
     return Outcome(spec, decision, state, seconds, message)
-
-
-def _tail(path: Path, n: int) -> str:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n    ".join(lines[-n:])
 
 
 # ---------------------------------------------------------------------------------------------- step 0
@@ -394,10 +363,11 @@ def initial_eval(spec: RunSpec, out: Path) -> dict[str, float]:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out / ".initial_eval.tmp.json"
     with open(log_file, "w", encoding="utf-8") as log:
-        rc = subprocess.call([sys.executable, "-m", "core.efficiency", "_initial-eval", str(config_file), str(tmp)],
+        rc = subprocess.call([sys.executable, "-m", "core.tools.efficiency", "_initial-eval", str(config_file), str(tmp)],
                              stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=str(REPO_ROOT))
     if rc != 0 or not tmp.exists():
-        raise RuntimeError(f"the step-0 evaluation failed (exit {rc}); see {log_file}:\n    {_tail(log_file, 5)}")
+        tail = read_tail(log_file, 5).replace("\n", "\n    ")
+        raise RuntimeError(f"the step-0 evaluation failed (exit {rc}); see {log_file}:\n    {tail}")
     metrics = json.loads(tmp.read_text(encoding="utf-8"))
     tmp.unlink()
     cache.write_text(json.dumps({"fingerprint": fingerprint, "metrics": metrics}, indent=2) + "\n", encoding="utf-8")
@@ -408,13 +378,14 @@ def _initial_eval_child(config_file: str, out_file: str) -> int:
     """Child process: load the policy as the trainer does and run the trainer's own evaluation."""
     import torch  # only in this child process
 
-    from core import trainer
+    from core.run import lifecycle
+    from core.run import step as step_lib
 
     torch.set_num_threads(1)
     cfg = TrainConfig.from_json(config_file)
-    state = trainer.build_state(cfg)
+    state = lifecycle.build_state(cfg)
     t0 = time.perf_counter()
-    metrics = trainer.evaluate(state)
+    metrics = step_lib.evaluate(state)
     print(f"step-0 evaluation of {cfg.model} on {cfg.eval_prompt_set}: {time.perf_counter() - t0:.1f} s", flush=True)
     clean = {k: (None if v != v else float(v)) for k, v in metrics.items()}  # NaN -> null
     Path(out_file).write_text(json.dumps(clean) + "\n", encoding="utf-8")
@@ -461,12 +432,12 @@ def _reward_names(spec: RunSpec) -> list[str]:
     return RunStore(path).reward_names() if (path / "config.json").exists() else []
 
 
-def write_study(out: Path, args: argparse.Namespace, eval_set: Path, specs: list[RunSpec]) -> Path:
+def write_study(out: Path, args: argparse.Namespace, specs: list[RunSpec]) -> Path:
     """<out>/study.json: the study's settings and reward names, which the report uses for its text and order."""
     keys = ("model", "methods", "seeds", "steps", "group_size", "prompts_per_step", "lr", "max_new_tokens",
             "eval_every", "eval_prompts", "device", "jobs")
     study: dict[str, Any] = {k: getattr(args, k) for k in keys}
-    study["eval_prompt_set"] = eval_set.name
+    study["eval_prompt_set"] = Path(args.heldout).name
     study["reward_names"] = next((names for s in specs if (names := _reward_names(s))), [])
     path = out / "study.json"
     path.write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
@@ -474,8 +445,8 @@ def write_study(out: Path, args: argparse.Namespace, eval_set: Path, specs: list
 
 
 def write_report(csv: Path, out: Path, targets: list[float], band: str) -> int:
-    """Run mrtpo_viz.efficiency_report in a child process (plotly stays out of this one); it prints the table."""
-    cmd = [sys.executable, "-m", "mrtpo_viz.efficiency_report", str(csv), "--out", str(out), "--band", band,
+    """Run mrtpo_viz.tools.efficiency_report in a child process (plotly stays out of this one); it prints the table."""
+    cmd = [sys.executable, "-m", "mrtpo_viz.tools.efficiency_report", str(csv), "--out", str(out), "--band", band,
            "--targets", *map(str, targets)]
     sys.stdout.flush()
     return subprocess.call(cmd, env=child_env(), cwd=str(REPO_ROOT))
@@ -502,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, help=f"held-out evaluation every N steps (default: "
                    f"{FULL_DEFAULTS['eval_every']}; also at the last step and, once, before training)")
     p.add_argument("--eval-prompts", type=int, help=f"first N held-out prompts to score (default: "
-                   f"{FULL_DEFAULTS['eval_prompts']}; the trainer scores at most {TRAINER_EVAL_LIMIT})")
+                   f"{FULL_DEFAULTS['eval_prompts']})")
     p.add_argument("--prompt-set", default="sample_data/prompts/default.jsonl")
     p.add_argument("--heldout", default="sample_data/prompts/heldout.jsonl", help="held-out prompt set")
     p.add_argument("--group-size", type=int, help="G, responses per prompt (default: the trainer's, 8)")
@@ -560,19 +531,11 @@ def run_study(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             print(f"mrtpo bench efficiency: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
             return 2
-    if args.eval_prompts > TRAINER_EVAL_LIMIT:
-        print(f"note: the trainer scores at most {TRAINER_EVAL_LIMIT} held-out prompts; using {TRAINER_EVAL_LIMIT}",
-              file=sys.stderr)
-        args.eval_prompts = TRAINER_EVAL_LIMIT
     out = Path(args.out).resolve()
     try:
-        eval_set = eval_subset(args.heldout, args.eval_prompts, out)
-        specs = plan_runs(args, eval_set)
+        specs = plan_runs(args)
     except (ConfigError, OSError) as exc:
-        hint = ""
-        if "tiny-instruct" in str(exc):
-            hint = "\n(build it with `mrtpo bootstrap`, or pass --model PATH)"
-        print(f"mrtpo bench efficiency: {exc}{hint}", file=sys.stderr)
+        print(f"mrtpo bench efficiency: {exc}{missing_model_hint(exc)}", file=sys.stderr)
         return 2
     model_id = model_identity(specs[0].fields["model"])
     model_ids = ModelIds(out)
@@ -584,7 +547,7 @@ def run_study(args: argparse.Namespace) -> int:
     todo = [s for s in specs if decisions[s.name].action != "reuse"]
     print(f"efficiency study in {out}: {len(args.methods)} methods x {len(args.seeds)} seeds, {args.steps} steps "
           f"(G={args.group_size} x {args.prompts_per_step} prompts, lr {args.lr:g}, max_new_tokens "
-          f"{args.max_new_tokens}), held-out eval of {eval_set.name} every {args.eval_every} steps; "
+          f"{args.max_new_tokens}), held-out eval of the first {args.eval_prompts} prompts of {Path(args.heldout).name} every {args.eval_every} steps; "
           f"{len(specs) - len(todo)} runs reused, {len(todo)} to train with {args.jobs} job(s)", flush=True)
     t0 = time.monotonic()
     initial = None
@@ -615,7 +578,7 @@ def run_study(args: argparse.Namespace) -> int:
         if decisions[spec.name].action == "reuse" and not args.keep_checkpoints:
             prune_checkpoints(run_dir(spec.fields["runs_dir"], spec.name))
     df = collect(specs, initial)
-    write_study(out, args, eval_set, specs)
+    write_study(out, args, specs)
     csv = out / "efficiency.csv"
     df.to_csv(csv, index=False)
     print(f"\n{len(df)} rows -> {csv} (training took {time.monotonic() - t0:.0f} s)\n", flush=True)

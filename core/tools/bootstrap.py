@@ -11,7 +11,7 @@ No model hub is reachable at run time, so the project makes its own small instru
 3. a small Llama-architecture `transformers` model trained on the corpus (loss on response tokens);
 4. a standard `save_pretrained` folder (safetensors + tokenizer + README card).
 
-`python -m core.bootstrap --evaluate` measures the shipped folder: load time, sampling speed,
+`python -m core.tools.bootstrap --evaluate` measures the shipped folder: load time, sampling speed,
 per-family satisfaction with the sentence stated and removed, all-satisfied rate, samples.
 
 This module imports torch; `core.cli` imports it only when `mrtpo bootstrap` runs.
@@ -33,8 +33,9 @@ from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "sample_data" / "models" / "tiny-instruct"
+from core.paths import TINY_INSTRUCT_DIR
+
+DEFAULT_OUT = TINY_INSTRUCT_DIR
 
 USER, ASSISTANT, SYSTEM, EOS, PAD = "<|user|>", "<|assistant|>", "<|system|>", "<|end|>", "<|pad|>"
 SPECIAL_TOKENS = [PAD, EOS, USER, ASSISTANT, SYSTEM]
@@ -225,8 +226,8 @@ def prompt_pool(n: int, cfg: BootstrapConfig) -> list:
     """PromptItems of the default prompt generator with 0-4 (writing) or 0-3 (arithmetic) constraints, so that
     prompts with one constraint removed (the contrastive prompts) are in the corpus; cfg.heldout_share of them
     from the held-out split (its topics and keywords become known words)."""
-    from core.promptgen import generate_prompts
     from core.tasks import item_from_record
+    from core.tools.promptgen import generate_prompts
 
     n_held = round(n * cfg.heldout_share)
     ranges = {"writing_constraints": (0, 4), "arithmetic_constraints": (0, 3),
@@ -238,7 +239,7 @@ def prompt_pool(n: int, cfg: BootstrapConfig) -> list:
 
 def corpus_vocab(pool: Sequence) -> dict:
     """Topics, keywords and end phrases of the prompt generator."""
-    from core import promptgen
+    from core.tools import promptgen
 
     return {"topics": sorted(set(promptgen.TOPICS) | set(promptgen.HELDOUT_TOPICS)),
             "keywords": sorted(set(promptgen.KEYWORDS) | set(promptgen.HELDOUT_KEYWORDS)),
@@ -559,8 +560,8 @@ def conditioning_stats(model, tokenizer, items: Sequence, samples_per_prompt: in
 
 def eval_items(n: int, seed: int = 0, split: str = "train", arithmetic_share: float = 0.2) -> list:
     """Default prompt-set prompts (2-4 constraints, as the RL prompt set) for measurement."""
-    from core.promptgen import generate_prompts
     from core.tasks import item_from_record
+    from core.tools.promptgen import generate_prompts
 
     records = generate_prompts(n, seed=seed, split=split, arithmetic_share=arithmetic_share)
     return [item_from_record(r) for r in records]
@@ -653,9 +654,9 @@ constraint sentence from the prompt) changes its next-token distributions where 
 
 ## How it was built
 `mrtpo bootstrap --seed {cfg['seed']} --steps {cfg['steps']} --threads {cfg['threads']}` (the defaults; = `python -m
-core.bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
+core.tools.bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
 ({cfg['steps']} AdamW steps of batch {cfg['batch_size']}, each example seen once, lr {cfg['lr']} with warm-up and
-cosine decay, loss on response tokens only). Prompts come from `core.promptgen` with 0-4 constraints (so each
+cosine decay, loss on response tokens only). Prompts come from `core.tools.promptgen` with 0-4 constraints (so each
 contrastive prompt is in the corpus; {cfg['heldout_share']:.0%} from the held-out split; {cfg['arithmetic_share']:.0%}
 arithmetic prompts, whose questions are dropped
 in {cfg['p_drop_task']:.0%} of arithmetic prompts). Template responses (1-4 short sentences on the topic) obey a stated
@@ -732,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model, tokenizer = load(args.out)
                 items = eval_items(args.eval_prompts, seed=1000 + args.seed, split="heldout")
                 held = conditioning_stats(model, tokenizer, items, args.eval_samples, seed=args.seed)
-            cmd = "python -m core.bootstrap " + " ".join(a for a in argv_list if a != "--card")
+            cmd = "python -m core.tools.bootstrap " + " ".join(a for a in argv_list if a != "--card")
             print(f"wrote {write_card(args.out, result, cmd.strip(), held)}")
         return 0
     cfg = BootstrapConfig.micro(args.seed) if args.micro else BootstrapConfig(seed=args.seed)

@@ -1,5 +1,5 @@
 """Policy loss: PPO clipped surrogate on token advantages, optional k3 KL penalty to a frozen
-reference (DESIGN.md §2, "Policy loss"), and the per-token quantities it needs.
+reference (docs/METHOD.md, "Policy loss"), and the per-token quantities it needs.
 
 All token tensors are (B, T) with a response mask (B, T) that is 1 on real response tokens.
 `policy_loss` returns the scalar loss and a dict of floats keyed like the run metrics

@@ -1,4 +1,4 @@
-"""Advantage estimators for multi-reward RL: GRPO, GDPO and MRTPO (DESIGN.md §2).
+"""Advantage estimators for multi-reward RL: GRPO, GDPO and MRTPO (docs/METHOD.md).
 
 Small pure torch functions, chosen by name through `ESTIMATORS` / `get_estimator` (the only place
 that knows the names). Conventions shared by every function here:

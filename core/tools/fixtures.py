@@ -19,7 +19,7 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ["<|end|>", "<|user|>", "<|assistant|>", "<|system|>"]
 
-# Used when core.promptgen is not importable (it is the preferred source: the trainer sees its prompts).
+# Used when core.tools.promptgen is not importable (it is the preferred source: the trainer sees its prompts).
 _FALLBACK_TEXT = [
     "Write a short note about rivers. Include the keyword steady. Do not use any commas.",
     "What is 3 plus 4? Use only lowercase letters. End your response with the phrase Is there anything else?",
@@ -32,8 +32,8 @@ def _corpus(n: int = 200, seed: int = 0) -> list[str]:
     """Prompt texts from the prompt generator plus a few response-like lines."""
     lines = list(_FALLBACK_TEXT)
     try:
-        from core.promptgen import generate_prompts
         from core.tasks import item_from_record
+        from core.tools.promptgen import generate_prompts
     except ImportError:
         return lines * 4
     for record in generate_prompts(n, seed=seed):

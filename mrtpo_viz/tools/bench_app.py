@@ -1,13 +1,13 @@
 """`mrtpo bench app`: server-side render times of the app, printed (targets: first page < 3 s after the
 server is up, Token credit page for a 256-token sample with 4 rewards < 300 ms).
 
-Writes a synthetic run (8 samples x 256 tokens x 4 rewards per step, through core.store's writer) to
+Writes a synthetic run (8 samples x 256 tokens x 4 rewards per step, through core.run.store's writer) to
 a temporary runs directory, then times:
   heatmap   building the Token credit HTML for one sample (one-reward view and one-row-per-reward view);
   page      a full run of the Token credit page script (Streamlit AppTest: data loading from the
             cache, filters, tables, heatmap) after a warm-up run, i.e. what a widget change costs;
   first     the first run of the app (Runs page) in a fresh interpreter that has imported streamlit (as a
-            server that is up has) but nothing else: the app's own imports (pandas, pyarrow, core.store)
+            server that is up has) but nothing else: the app's own imports (pandas, pyarrow, core.run.store)
             are part of it, as they are for the first visitor of a new server.
 Each number is the median of --repeat runs. Never imports torch.
 """
@@ -21,10 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
+from core.paths import APP_FILE
 
 # Run in a fresh interpreter: streamlit imported first (a running server has it), then the timed first run.
 _FIRST_PAGE = """
@@ -56,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from mrtpo_viz import heatmap
-    from mrtpo_viz.synthetic import DEFAULT_REWARDS, synthetic_credit_frame, write_synthetic_run
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_credit_frame, write_synthetic_run
 
     names = tuple(DEFAULT_REWARDS[i % len(DEFAULT_REWARDS)] + ("" if i < len(DEFAULT_REWARDS) else f"#{i}")
                   for i in range(args.rewards))
@@ -79,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mrtpo-bench-app-") as tmp:
         write_synthetic_run(tmp, "bench", steps=2, rewards=names, n_samples=args.samples, n_tokens=args.tokens)
         os.environ["MRTPO_RUNS_DIR"] = tmp
-        app = str(REPO_ROOT / "app.py")
+        app = str(APP_FILE)
 
         firsts = []
         for _ in range(3):

@@ -27,9 +27,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.run.names import RUN_NAME_RULE, is_run_name
+
 SCHEMA_VERSION = 1
 SCHEMA_KEY = b"mrtpo_schema_version"
-RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ACTIVE_STATES = ("starting", "running")
 FINAL_STATES = ("completed", "failed", "stopped")
 
@@ -75,10 +76,8 @@ def run_dir(runs_dir: str | os.PathLike, name: str) -> Path:
     >>> run_dir("/tmp/runs", "mrtpo-seed0").name
     'mrtpo-seed0'
     """
-    if not isinstance(name, str) or not RUN_NAME_RE.match(name):
-        raise RunStoreError(
-            f"invalid run name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
+    if not is_run_name(name):
+        raise RunStoreError(f"invalid run name {name!r}: use {RUN_NAME_RULE}")
     root = Path(runs_dir).resolve()
     path = (root / name).resolve()
     if path.parent != root:
@@ -146,6 +145,18 @@ def credit_path(path: Path, step: int) -> Path:
     return Path(path) / "credit" / f"step_{int(step):06d}.parquet"
 
 
+def read_tail(path: str | os.PathLike, lines: int = 30, max_bytes: int = 16384) -> str:
+    """The last `lines` lines of a text file, reading at most its last `max_bytes` ("" when unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - max_bytes))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def pid_alive(pid: Any) -> bool:
     """True when a process with this pid exists (a zombie counts as dead)."""
     try:
@@ -197,6 +208,17 @@ class RunWriter:
         writer.set_status(
             state="starting", pid=os.getpid(), step=0, total_steps=config.get("steps"), error=None, started_at=now_iso()
         )
+        return writer
+
+    @classmethod
+    def reopen(cls, path: str | os.PathLike, config: dict[str, Any], step: int) -> RunWriter:
+        """Continue the run in `path` after `step` (its newest checkpoint): record `config` (resuming may
+        change a few fields), drop the metrics and credit maps of later steps and half-written checkpoints."""
+        writer = cls(path)
+        atomic_write_json(writer.path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
+        writer.truncate_after(step)
+        for leftover in (writer.path / "checkpoints").glob(".*.tmp"):
+            shutil.rmtree(leftover, ignore_errors=True)
         return writer
 
     def set_status(self, **fields: Any) -> dict[str, Any]:
@@ -333,16 +355,8 @@ class RunStore:
         return self.status().get("state") in ACTIVE_STATES
 
     def log_tail(self, lines: int = 30) -> str:
-        log = self.path / "train.log"
-        try:
-            with open(log, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - 16384))
-                text = fh.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        """The last `lines` lines of the run's train.log ("" when there is none)."""
+        return read_tail(self.path / "train.log", lines)
 
     def _last_metric_step(self) -> int:
         df = self.metrics()
@@ -419,7 +433,7 @@ def list_runs(*dirs: str | os.PathLike, labels: Iterable[str] | None = None) -> 
         if not root.is_dir():
             continue
         for child in sorted(root.iterdir()):
-            if not child.is_dir() or child.name.startswith(".") or not RUN_NAME_RE.match(child.name):
+            if not child.is_dir() or not is_run_name(child.name):
                 continue
             store = RunStore(child)
             st = store.status()

@@ -1,7 +1,7 @@
 """Synthetic run stores for the app's tests and `mrtpo bench app`.
 
 The numbers are made up (random scores, JS peaks near span tokens) but every frame follows the run
-store schema and is written through `core.store.RunWriter`, so the app reads them exactly as it
+store schema and is written through `core.run.store.RunWriter`, so the app reads them exactly as it
 reads a real run. Not used by training. Never imports torch.
 """
 
@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from core.store import RunWriter
+from core.run.store import RunWriter
 
 DEFAULT_REWARDS = ("keywords:existence", "punctuation:no_comma", "change_case:english_lowercase",
                    "startend:end_checker")
@@ -127,7 +127,8 @@ def synthetic_metrics(step: int, rewards: tuple[str, ...], rng: np.random.Genera
                 "policy/entropy": float(rng.uniform(1.5, 2.5))})
     row["loss/total"] = row["loss/policy"] + row["loss/kl"]
     parts = {"time/generate": rng.uniform(0.5, 1.0), "time/verify": rng.uniform(0.01, 0.02),
-             "time/replay": rng.uniform(0.2, 0.4) if with_js else 0.0, "time/update": rng.uniform(0.3, 0.6)}
+             "time/replay": rng.uniform(0.2, 0.4) if with_js else 0.0, "time/update": rng.uniform(0.3, 0.6),
+             "time/logprobs": rng.uniform(0.05, 0.1), "time/advantages": rng.uniform(0.001, 0.002)}
     row.update({k: float(v) for k, v in parts.items()})
     row["time/step"] = float(sum(parts.values()))
     row["response/length"] = float(rng.uniform(20, 40))

@@ -1,219 +1,28 @@
-"""Contrastive replay (DESIGN.md §2, MRTPO steps 2-4) and span agreement metrics.
+"""Teacher forcing: re-score sampled responses under prompts, with each distinct prompt run once.
 
-- `js_distance`: base-2 Jensen-Shannon distance between next-token distributions, in [0, 1].
-- `routing_weights`, `specific_relevance`, `span_routing`: from relevance d[k, i, t] to routing
-  weights w[k, i, t] (mean 1 over a response's tokens before clipping).
-- `response_logprobs`, `contrastive_js`: teacher-force the sampled response ids under the full
-  prompt and under each contrastive prompt (no gradient), batched and chunked, through
-  `teacher_forced_chunks`: each distinct prompt's KV state is computed once and shared by the G
-  responses of its group, rows run longest-first. `response_logits` is the plain (uncached,
-  gradient-capable) pass the update uses and the reference the cached path is tested against.
-- `mass_in_span`, `roc_auc`, `span_agreement`, `js_summary`: the per-step metrics.
+- `teacher_forced_batch`, `response_logits`: the plain (uncached, gradient-capable) pass the update
+  uses and the reference the cached path is tested against;
+- `teacher_forced_chunks`: chunked, no-gradient passes in which each distinct prompt's KV state is
+  computed once (`_PrefixStore`) and shared by the G responses of its group, rows longest-first;
+- `response_logprobs`: rollout log-probs (and p_t for replay) under the full prompt x;
+- `contrastive_js`: relevance d[i, k, t] = JS distance between p_t and q_t, the distribution under
+  the contrastive prompt x^-k (docs/METHOD.md, "MRTPO").
 
+The SAME sampled token ids are teacher-forced in every pass, never a re-encoding of the text.
 Shapes: B samples, K rewards, T response tokens (right-padded, `mask` (B, T) is 1 on real tokens),
-V vocabulary. A reward that does not apply to a sample's prompt has d = NaN for that sample.
-Never imports streamlit or plotly.
+V vocabulary. Never imports streamlit or plotly.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-LN2 = math.log(2.0)
-
-# ----------------------------------------------------------------------------- relevance and routing
-
-
-def js_distance(logp: Tensor, logq: Tensor) -> Tensor:
-    """Base-2 Jensen-Shannon distance between distributions given as log-probs over the last dim.
-
-    JSD(p, q) = 1/2 KL(p || m) + 1/2 KL(q || m), m = (p + q) / 2, in bits; distance = sqrt(JSD),
-    in [0, 1]. Per vocabulary entry, with lo = min(log p, log q), hi = max(log p, log q),
-    r = hi - lo >= 0 (so the smaller probability is e^lo = e^hi e^-r):
-        p log(p / m) + q log(q / m) = -(e^lo + e^hi) log1p(expm1(-r) / 2) - e^lo r
-    which is exactly 0 where p_v == q_v (r = 0: no sqrt-amplified rounding noise), needs no
-    exp of large numbers (expm1(-r) lies in [-1, 0]) and is bitwise symmetric in (p, q). Log-probs
-    below -1e4 (e.g. -inf: probability 0) are raised to -1e4, whose exp is exactly 0 in float32 and
-    float64, so a zero on one side gives the term q log 2 and zeros on both sides give 0.
-    Returns shape logp.shape[:-1] in the input dtype (at least float32).
-    """
-    dtype = torch.promote_types(torch.promote_types(logp.dtype, logq.dtype), torch.float32)
-    logp, logq = logp.to(dtype), logq.to(dtype)
-    lo = torch.minimum(logp, logq).clamp_(min=-1e4)
-    hi = torch.maximum(logp, logq).clamp_(min=-1e4)
-    neg_r = lo - hi  # -r <= 0
-    p_lo, p_hi = lo.exp_(), hi.exp_()  # in place: the log-probs are not needed any more
-    log_half_sum = torch.expm1(neg_r).mul_(0.5).log1p_()  # log((1 + e^-r) / 2) in [-log 2, 0]
-    two_jsd_nats = p_hi.add_(p_lo).mul_(log_half_sum).neg_().addcmul_(p_lo, neg_r).sum(-1)
-    return (two_jsd_nats * (0.5 / LN2)).clamp_(0.0, 1.0).sqrt_()
-
-
-def routing_weights(d: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0, sharpen: float = 1.0) -> Tensor:
-    """Routing weights w[k, i, t] from relevance d (B, K, T) and the response mask (B, T).
-
-    u[k, i, t] = T_i * d'[k, i, t] / sum_t d'[k, i, t],  d' = d ** sharpen (sharpen = 1: plain d),
-    so u has mean 1 over the response's T_i tokens (sharpening is an exponent on u renormalised to
-    mean 1);  w = clip((1 - lam) + lam * u, 0, w_max).
-    lam = 1 is pure routing, lam = 0 uniform weights. A response whose d is all zero (or NaN: the
-    reward does not apply) gets uniform weights 1; padding positions get 0.
-    """
-    mask_f = mask.to(torch.float32 if not d.is_floating_point() else d.dtype)[:, None, :]  # (B, 1, T)
-    d = torch.nan_to_num(d.to(mask_f.dtype), nan=0.0).clamp(min=0.0) * mask_f
-    if sharpen != 1.0:
-        d = d.pow(sharpen)
-    n_tokens = mask_f.sum(-1, keepdim=True)  # (B, 1, 1) = T_i
-    total = d.sum(-1, keepdim=True)  # (B, K, 1)
-    u = torch.where(total > 0, n_tokens * d / total.clamp(min=torch.finfo(d.dtype).tiny), torch.ones_like(d))
-    w = ((1.0 - lam) + lam * u).clamp(0.0, w_max)
-    return w * mask_f
-
-
-def applicable_from(d: Tensor) -> Tensor:
-    """(B, K) bool: reward k applies to sample i, i.e. its relevance row is not all NaN."""
-    return ~torch.isnan(d).all(dim=-1)
-
-
-def specific_relevance(d: Tensor, applicable: Tensor | None = None) -> Tensor:
-    """`js_specific`: d_spec[k, i, t] = max(d[k, i, t] - mean_{j != k, j applicable} d[j, i, t], 0).
-
-    The part of reward k's JS that removing the other constraints does not also cause. The mean
-    runs over the other rewards that apply to sample i (`applicable` (B, K), default: rows of d that
-    are not all NaN); with no other applicable reward (e.g. K = 1) d_spec = d. Non-applicable
-    rewards stay NaN.
-    """
-    if applicable is None:
-        applicable = applicable_from(d)
-    app = applicable.to(d.dtype)[:, :, None]  # (B, K, 1)
-    d0 = torch.nan_to_num(d, nan=0.0) * app
-    others_sum = d0.sum(1, keepdim=True) - d0  # sum over applicable j != k
-    others_n = app.sum(1, keepdim=True) - app
-    others_mean = torch.where(others_n > 0, others_sum / others_n.clamp(min=1), torch.zeros_like(others_sum))
-    spec = (d0 - others_mean).clamp(min=0.0)
-    return torch.where(app.bool().expand_as(spec), spec, torch.full_like(spec, torch.nan))
-
-
-def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0) -> Tensor:
-    """The `span` oracle: u = the verifier's inspected-span mask (B, K, T) scaled to mean 1 over the
-    response (u = T_i s / sum_t s), then w = clip((1 - lam) + lam * u, 0, w_max) as in
-    `routing_weights`. An empty span mask gives uniform weights; padding gets 0."""
-    return routing_weights(span_mask.to(torch.float32), mask, lam=lam, w_max=w_max, sharpen=1.0)
-
-
-# ----------------------------------------------------------------------------- span agreement metrics
-
-
-def mass_in_span(x: Tensor, span_mask: Tensor, mask: Tensor) -> Tensor:
-    """Per-response share of x's mass inside the verifier's span, (B, K).
-
-    share[i, k] = sum_t x[k,i,t] s[k,i,t] m[i,t] / sum_t x[k,i,t] m[i,t] for x = routing weights or
-    relevance d (B, K, T), s the span mask (B, K, T), m the response mask (B, T). NaN where x has
-    no mass there (or is NaN: the reward does not apply). The step metric is the NaN-mean over samples.
-    """
-    m = mask.to(torch.float32)[:, None, :]
-    x = x.to(torch.float32)
-    not_applicable = torch.isnan(x).all(-1)
-    x = torch.nan_to_num(x, nan=0.0) * m
-    total = x.sum(-1)
-    inside = (x * span_mask.to(torch.float32)).sum(-1)
-    share = inside / total.clamp(min=torch.finfo(torch.float32).tiny)
-    return torch.where((total > 0) & ~not_applicable, share, torch.full_like(share, torch.nan))
-
-
-def roc_auc(scores: Tensor, labels: Tensor) -> float:
-    """ROC AUC of `scores` for telling label-1 items from label-0 items (1-D tensors, same length).
-
-    Mann-Whitney: AUC = (sum of the positives' ranks - n_pos (n_pos + 1) / 2) / (n_pos n_neg), with
-    tied scores given their mid-rank (a tie counts 1/2). NaN when either class is empty.
-    """
-    scores = torch.as_tensor(scores, dtype=torch.float64).reshape(-1)
-    labels = torch.as_tensor(labels).reshape(-1).bool()
-    n_pos = int(labels.sum())
-    n_neg = labels.numel() - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    _, inverse, counts = torch.unique(scores, sorted=True, return_inverse=True, return_counts=True)
-    ends = counts.cumsum(0).to(torch.float64)  # rank of the last element of each tie block (1-based)
-    mid_ranks = ends - (counts.to(torch.float64) - 1.0) / 2.0
-    rank_sum = mid_ranks[inverse][labels].sum().item()
-    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
-
-
-def _pooled_auc(scores: Tensor, span_mask: Tensor, token_ok: Tensor) -> float:
-    """AUC over the tokens where `token_ok` (B, T) holds, scores / span labels (B, T)."""
-    return roc_auc(scores[token_ok], span_mask[token_ok])
-
-
-def span_auc(d: Tensor, span_mask: Tensor, mask: Tensor, k: int, scorer: int | None = None) -> float:
-    """ROC AUC of reward `scorer`'s relevance (default: k's own) at telling reward k's span tokens
-    from its other response tokens, pooled over the samples where both rewards apply. NaN when
-    undefined."""
-    j = k if scorer is None else scorer
-    app = applicable_from(d)
-    rows = app[:, k] & app[:, j]  # (B,)
-    token_ok = mask.bool() & rows[:, None]
-    return _pooled_auc(d[:, j, :], span_mask[:, k, :].bool(), token_ok)
-
-
-def control_auc(d: Tensor, span_mask: Tensor, mask: Tensor, k: int) -> float:
-    """The control beside reward k's AUC: the same spans scored with each other reward's relevance
-    d[j] (j != k), the AUCs averaged over the j where defined. NaN with K = 1 or none defined.
-    Position and model uncertainty alone can score high; a real AUC should beat this."""
-    values = [span_auc(d, span_mask, mask, k, scorer=j) for j in range(d.shape[1]) if j != k]
-    values = [v for v in values if not math.isnan(v)]
-    return sum(values) / len(values) if values else float("nan")
-
-
-def span_agreement(
-    d: Tensor | None,
-    weights: Tensor,
-    span_mask: Tensor,
-    mask: Tensor,
-    reward_names: Sequence[str],
-    applicable: Tensor | None = None,
-) -> dict[str, float]:
-    """Step metrics `span/<name>/mass_in`, `span/<name>/auc`, `span/<name>/auc_control`.
-
-    mass_in: NaN-mean over samples of the share of routing weight mass inside the span
-    (`mass_in_span` on `weights`), over the samples where the reward applies (`applicable` (B, K);
-    default: where d is not NaN, or every sample when d is None);
-    auc / auc_control: `span_auc` / `control_auc` of d (NaN when d is None: no replay was run).
-    """
-    out: dict[str, float] = {}
-    w = weights.to(torch.float32)
-    if applicable is None and d is not None:
-        applicable = applicable_from(d)
-    if applicable is not None:
-        w = torch.where(applicable.to(w.device)[:, :, None], w, torch.full_like(w, torch.nan))
-    share = mass_in_span(w, span_mask, mask)  # (B, K)
-    for k, name in enumerate(reward_names):
-        col = share[:, k]
-        col = col[~torch.isnan(col)]
-        out[f"span/{name}/mass_in"] = float(col.mean()) if col.numel() else float("nan")
-        out[f"span/{name}/auc"] = span_auc(d, span_mask, mask, k) if d is not None else float("nan")
-        out[f"span/{name}/auc_control"] = control_auc(d, span_mask, mask, k) if d is not None else float("nan")
-    return out
-
-
-def js_summary(d: Tensor, mask: Tensor, reward_names: Sequence[str]) -> dict[str, float]:
-    """Step metrics `js/<name>/mean` and `js/<name>/max` over the real tokens of the samples where
-    the reward applies (NaN when there are none)."""
-    out: dict[str, float] = {}
-    valid = mask.bool()
-    for k, name in enumerate(reward_names):
-        vals = d[:, k, :][valid]
-        vals = vals[~torch.isnan(vals)]
-        out[f"js/{name}/mean"] = float(vals.mean()) if vals.numel() else float("nan")
-        out[f"js/{name}/max"] = float(vals.max()) if vals.numel() else float("nan")
-    return out
-
-
-# ----------------------------------------------------------------------------- teacher-forced passes
+from core.algos.routing import js_distance
 
 
 def teacher_forced_batch(

@@ -1,8 +1,8 @@
 """Report of the sample-efficiency study: efficiency.csv -> figure (HTML, PNG with kaleido) and Markdown tables.
 
-    python -m mrtpo_viz.efficiency_report runs/efficiency/efficiency.csv --out runs/efficiency
+    python -m mrtpo_viz.tools.efficiency_report runs/efficiency/efficiency.csv --out runs/efficiency
 
-Input: the long table `core.efficiency` writes (columns method, seed, step, metric, value; metric keys
+Input: the long table `core.tools.efficiency` writes (columns method, seed, step, metric, value; metric keys
 as in the run store, held-out ones `eval/all_satisfied` and `eval/reward/<name>`, step 0 = the initial
 model). Output:
 - `efficiency.html`: interactive plotly figure, one panel for the held-out all-satisfied rate and one per
@@ -34,7 +34,8 @@ EVAL_REWARD_PREFIX = "eval/reward/"
 METHOD_ORDER = ("grpo", "gdpo", "mrtpo-replay", "mrtpo-span")
 METHOD_COLORS = {"grpo": "#7f7f7f", "gdpo": "#1f77b4", "mrtpo-replay": "#d62728", "mrtpo-span": "#ff7f0e"}
 EXTRA_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-TIME_KEYS = {"time/step": "s/step", "time/generate": "generate", "time/replay": "replay", "time/update": "update"}
+TIME_KEYS = {"time/step": "s/step", "time/generate": "generate", "time/logprobs": "logprobs", "time/replay": "replay",
+             "time/update": "update"}
 NOT_REACHED = "n/r"
 
 
@@ -433,7 +434,7 @@ def write_report(csv: str | Path, out: str | Path, targets: Sequence[float] = (0
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mrtpo_viz.efficiency_report", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m mrtpo_viz.tools.efficiency_report", description=__doc__.split("\n\n")[0])
     p.add_argument("csv", help="efficiency.csv written by `mrtpo bench efficiency`")
     p.add_argument("--out", help="folder for the report files (default: the CSV's folder)")
     p.add_argument("--targets", nargs="+", type=float, default=[0.2, 0.3, 0.4])

@@ -8,7 +8,7 @@ The held-out split uses other topics and other keywords (same end phrases and fa
 The vocabulary is small on purpose: a 1M-parameter model must learn to copy the stated keyword
 and end phrase from the prompt. Deterministic for a given (n, seed, split).
 
-    python -m core.promptgen --out sample_data/prompts      # rewrites default.jsonl, heldout.jsonl
+    python -m core.tools.promptgen --out sample_data/prompts      # rewrites default.jsonl, heldout.jsonl
 
 Never imports torch.
 """
@@ -128,7 +128,7 @@ def write_default_sets(out_dir: str | Path, n_train: int = 200, n_heldout: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.promptgen", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m core.tools.promptgen", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder for default.jsonl and heldout.jsonl")
     parser.add_argument("--n", type=int, default=200, help="train prompts (default 200)")
     parser.add_argument("--heldout-n", type=int, default=60, help="held-out prompts (default 60)")

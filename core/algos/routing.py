@@ -1,0 +1,182 @@
+"""Relevance and routing: from per-token relevance d[k, i, t] to routing weights w[k, i, t].
+
+The formulas are in docs/METHOD.md ("MRTPO", "Relevance variants", "Routing sources"):
+
+- `js_distance`: base-2 Jensen-Shannon distance between two next-token distributions, in [0, 1];
+- `RELEVANCE`: relevance variants by name (`js`, `js_specific`), each `(d, applicable) -> relevance`;
+- `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), w = clip((1 - lam) + lam u, 0, w_max);
+- `ROUTING`: routing sources by name (`replay`, `span`, `uniform`), each `(RoutingInputs) -> (weights, d)`;
+  `replay` gets d by contrastive replay (a callable the trainer provides: `core.algos.teacher_forcing`).
+
+Shapes: B samples, K rewards, T response tokens (right-padded, `mask` (B, T) is 1 on real tokens),
+V vocabulary. A reward that does not apply to a sample's prompt has d = NaN for that sample.
+Pure torch: never imports transformers, streamlit or plotly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+LN2 = math.log(2.0)
+
+# ----------------------------------------------------------------------------- relevance and routing maths
+
+
+def js_distance(logp: Tensor, logq: Tensor) -> Tensor:
+    """Base-2 Jensen-Shannon distance between distributions given as log-probs over the last dim.
+
+    JSD(p, q) = 1/2 KL(p || m) + 1/2 KL(q || m), m = (p + q) / 2, in bits; distance = sqrt(JSD),
+    in [0, 1]. Per vocabulary entry, with lo = min(log p, log q), hi = max(log p, log q),
+    r = hi - lo >= 0 (so the smaller probability is e^lo = e^hi e^-r):
+        p log(p / m) + q log(q / m) = -(e^lo + e^hi) log1p(expm1(-r) / 2) - e^lo r
+    which is exactly 0 where p_v == q_v (r = 0: no sqrt-amplified rounding noise), needs no
+    exp of large numbers (expm1(-r) lies in [-1, 0]) and is bitwise symmetric in (p, q). Log-probs
+    below -1e4 (e.g. -inf: probability 0) are raised to -1e4, whose exp is exactly 0 in float32 and
+    float64, so a zero on one side gives the term q log 2 and zeros on both sides give 0.
+    Returns shape logp.shape[:-1] in the input dtype (at least float32).
+    """
+    dtype = torch.promote_types(torch.promote_types(logp.dtype, logq.dtype), torch.float32)
+    logp, logq = logp.to(dtype), logq.to(dtype)
+    lo = torch.minimum(logp, logq).clamp_(min=-1e4)
+    hi = torch.maximum(logp, logq).clamp_(min=-1e4)
+    neg_r = lo - hi  # -r <= 0
+    p_lo, p_hi = lo.exp_(), hi.exp_()  # in place: the log-probs are not needed any more
+    log_half_sum = torch.expm1(neg_r).mul_(0.5).log1p_()  # log((1 + e^-r) / 2) in [-log 2, 0]
+    two_jsd_nats = p_hi.add_(p_lo).mul_(log_half_sum).neg_().addcmul_(p_lo, neg_r).sum(-1)
+    return (two_jsd_nats * (0.5 / LN2)).clamp_(0.0, 1.0).sqrt_()
+
+
+def routing_weights(d: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0, sharpen: float = 1.0) -> Tensor:
+    """Routing weights w[k, i, t] from relevance d (B, K, T) and the response mask (B, T).
+
+    u[k, i, t] = T_i * d'[k, i, t] / sum_t d'[k, i, t],  d' = d ** sharpen (sharpen = 1: plain d),
+    so u has mean 1 over the response's T_i tokens (sharpening is an exponent on u renormalised to
+    mean 1);  w = clip((1 - lam) + lam * u, 0, w_max).
+    lam = 1 is pure routing, lam = 0 uniform weights. A response whose d is all zero (or NaN: the
+    reward does not apply) gets uniform weights 1; padding positions get 0.
+    """
+    mask_f = mask.to(torch.float32 if not d.is_floating_point() else d.dtype)[:, None, :]  # (B, 1, T)
+    d = torch.nan_to_num(d.to(mask_f.dtype), nan=0.0).clamp(min=0.0) * mask_f
+    if sharpen != 1.0:
+        d = d.pow(sharpen)
+    n_tokens = mask_f.sum(-1, keepdim=True)  # (B, 1, 1) = T_i
+    total = d.sum(-1, keepdim=True)  # (B, K, 1)
+    u = torch.where(total > 0, n_tokens * d / total.clamp(min=torch.finfo(d.dtype).tiny), torch.ones_like(d))
+    w = ((1.0 - lam) + lam * u).clamp(0.0, w_max)
+    return w * mask_f
+
+
+def applicable_from(d: Tensor) -> Tensor:
+    """(B, K) bool: reward k applies to sample i, i.e. its relevance row is not all NaN."""
+    return ~torch.isnan(d).all(dim=-1)
+
+
+def specific_relevance(d: Tensor, applicable: Tensor | None = None) -> Tensor:
+    """`js_specific`: d_spec[k, i, t] = max(d[k, i, t] - mean_{j != k, j applicable} d[j, i, t], 0).
+
+    The part of reward k's JS that removing the other constraints does not also cause. The mean
+    runs over the other rewards that apply to sample i (`applicable` (B, K), default: rows of d that
+    are not all NaN); with no other applicable reward (e.g. K = 1) d_spec = d. Non-applicable
+    rewards stay NaN.
+    """
+    if applicable is None:
+        applicable = applicable_from(d)
+    app = applicable.to(d.dtype)[:, :, None]  # (B, K, 1)
+    d0 = torch.nan_to_num(d, nan=0.0) * app
+    others_sum = d0.sum(1, keepdim=True) - d0  # sum over applicable j != k
+    others_n = app.sum(1, keepdim=True) - app
+    others_mean = torch.where(others_n > 0, others_sum / others_n.clamp(min=1), torch.zeros_like(others_sum))
+    spec = (d0 - others_mean).clamp(min=0.0)
+    return torch.where(app.bool().expand_as(spec), spec, torch.full_like(spec, torch.nan))
+
+
+def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0) -> Tensor:
+    """The `span` oracle: u = the verifier's inspected-span mask (B, K, T) scaled to mean 1 over the
+    response (u = T_i s / sum_t s), then w = clip((1 - lam) + lam * u, 0, w_max) as in
+    `routing_weights`. An empty span mask gives uniform weights; padding gets 0."""
+    return routing_weights(span_mask.to(torch.float32), mask, lam=lam, w_max=w_max, sharpen=1.0)
+
+
+
+# ----------------------------------------------------------------------------- relevance variants
+# name -> fn(d (B, K, T), applicable (B, K)) -> relevance (B, K, T); NaN stays NaN where a reward does not apply.
+
+
+def js_relevance(d: Tensor, applicable: Tensor) -> Tensor:
+    """`js`: the JS distance itself, relevance[k, i, t] = d[k, i, t]."""
+    return d
+
+
+RELEVANCE: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "js": js_relevance,
+    "js_specific": specific_relevance,
+}
+
+
+def get_relevance(name: str) -> Callable[[Tensor, Tensor], Tensor]:
+    """The relevance variant `name`; unknown names raise with the valid ones."""
+    try:
+        return RELEVANCE[name]
+    except KeyError:
+        raise ValueError(f"unknown relevance {name!r}; valid: {', '.join(RELEVANCE)}") from None
+
+
+# ----------------------------------------------------------------------------- routing sources
+
+
+@dataclass
+class RoutingInputs:
+    """What a routing source may use. `contrastive_js` runs the contrastive replay passes on demand
+    and returns d (B, K, T), NaN where a reward does not apply (only `replay` calls it)."""
+
+    mask: Tensor  # (B, T) 1 on real response tokens
+    span_mask: Tensor  # (B, K, T) bool: token overlaps a span verifier k inspected
+    applicable: Tensor  # (B, K) bool: reward k applies to sample i's prompt
+    lam: float = 1.0
+    w_max: float = 5.0
+    sharpen: float = 1.0
+    relevance: str = "js"
+    contrastive_js: Callable[[], Tensor] | None = None
+
+
+def route_replay(inputs: RoutingInputs) -> tuple[Tensor, Tensor]:
+    """`replay`: d by contrastive replay, the chosen relevance variant, then `routing_weights`."""
+    if inputs.contrastive_js is None:
+        raise ValueError("replay routing needs a contrastive_js pass")
+    d = inputs.contrastive_js().float()  # (B, K, T)
+    d = torch.where(inputs.applicable[:, :, None], d, torch.full_like(d, float("nan")))
+    relevance = get_relevance(inputs.relevance)(d, inputs.applicable)
+    w = routing_weights(relevance, inputs.mask, lam=inputs.lam, w_max=inputs.w_max, sharpen=inputs.sharpen)
+    return w, d
+
+
+def route_span(inputs: RoutingInputs) -> tuple[Tensor, None]:
+    """`span` (oracle): the verifiers' own inspected-span masks as relevance (`span_routing`)."""
+    return span_routing(inputs.span_mask, inputs.mask, lam=inputs.lam, w_max=inputs.w_max), None
+
+
+def route_uniform(inputs: RoutingInputs) -> tuple[Tensor, None]:
+    """`uniform`: every routing weight 1 on real tokens (MRTPO then equals GDPO exactly)."""
+    k = inputs.span_mask.shape[1]
+    return inputs.mask[:, None, :].expand(-1, k, -1).to(torch.float32), None
+
+
+# name -> fn(RoutingInputs) -> (weights (B, K, T), relevance d (B, K, T) or None when no replay ran)
+ROUTING: dict[str, Callable[[RoutingInputs], tuple[Tensor, Tensor | None]]] = {
+    "replay": route_replay,
+    "span": route_span,
+    "uniform": route_uniform,
+}
+
+
+def get_routing(name: str) -> Callable[[RoutingInputs], tuple[Tensor, Tensor | None]]:
+    """The routing source `name`; unknown names raise with the valid ones."""
+    try:
+        return ROUTING[name]
+    except KeyError:
+        raise ValueError(f"unknown routing {name!r}; valid: {', '.join(ROUTING)}") from None

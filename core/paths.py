@@ -1,0 +1,41 @@
+"""Where the repository's own files are: the one place that knows the repo root.
+
+Never imports anything heavy (the app, the CLI and the trainer all use it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DATA = REPO_ROOT / "sample_data"
+PROMPTS_DIR = SAMPLE_DATA / "prompts"
+MODELS_DIR = SAMPLE_DATA / "models"
+SAMPLE_RUNS_DIR = SAMPLE_DATA / "runs"
+TINY_INSTRUCT_DIR = MODELS_DIR / "tiny-instruct"
+APP_FILE = REPO_ROOT / "app.py"
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    """A path as given when it exists (relative to the working directory), else relative to the repo root.
+
+    Lets `sample_data/prompts/default.jsonl` work from any working directory.
+    """
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    alt = REPO_ROOT / p
+    return alt if alt.exists() else p
+
+
+def runs_dir() -> Path:
+    """The runs directory new runs go to by default: `$MRTPO_RUNS_DIR`, else `./runs`."""
+    return Path(os.environ.get("MRTPO_RUNS_DIR") or "runs").resolve()
+
+
+def missing_model_hint(error: object) -> str:
+    """A line to add to an error that names the tiny-instruct preset (its folder may not be built)."""
+    if "tiny-instruct" not in str(error):
+        return ""
+    return "\n(build it with `mrtpo bootstrap`, or pass --model PATH)"

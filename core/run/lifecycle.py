@@ -1,0 +1,249 @@
+"""A training run from start to end: `train(cfg)` opens (or resumes) the run folder, loops over
+`core.run.step.train_step`, writes each step's credit map and metrics line, checkpoints, evaluates
+at checkpoint steps, and ends the run's status as completed, stopped or failed.
+
+- `open_run`: new-run and resume setup in one place (load the state, create or reopen the folder);
+- `save_checkpoint` / `latest_checkpoint`: save_pretrained folders plus optimizer state, written
+  to a hidden temp folder then renamed;
+- `SignalGuard`: SIGTERM/SIGINT request a stop that the loop honours between phases;
+- `ProgressBar`: a one-line bar on terminals.
+
+Each step is seeded from (seed, step), so a resumed run draws what an uninterrupted one would.
+Never imports streamlit or plotly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core import model as model_lib
+from core.config import TrainConfig
+from core.run import names as names_lib
+from core.run.record import summary_line
+from core.run.step import StopRequested, TrainState, evaluate, seed_everything, train_step
+from core.run.store import RunStore, RunWriter, run_dir
+
+# ------------------------------------------------------------------------------------------ state
+
+
+def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state: Path | None = None) -> TrainState:
+    """Load prompts, policy (from `model_path` when resuming), reference model and optimizer.
+
+    Raises ConfigError for a bad prompt set / weights before anything heavy is loaded.
+    """
+    items, names = cfg.load_prompts()
+    eval_items = cfg.load_prompts(cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
+    seed_everything(cfg.seed)
+    model, tokenizer, _info = model_lib.load_policy(model_path or cfg.model, device=cfg.device)
+    device = next(model.parameters()).device
+    model.float()  # fp32 master weights; CUDA compute runs under bf16 autocast
+    ref_model = None
+    if cfg.kl_beta > 0:
+        ref_model = copy.deepcopy(model).eval()
+        ref_model.requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
+    if optimizer_state is not None and optimizer_state.exists():
+        optimizer.load_state_dict(torch.load(optimizer_state, map_location=device))
+    weights = torch.tensor([cfg.reward_weight(n) for n in names], dtype=torch.float32)
+    return TrainState(cfg, model, tokenizer, optimizer, items, names, weights, device, ref_model, eval_items)
+
+
+# ------------------------------------------------------------------------------------------ checkpoints
+
+
+def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:
+    """Policy + tokenizer (save_pretrained), optimizer state and the step, written to a temp folder then renamed."""
+    final = writer.checkpoint_dir(step)
+    tmp = final.parent / f".{final.name}.tmp"  # hidden: readers never list a half-written checkpoint
+    if tmp.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    state.model.save_pretrained(tmp)
+    state.tokenizer.save_pretrained(tmp)
+    torch.save(state.optimizer.state_dict(), tmp / "optimizer.pt")
+    (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "seed": state.cfg.seed}) + "\n")
+    if final.exists():
+        shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
+    """The newest complete checkpoint of a run folder (one with trainer_state.json), or None."""
+    best = None
+    for ckpt in RunStore(path).checkpoints():
+        state_file = ckpt / "trainer_state.json"
+        if not state_file.exists():
+            continue
+        step = int(json.loads(state_file.read_text())["step"])
+        if best is None or step > best[0]:
+            best = (step, ckpt)
+    return best
+
+
+# ------------------------------------------------------------------------------------------ signals and progress
+
+
+class SignalGuard:
+    """SIGTERM/SIGINT request a stop (checked between phases); a second signal gets the previous handler.
+
+    Installed before the model loads, so an early stop is not lost; `attach(state)` hands the
+    request to the loop's state.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self.state: TrainState | None = None
+        self.previous: dict[int, Any] = {}
+
+    def attach(self, state: TrainState) -> None:
+        self.state = state
+        state.stop_requested = state.stop_requested or self.requested
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        if self.state is not None:
+            self.state.stop_requested = True
+        signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
+
+    def __enter__(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: signals stay with the caller
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        return False
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, drawn only on a terminal (train.log stays clean)."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = time.monotonic()
+
+    def show(self, done: int, phase: str = "") -> None:
+        if not self.enabled:
+            return
+        frac = done / max(self.total, 1)
+        filled = int(30 * frac)
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / done * (self.total - done) if done else float("nan")
+        eta_s = f"{eta:5.0f}s" if math.isfinite(eta) else "    ?"
+        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} eta {eta_s} {phase:<10}")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * 70 + "\r")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+def open_run(cfg: TrainConfig, resume: str | os.PathLike | None) -> tuple[TrainState, RunWriter, int]:
+    """Load the state and open the run folder: (state, writer, the last completed step).
+
+    New run: picks the name (`cfg.run_name` or an automatic one) and creates the folder. Resume: loads
+    the policy and optimizer from the newest checkpoint, records the config (resuming may change steps,
+    device, ...) and drops the steps after that checkpoint. Either way the status becomes `running`.
+    """
+    ckpt = latest_checkpoint(Path(resume)) if resume is not None else None
+    start = ckpt[0] if ckpt else 0
+    state = build_state(cfg, model_path=str(ckpt[1]) if ckpt else None,
+                        optimizer_state=ckpt[1] / "optimizer.pt" if ckpt else None)
+    if resume is not None:
+        writer = RunWriter.reopen(resume, {**cfg.to_dict(), "reward_names": state.reward_names}, start)
+    else:
+        cfg.run_name = cfg.run_name or names_lib.auto_run_name(
+            cfg.method, lambda name: run_dir(cfg.runs_dir, name).exists())
+        writer = RunWriter.create(cfg.runs_dir, cfg.run_name, {**cfg.to_dict(), "reward_names": state.reward_names})
+    writer.set_status(state="running", pid=os.getpid(), step=start, total_steps=cfg.steps, error=None)
+    state.step = start
+    return state, writer, start
+
+
+StepHook = Callable[[TrainState, dict], None]
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    resume: str | os.PathLike | None = None,
+    hooks: list[StepHook] | None = None,
+    out=None,
+) -> Path:
+    """Run (or resume) a training run; returns the run folder. Status ends completed, stopped or failed."""
+    out = out or sys.stdout
+    with SignalGuard() as guard:
+        state, writer, start = open_run(cfg, resume)
+        guard.attach(state)
+        if resume is not None:
+            print(f"resuming {writer.path.name} from step {start}", file=out, flush=True)
+        else:
+            print(f"run {writer.path.name}: {writer.path}", file=out, flush=True)
+        _loop(state, writer, start, hooks or [], out)
+    return writer.path
+
+
+def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook], out) -> None:
+    cfg = state.cfg
+    bar = ProgressBar(cfg.steps)
+    last_saved = start if start > 0 else -1
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            bar.show(step - 1, "step")
+            state.check_stop()
+            result = train_step(state, step)
+            state.step = step
+            metrics = result.metrics
+            is_ckpt = step == cfg.steps or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0)
+            if is_ckpt:
+                metrics.update(evaluate(state))
+            # Credit map, then the metrics line (the step is complete), then the checkpoint: a kill
+            # between them resumes from an older checkpoint and truncates the later steps.
+            writer.write_credit(step, result.credit)
+            writer.append_metrics(metrics)
+            if is_ckpt:
+                save_checkpoint(state, writer, step)
+                last_saved = step
+            writer.set_status(state="running", step=step)
+            bar.clear()
+            print(summary_line(metrics, cfg.steps, state.reward_names), file=out, flush=True)
+            for hook in hooks:
+                hook(state, metrics)
+        bar.clear()
+        writer.set_status(state="completed", step=state.step, error=None)
+    except StopRequested:
+        bar.clear()
+        if state.step > 0 and last_saved != state.step:
+            save_checkpoint(state, writer, state.step)
+        writer.set_status(state="stopped", step=state.step, error=None)
+        print(f"stopped after step {state.step}", file=out, flush=True)
+    except BaseException as exc:
+        bar.clear()
+        tail = "".join(traceback.format_exception(exc))[-4000:]
+        state_name = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        writer.set_status(state=state_name, step=state.step, error=None if state_name == "stopped" else tail)
+        raise

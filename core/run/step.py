@@ -1,0 +1,441 @@
+"""One training step: GRPO, GDPO or MRTPO on a causal LM, read top to bottom in `train_step`:
+
+    rollout  = collect_rollout(...)              sample_prompts (seeded by seed and step), generate
+                                                 (G responses per prompt, token ids kept), decode_rollout
+                                                 (each token's text and char offsets, incremental decode)
+    scores   = verify(...)                       rewards (B, K), NaN where a reward does not apply; span masks
+    logprobs = rollout_logprobs(...)             log pi_old(y_t) (B, T) under x, and p_t for replay
+    routing  = route(...)                        routing weights (B, K, T) from the routing source
+                                                 (replay runs the contrastive passes: `core.algos.routing.ROUTING`)
+    adv      = compute_advantages(...)           token advantages (B, T), per-reward credit (B, K, T)
+    stats    = policy_update(...)                clipped surrogate (+ KL), AdamW, `inner_epochs` passes
+    record   -> metrics, credit map              (`core.run.record`)
+
+The maths lives in `core.algos` (formulas in docs/METHOD.md); the names of estimators, routing
+sources and relevance variants live in its registries, not in if/elif chains here. The run around
+the steps (run store, checkpoints, resume, signals) is `core.run.lifecycle`.
+
+Shapes: B = prompts_per_step * group_size samples (rows of a group contiguous), K rewards,
+T response tokens (right-padded; `mask` (B, T) is 1 on real tokens, eos included), V vocabulary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from core import model as model_lib
+from core.algos import advantages as adv_lib
+from core.algos import loss as loss_lib
+from core.algos import routing as routing_lib
+from core.algos import teacher_forcing as tf_lib
+from core.config import TrainConfig
+from core.run import record
+
+# ------------------------------------------------------------------------------------------ state
+
+
+class StopRequested(Exception):
+    """SIGTERM/SIGINT arrived: abandon the current step and mark the run stopped."""
+
+
+@dataclass
+class TrainState:
+    """Everything the loop carries from step to step."""
+
+    cfg: TrainConfig
+    model: Any
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    items: list
+    reward_names: list[str]
+    reward_weights: Tensor  # (K,)
+    device: torch.device
+    ref_model: Any = None
+    eval_items: list | None = None
+    step: int = 0
+    stop_requested: bool = False
+
+    def autocast(self):
+        """bf16 autocast on CUDA (weights stay fp32), plain fp32 on CPU."""
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def check_stop(self) -> None:
+        if self.stop_requested:
+            raise StopRequested()
+
+
+@dataclass
+class Rollout:
+    """G sampled responses per prompt, with what the later phases need per sample."""
+
+    items: list  # (B,) PromptItem of each sample
+    prompt_ids: list[list[int]]  # (B,) chat-formatted prompt token ids
+    response_ids: Tensor  # (B, T) sampled ids, padded with pad_id after the response
+    mask: Tensor  # (B, T) 1 on response tokens (up to and including eos)
+    texts: list[str] = field(default_factory=list)  # (B,) decoded responses
+    tokens: list[list[str]] = field(default_factory=list)  # (B, T_i) each token's text
+    offsets: list[list[tuple[int, int]]] = field(default_factory=list)  # (B, T_i) char range in texts[i]
+
+
+@dataclass
+class Scores:
+    rewards: Tensor  # (B, K), NaN where reward k does not apply to sample i's prompt
+    span_mask: Tensor  # (B, K, T) bool: token t overlaps a span verifier k inspected
+
+    @property
+    def applicable(self) -> Tensor:
+        """(B, K) bool: reward k applies to sample i's prompt."""
+        return ~torch.isnan(self.rewards)
+
+
+@dataclass
+class Routing:
+    old_logp: Tensor  # (B, T) log-prob of each sampled token under the rollout policy
+    weights: Tensor | None  # (B, K, T) routing weights; None when the estimator ignores them
+    js: Tensor | None  # (B, K, T) relevance d; None when no replay ran
+
+
+@dataclass
+class Advantages:
+    token_adv: Tensor  # (B, T) A[i, t], 0 at padding
+    credit: Tensor  # (B, K, T) reward k's term of A[i, t]
+    group_adv: Tensor  # (B, K) a[k, i], the GDPO group-normalised advantages
+
+
+# ------------------------------------------------------------------------------------------ phases
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The seed of one step: a resumed run draws what the uninterrupted run would have drawn."""
+    return (seed * 1_000_003 + step * 7919) % 2**63
+
+
+def sample_prompts(items: list, n: int, seed: int, step: int) -> list:
+    """Prompts of a step: epochs over a shuffled prompt set, each epoch's order seeded by (seed, epoch).
+
+    Step s takes positions (s-1)*n .. s*n-1 of the concatenated epochs, so it depends only on
+    (seed, step) and every prompt is seen once per epoch.
+    """
+    out = []
+    for pos in range((step - 1) * n, step * n):
+        epoch, idx = divmod(pos, len(items))
+        order = list(range(len(items)))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        out.append(items[order[idx]])
+    return out
+
+
+def pad_token_id(tokenizer) -> int:
+    if tokenizer.pad_token_id is not None:
+        return int(tokenizer.pad_token_id)
+    return int(tokenizer.eos_token_id)
+
+
+def generate(state: TrainState, prompts: list, seed: int) -> Rollout:
+    """Sample G responses per prompt at `temperature` with the full distribution (top_k=0, top_p=1).
+
+    Each response ends at its first eos or at max_new_tokens. The sampled ids are kept as they are:
+    later passes teacher-force them, never a re-encoding of the text.
+    """
+    cfg, tok = state.cfg, state.tokenizer
+    samples = [item for item in prompts for _ in range(cfg.group_size)]  # (B,) rows of a group contiguous
+    encoded = [model_lib.encode_prompt(tok, item.prompt()) for item in prompts]
+    prompt_ids = [ids for ids in encoded for _ in range(cfg.group_size)]
+    if state.device.type == "cuda":
+        torch.cuda.manual_seed_all(seed)
+    with state.autocast():
+        response_ids, mask = model_lib.generate_responses(
+            state.model, tok, prompt_ids, cfg.max_new_tokens, cfg.temperature, generator_seed=seed
+        )  # (B, T) each
+    response_ids, mask = response_ids.cpu(), mask.cpu().long()
+    response_ids = torch.where(mask.bool(), response_ids, torch.full_like(response_ids, pad_token_id(tok)))
+    t_max = max(int(mask.sum(1).max()), 1)  # drop columns no response reaches
+    return Rollout(samples, prompt_ids, response_ids[:, :t_max].contiguous(), mask[:, :t_max].contiguous())
+
+
+def decode_rollout(state: TrainState, rollout: Rollout) -> Rollout:
+    lengths = rollout.mask.sum(1).tolist()
+    for i, n in enumerate(lengths):
+        text, offsets = model_lib.decode_with_offsets(state.tokenizer, rollout.response_ids[i, :n].tolist())
+        rollout.texts.append(text)
+        rollout.tokens.append([text[a:b] for a, b in offsets])
+        rollout.offsets.append([(int(a), int(b)) for a, b in offsets])
+    return rollout
+
+
+def collect_rollout(state: TrainState, step: int) -> Rollout:
+    """The step's prompts (seeded by seed and step), G sampled responses each, decoded with offsets."""
+    cfg = state.cfg
+    prompts = sample_prompts(state.items, cfg.prompts_per_step, cfg.seed, step)
+    state.model.eval()  # no dropout anywhere: the ratio must be 1 on the first on-policy pass
+    rollout = generate(state, prompts, step_seed(cfg.seed, step))
+    return decode_rollout(state, rollout)
+
+
+def span_token_mask(offsets: list[tuple[int, int]], spans, width: int) -> np.ndarray:
+    """(width,) bool: token t overlaps a character span [s, e) (start_t < e and s < end_t; empty tokens never)."""
+    out = np.zeros(width, dtype=bool)
+    if not spans or not offsets:
+        return out
+    tok = np.asarray(offsets, dtype=np.int64)  # (T_i, 2)
+    sp = np.asarray(spans, dtype=np.int64)  # (S, 2)
+    hit = (tok[:, None, 0] < sp[None, :, 1]) & (sp[None, :, 0] < tok[:, None, 1])  # (T_i, S)
+    out[: len(offsets)] = hit.any(1) & (tok[:, 0] < tok[:, 1])
+    return out
+
+
+def verify(state: TrainState, rollout: Rollout) -> Scores:
+    """Score every response with every reward its prompt states; map the verifiers' spans to tokens."""
+    names = state.reward_names
+    b, t = rollout.response_ids.shape
+    rewards = torch.full((b, len(names)), float("nan"))  # (B, K)
+    span_mask = np.zeros((b, len(names), t), dtype=bool)  # (B, K, T)
+    for i, (item, text) in enumerate(zip(rollout.items, rollout.texts, strict=True)):
+        for k, result in enumerate(item.verify(text, names)):
+            if result is None:
+                continue
+            rewards[i, k] = float(result.score)
+            span_mask[i, k] = span_token_mask(rollout.offsets[i], result.spans, t)
+    return Scores(rewards, torch.from_numpy(span_mask))
+
+
+# Estimators that spread credit by routing weights; the others (grpo, gdpo) give every token the same advantage.
+ROUTED_ESTIMATORS = ("mrtpo",)
+
+
+def routing_source(cfg: TrainConfig) -> str | None:
+    """The routing source a config uses (`cfg.routing` for routed estimators), None for grpo/gdpo."""
+    return cfg.routing if cfg.method in ROUTED_ESTIMATORS else None
+
+
+def rollout_logprobs(state: TrainState, rollout: Rollout, keep_full: bool) -> tf_lib.ResponseLogprobs:
+    """The no-gradient pass under the full prompt x: log pi_old(y_t) for the policy ratio, and (with
+    `keep_full`) the full next-token distributions p_t that replay reuses."""
+    dev = state.device
+    with torch.no_grad(), state.autocast():
+        return tf_lib.response_logprobs(
+            state.model, rollout.prompt_ids, rollout.response_ids.to(dev), rollout.mask.to(dev),
+            state.cfg.replay_chunk, keep_full=keep_full, pad_token_id=pad_token_id(state.tokenizer),
+        )
+
+
+def contrastive_prompt_ids(state: TrainState, rollout: Rollout) -> list[list[list[int] | None]]:
+    """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply)."""
+    cache: dict[tuple[str, int], list[int]] = {}
+    out = []
+    for item in rollout.items:
+        row: list[list[int] | None] = []
+        families = item.families()
+        for name in state.reward_names:
+            if name not in families:
+                row.append(None)
+                continue
+            key = (item.key, families.index(name))
+            if key not in cache:
+                cache[key] = list(model_lib.encode_prompt(state.tokenizer, item.contrastive_prompt(key[1])))
+            row.append(cache[key])
+        out.append(row)
+    return out
+
+
+def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs) -> Routing:
+    """Routing weights w[k, i, t] from the config's routing source (`core.algos.routing.ROUTING`); replay
+    runs the K contrastive passes here, reusing p_t from `rollout_logprobs`."""
+    cfg, dev = state.cfg, state.device
+    old_logp = logprobs.token_logp.float().cpu() * rollout.mask  # (B, T)
+    source = routing_source(cfg)
+    if source is None:
+        return Routing(old_logp, None, None)
+
+    def contrastive_js() -> Tensor:
+        with torch.no_grad(), state.autocast():
+            d = tf_lib.contrastive_js(
+                state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout),
+                rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,
+                logp_full=logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
+            )  # (B, K, T)
+        return d.float().cpu()
+
+    inputs = routing_lib.RoutingInputs(
+        mask=rollout.mask, span_mask=scores.span_mask, applicable=scores.applicable, lam=cfg.lam, w_max=cfg.w_max,
+        sharpen=cfg.sharpen, relevance=cfg.relevance, contrastive_js=contrastive_js,
+    )
+    with torch.no_grad():
+        weights, js = routing_lib.get_routing(source)(inputs)
+    return Routing(old_logp, weights.float(), js)
+
+
+def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, routing: Routing) -> Advantages:
+    """Token advantages (B, T) and per-reward credit (B, K, T) from the config's estimator, and the
+    GDPO group advantages a[k, i] (B, K) the credit map records."""
+    cfg = state.cfg
+    estimator = adv_lib.get_estimator(cfg.method)
+    token_adv, credit = estimator(
+        scores.rewards, routing.weights, rollout.mask, cfg.group_size, state.reward_weights, cfg.eps
+    )  # (B, T), (B, K, T)
+    group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
+    return Advantages(token_adv, credit, group_adv)
+
+
+def policy_update(state: TrainState, rollout: Rollout, routing: Routing, token_adv: Tensor) -> dict[str, float]:
+    """`inner_epochs` AdamW steps on the clipped surrogate (+ kl_beta * KL to the reference).
+
+    Token-mean over the whole batch: a micro-batch of n_c real tokens (out of n) adds
+    (n_c / n) * its own token-mean loss, so the summed gradient is the batch's token-mean gradient.
+    """
+    cfg, model, dev = state.cfg, state.model, state.device
+    b = rollout.response_ids.shape[0]
+    pad = pad_token_id(state.tokenizer)
+    n_tokens = float(rollout.mask.sum())
+    chunks = [slice(s, min(s + cfg.replay_chunk, b)) for s in range(0, b, cfg.replay_chunk)]
+    ref_logp = None
+    if state.ref_model is not None and cfg.kl_beta > 0:
+        with torch.no_grad(), state.autocast():
+            ref = tf_lib.response_logprobs(
+                state.ref_model, rollout.prompt_ids, rollout.response_ids.to(dev), rollout.mask.to(dev),
+                cfg.replay_chunk, keep_full=False, pad_token_id=pad,
+            )
+        ref_logp = ref.token_logp.float().cpu()  # (B, T)
+    totals: dict[str, float] = {}
+    for _ in range(cfg.inner_epochs):
+        state.check_stop()
+        state.optimizer.zero_grad(set_to_none=True)
+        for sl in chunks:
+            mask = rollout.mask[sl]
+            t_c = int(mask.sum(1).max())  # cut the micro-batch to its longest response
+            if t_c == 0:
+                continue
+            mask = mask[:, :t_c].to(dev)  # (b, t_c)
+            ids = rollout.response_ids[sl, :t_c].to(dev)  # (b, t_c)
+            with state.autocast():
+                logits = tf_lib.response_logits(model, rollout.prompt_ids[sl], ids, mask, pad)  # (b, t_c, V)
+            logp = loss_lib.token_logprobs(logits, ids)  # (b, t_c), float32
+            loss, stats = loss_lib.policy_loss(
+                logp,
+                routing.old_logp[sl, :t_c].to(dev),
+                token_adv[sl, :t_c].to(dev),
+                mask,
+                clip_range=cfg.clip_range,
+                ref_logp=None if ref_logp is None else ref_logp[sl, :t_c].to(dev),
+                kl_beta=cfg.kl_beta,
+                logits=logits,
+            )
+            share = float(mask.sum()) / n_tokens
+            (loss * share).backward()
+            for key, value in stats.items():
+                totals[key] = totals.get(key, 0.0) + share * value / cfg.inner_epochs
+        if cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        state.optimizer.step()
+    state.optimizer.zero_grad(set_to_none=True)
+    return totals
+
+
+# ------------------------------------------------------------------------------------------ one step
+
+
+@dataclass
+class StepResult:
+    metrics: dict[str, Any]
+    credit: pd.DataFrame
+    rollout: Rollout
+
+
+def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> StepResult:
+    """One optimizer step of the run, top to bottom. Returns its metrics and credit map.
+
+    `rollout` skips generation (the overhead benchmark runs several methods on the same batch).
+    """
+    cfg = state.cfg
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    # 1. rollout: sample prompts and G responses per prompt
+    if rollout is None:
+        rollout = collect_rollout(state, step)
+    times["time/generate"] = time.perf_counter() - t0
+    state.check_stop()
+
+    # 2. verify: rewards (B, K) and the verifiers' spans as token masks (B, K, T)
+    t1 = time.perf_counter()
+    scores = verify(state, rollout)
+    times["time/verify"] = time.perf_counter() - t1
+
+    # 3. rollout log-probs under x (B, T); p_t (B, T, V) kept when replay will reuse it
+    t1 = time.perf_counter()
+    logprobs = rollout_logprobs(state, rollout, keep_full=routing_source(cfg) == "replay")
+    times["time/logprobs"] = time.perf_counter() - t1
+
+    # 4. routing weights w[k, i, t] (B, K, T) from the routing source (replay: the K contrastive passes)
+    t1 = time.perf_counter()
+    routing = route(state, rollout, scores, logprobs)
+    del logprobs
+    times["time/replay"] = time.perf_counter() - t1
+    state.check_stop()
+
+    # 5. advantages: token advantages (B, T) and per-reward credit (B, K, T)
+    t1 = time.perf_counter()
+    adv = compute_advantages(state, rollout, scores, routing)
+    times["time/advantages"] = time.perf_counter() - t1
+
+    # 6. update: clipped surrogate on the token advantages
+    t1 = time.perf_counter()
+    loss_stats = policy_update(state, rollout, routing, adv.token_adv)
+    times["time/update"] = time.perf_counter() - t1
+    times["time/step"] = time.perf_counter() - t0
+
+    rec = record.StepRecord(step, state.reward_names, cfg.group_size, rollout, scores, routing, adv, loss_stats, times)
+    return StepResult(record.step_metrics(rec), record.credit_frame(rec), rollout)
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+
+EVAL_SEED_BASE = 1_000_003
+
+
+@torch.no_grad()
+def evaluate(state: TrainState, chunk: int = 64) -> dict[str, float]:
+    """Sampled responses to the first `eval_prompts` held-out prompts: `eval/reward/<name>`, `eval/all_satisfied`.
+
+    `eval_samples` responses per prompt at the training temperature (the distribution RL changes; greedy
+    decoding saturates some constraints and hides others), with a generator seed fixed per run seed, so
+    every evaluation of a run, and every method trained with that seed, draws the same random numbers.
+    """
+    cfg, tok, names = state.cfg, state.tokenizer, state.reward_names
+    items = (state.eval_items or [])[: cfg.eval_prompts]
+    if not items:
+        return {}
+    rows = [item for item in items for _ in range(cfg.eval_samples)]
+    encoded = {item.key: model_lib.encode_prompt(tok, item.prompt()) for item in items}
+    rewards = torch.full((len(rows), len(names)), float("nan"))  # (N, K)
+    for c0 in range(0, len(rows), chunk):
+        part = rows[c0 : c0 + chunk]
+        with torch.no_grad(), state.autocast():
+            resp, mask = model_lib.generate_responses(
+                state.model, tok, [encoded[item.key] for item in part], cfg.max_new_tokens, cfg.temperature,
+                generator_seed=EVAL_SEED_BASE + cfg.seed + c0,
+            )  # (n, T) each
+        resp, mask = resp.cpu(), mask.cpu()
+        for j, item in enumerate(part):
+            text = tok.decode(resp[j][mask[j].bool()].tolist(), skip_special_tokens=True)
+            for k, result in enumerate(item.verify(text, names)):
+                if result is not None:
+                    rewards[c0 + j, k] = float(result.score)
+    return record.reward_metrics(rewards, names, prefix="eval/")

@@ -1,0 +1,69 @@
+"""Data and checks shared by several test files (imported as `from helpers import ...`; the fixtures that
+use them are in conftest.py). Test files never import from each other."""
+
+from __future__ import annotations
+
+# Four prompts, four rewards: a writing task with keyword / no-comma, one with lowercase, two arithmetic ones.
+MICRO_PROMPTS = [
+    {"key": "w1", "task": "Write a short note about rivers.", "constraints": [
+        {"family": "keywords:existence", "kwargs": {"keywords": ["steady"]}},
+        {"family": "punctuation:no_comma", "kwargs": {}}]},
+    {"key": "w2", "task": "Write a short note about mountains.", "constraints": [
+        {"family": "change_case:english_lowercase", "kwargs": {}},
+        {"family": "punctuation:no_comma", "kwargs": {}}]},
+    {"key": "a1", "task": "What is 3 plus 4?", "constraints": [
+        {"family": "task:arithmetic", "kwargs": {"answer": 7}},
+        {"family": "change_case:english_lowercase", "kwargs": {}}]},
+    {"key": "a2", "task": "What is 2 plus 5?", "constraints": [
+        {"family": "task:arithmetic", "kwargs": {"answer": 7}},
+        {"family": "keywords:existence", "kwargs": {"keywords": ["seven"]}}]},
+]
+MICRO_REWARDS = ["keywords:existence", "punctuation:no_comma", "change_case:english_lowercase", "task:arithmetic"]
+
+# A custom verifier (loaded through the `custom_verifiers` config field) whose graded score varies
+# with any text, so that rewards differ inside every group even for the random micro model.
+LETTERS_VERIFIER = '''
+from core.verifiers import register
+
+
+@register("test:letters", sentence="Use mostly letters.")
+def letter_share(text):
+    """Share of characters that are ASCII letters; spans: every letter."""
+    spans = [(i, i + 1) for i, c in enumerate(text) if c.isascii() and c.isalpha()]
+    return (len(spans) / len(text) if text else 0.0), spans
+'''
+
+# Verifier specs (family, kwargs) that the verifier tests run every family through.
+VERIFIER_SPECS = [
+    ("keywords:existence", {"keywords": ["light"]}),
+    ("keywords:existence", {"keywords": ["a", "ab", "İ"]}),
+    ("keywords:forbidden_words", {"forbidden_words": ["bad", "a"]}),
+    ("keywords:frequency", {"keyword": "a", "frequency": 2, "relation": "at least"}),
+    ("keywords:frequency", {"keyword": "ab", "frequency": 2, "relation": "less than"}),
+    ("startend:end_checker", {"end_phrase": "That is all."}),
+    ("startend:end_checker", {"end_phrase": "İ a"}),
+    ("startend:start_checker", {"start_phrase": "Dear a"}),
+    ("change_case:english_lowercase", {}),
+    ("change_case:english_capital", {}),
+    ("length_constraints:number_words", {"num_words": 3, "relation": "at least"}),
+    ("length_constraints:number_sentences", {"num_sentences": 2, "relation": "less than"}),
+    ("detectable_format:json_format", {}),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 2}),
+    ("punctuation:no_comma", {}),
+    ("detectable_format:title", {}),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}),
+    ("detectable_content:number_placeholders", {"num_placeholders": 1}),
+    ("detectable_content:postscript", {"postscript_marker": "P.S."}),
+    ("detectable_content:postscript", {"postscript_marker": "P.P.S"}),
+    ("detectable_content:postscript", {"postscript_marker": "Note:"}),
+    ("task:arithmetic", {"answer": 7}),
+]
+
+
+def assert_well_formed(result, text):
+    assert 0.0 <= result.score <= 1.0
+    previous_end = 0
+    for start, end in result.spans:
+        assert isinstance(start, int) and isinstance(end, int)
+        assert previous_end <= start < end <= len(text)
+        previous_end = end
