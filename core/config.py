@@ -38,10 +38,11 @@ from core.run.names import RUN_NAME_RULE, is_run_name
 METHODS = ("grpo", "gdpo", "mrtpo")
 ROUTINGS = ("replay", "span", "uniform")
 RELEVANCES = ("js", "js_specific")
+REPLAY_PAIRS = ("nonzero_adv", "all")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields whose value is one of a fixed set (the command line and the app's form offer these).
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
-                                             "device": DEVICES}
+                                             "replay_pairs": REPLAY_PAIRS, "device": DEVICES}
 # Model presets, name -> description (core.model knows how to load each).
 MODEL_PRESETS: dict[str, str] = {
     "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
@@ -125,6 +126,8 @@ class TrainConfig:
     # --- replay ---
     replay_chunk: int = 16
     """samples per forward pass in replay and in the update (memory bound); 16 fits a 135M model on 8 GB"""
+    replay_pairs: str = "nonzero_adv"
+    """(sample, reward) pairs replay scores: nonzero_adv (where the reward's group advantage is nonzero: the rest cannot change any token advantage) or all (JS maps for every reward, slower)"""
 
     # --- run and output ---
     runs_dir: str = "runs"
@@ -328,6 +331,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("max_grad_norm", _at_least(0.0, "use 0 to disable clipping")),
     ("seed", _at_least(0)),
     ("replay_chunk", _at_least(1)),
+    ("replay_pairs", _choice(FIELD_CHOICES["replay_pairs"])),
     ("runs_dir", lambda v, c: "" if v else "give a folder for the runs, e.g. runs"),
     ("run_name", _run_name_check),
     ("checkpoint_every", _at_least(0, "use 0 to save only at the end")),

@@ -260,20 +260,33 @@ def response_mask(response_ids: Tensor, eos_token_id: int | Sequence[int] | None
     return eos_before == 0
 
 
+@dataclass
+class Sampled:
+    """What `sample_responses` returns: response_ids (B, T), mask (B, T) bool (1 up to and including
+    the first eos), and, when asked for, logits (B, T, V): the unprocessed next-token logits the model
+    gave while sampling (before temperature), row t the distribution that token t was drawn from."""
+
+    response_ids: Tensor
+    mask: Tensor
+    logits: Tensor | None = None
+
+
 @torch.no_grad()
-def generate_responses(
+def sample_responses(
     model,
     tokenizer,
     prompts_ids: Sequence[Sequence[int]],
     max_new_tokens: int,
     temperature: float = 1.0,
     generator_seed: int | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Sample one response per prompt row: (response_ids (B, T), mask (B, T) bool).
+    keep_logits: bool = False,
+) -> Sampled:
+    """Sample one response per prompt row (see `Sampled`).
 
     Left-padded batch, pure temperature sampling (top_k=0, top_p=1: transformers' default top-k
     of 50 would truncate the distribution), T = longest response; rows after their first eos are
-    padding (mask 0). Repeat a prompt G times in `prompts_ids` for a group.
+    padding (mask 0). Repeat a prompt G times in `prompts_ids` for a group. `keep_logits` keeps the
+    distributions the sampling computed anyway, so a later pass need not recompute them.
     """
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -287,6 +300,7 @@ def generate_responses(
         torch.manual_seed(generator_seed)
     was_training = model.training
     model.eval()
+    extra = {"output_logits": True, "return_dict_in_generate": True} if keep_logits else {}
     try:
         out = model.generate(
             input_ids=input_ids.to(device),
@@ -298,11 +312,27 @@ def generate_responses(
             top_p=1.0,
             pad_token_id=pad_id,
             eos_token_id=tokenizer.eos_token_id,
+            **extra,
         )
     finally:
         model.train(was_training)
-    response_ids = out[:, p_max:]
-    return response_ids, response_mask(response_ids, tokenizer.eos_token_id)
+    sequences = out.sequences if keep_logits else out
+    response_ids = sequences[:, p_max:]
+    logits = torch.stack(out.logits, dim=1) if keep_logits else None  # (B, T, V)
+    return Sampled(response_ids, response_mask(response_ids, tokenizer.eos_token_id), logits)
+
+
+def generate_responses(
+    model,
+    tokenizer,
+    prompts_ids: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    generator_seed: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Sample one response per prompt row: (response_ids (B, T), mask (B, T) bool); see `sample_responses`."""
+    out = sample_responses(model, tokenizer, prompts_ids, max_new_tokens, temperature, generator_seed)
+    return out.response_ids, out.mask
 
 
 def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:

@@ -13,9 +13,11 @@ import pytest
 
 from core.run.store import (
     CREDIT_COLUMNS,
+    CREDIT_SCHEMA,
     RunStore,
     RunStoreError,
     RunWriter,
+    credit_path,
     list_runs,
     pid_alive,
     run_dir,
@@ -120,3 +122,24 @@ def test_list_runs_skips_non_runs_and_reports_corrupt(tmp_path):
     assert runs["good"].state == "completed" and runs["good"].method == "gdpo"
     assert runs["bad"].warnings
     json.loads((tmp_path / "good" / "status.json").read_text())  # valid JSON on disk
+
+
+def test_credit_maps_written_before_js_skipped_open_with_it_false(tmp_path):
+    """Older run stores (the shipped sample runs among them) have no `js_skipped` column: they open with it
+    False, in schema order; a frame that marks skipped pairs round-trips."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    w = RunWriter.create(tmp_path, "r", {"steps": 2})
+    old_schema = pa.schema([f for f in CREDIT_SCHEMA if f.name != "js_skipped"], metadata=CREDIT_SCHEMA.metadata)
+    old = credit_frame(1)
+    pq.write_table(pa.Table.from_pandas(old, schema=old_schema, preserve_index=False), credit_path(w.path, 1))
+    new = credit_frame(2).assign(js_skipped=lambda f: f["reward"] == "b")
+    new.loc[new["js_skipped"], "js"] = np.nan
+    w.write_credit(2, new)
+    store = RunStore(w.path)
+    c1, c2 = store.credit(1), store.credit(2)
+    assert list(c1.columns) == list(CREDIT_COLUMNS) == list(c2.columns)
+    assert not c1["js_skipped"].any() and c1["js_skipped"].dtype == bool
+    assert c2["js_skipped"].tolist() == new["js_skipped"].tolist() and c2.loc[c2["js_skipped"], "js"].isna().all()
+    assert store.warnings == []

@@ -147,8 +147,11 @@ def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg):
     assert gdpo["response"].tolist() == mrtpo["response"].tolist()  # same seed: same rollout
     assert gdpo["token_adv"].tolist() == mrtpo["token_adv"].tolist()
     assert gdpo["js"].isna().all() and (gdpo["weight"] == 1).all()
-    applies = mrtpo["score"].notna()
-    assert mrtpo.loc[applies, "js"].notna().all() and mrtpo.loc[~applies, "js"].isna().all()
+    applies, skipped = mrtpo["score"].notna(), mrtpo["js_skipped"]
+    assert mrtpo.loc[applies & ~skipped, "js"].notna().all() and mrtpo.loc[~applies | skipped, "js"].isna().all()
+    assert not mrtpo.loc[~applies, "js_skipped"].any()
+    # skipped exactly where the reward's group advantage is 0
+    assert (mrtpo.loc[applies, "js_skipped"] == (mrtpo.loc[applies, "group_adv"] == 0)).all()
 
 
 @pytest.mark.parametrize(
@@ -245,3 +248,36 @@ def test_two_steps_on_cuda_under_bf16_autocast(make_cfg):
         m = step_lib.train_step(state, step).metrics
         assert math.isfinite(m["loss/total"]) and math.isfinite(m["policy/entropy"])
         assert 0 <= m["js/test:letters/mean"] <= 1
+
+
+@pytest.mark.parametrize("method", ["grpo", "gdpo", "mrtpo"])
+def test_no_separate_logprob_pass_and_ratio_one_on_the_first_pass(make_cfg, monkeypatch, method):
+    """log pi_old is the first update pass's log-prob (detached): no method runs the no-gradient pass under x
+    (replay takes p_t from the sampling's logits), and on-policy the ratio is exactly 1."""
+    from core.algos import teacher_forcing as tf_lib
+    from core.run import lifecycle
+    from core.run import step as step_lib
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("the separate log-prob pass ran")
+
+    monkeypatch.setattr(tf_lib, "response_logprobs", no_pass)
+    m = step_lib.train_step(lifecycle.build_state(make_cfg(method=method)), 1).metrics
+    assert m["policy/clip_frac"] == 0.0 and m["policy/kl"] == 0.0
+    assert math.isfinite(m["loss/total"]) and m["policy/entropy"] > 0
+
+
+def test_replay_p_t_from_sampling_logits_equals_a_teacher_forced_pass(make_cfg):
+    from core.run import lifecycle
+    from core.run import step as step_lib
+
+    state = lifecycle.build_state(make_cfg(method="mrtpo"))
+    rollout = step_lib.collect_rollout(state, 1)
+    assert rollout.logits is not None and rollout.logits.shape[:2] == rollout.response_ids.shape
+    from_sampling = step_lib.rollout_logprobs(state, rollout)
+    rollout.logits = None
+    from_pass = step_lib.rollout_logprobs(state, rollout)
+    m = rollout.mask.bool()
+    assert torch.allclose(from_sampling.logp_full[m], from_pass.logp_full[m], atol=1e-5)
+    assert torch.allclose(from_sampling.token_logp, from_pass.token_logp, atol=1e-5)
+    assert step_lib.collect_rollout(lifecycle.build_state(make_cfg(method="gdpo")), 1).logits is None

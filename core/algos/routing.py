@@ -6,7 +6,9 @@ The formulas are in docs/METHOD.md ("MRTPO", "Relevance variants", "Routing sour
 - `RELEVANCE`: relevance variants by name (`js`, `js_specific`), each `(d, applicable) -> relevance`;
 - `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), w = clip((1 - lam) + lam u, 0, w_max);
 - `ROUTING`: routing sources by name (`replay`, `span`, `uniform`), each `(RoutingInputs) -> (weights, d)`;
-  `replay` gets d by contrastive replay (a callable the trainer provides: `core.algos.teacher_forcing`).
+  `replay` gets d by contrastive replay (a callable the trainer provides: `core.algos.teacher_forcing`);
+- `replay_pairs`: the (sample, reward) pairs whose contrastive pass can change a token advantage
+  (docs/METHOD.md, "Replay only where it can matter"); the others are skipped and their d is NaN.
 
 Shapes: B samples, K rewards, T response tokens (right-padded, `mask` (B, T) is 1 on real tokens),
 V vocabulary. A reward that does not apply to a sample's prompt has d = NaN for that sample.
@@ -116,6 +118,10 @@ RELEVANCE: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "js": js_relevance,
     "js_specific": specific_relevance,
 }
+# Variants whose relevance[k, i] depends on d[k, i] alone. Any other variant (e.g. js_specific, which
+# subtracts the other rewards' mean) reads every applicable reward of a sample, so `replay_pairs` keeps
+# all of them whenever one of them is replayed. A new variant is treated that way unless listed here.
+PAIRWISE_RELEVANCE = frozenset({"js"})
 
 
 def get_relevance(name: str) -> Callable[[Tensor, Tensor], Tensor]:
@@ -129,10 +135,33 @@ def get_relevance(name: str) -> Callable[[Tensor, Tensor], Tensor]:
 # ----------------------------------------------------------------------------- routing sources
 
 
+def replay_pairs(group_adv: Tensor, applicable: Tensor, relevance: str = "js") -> Tensor:
+    """(B, K) bool: the (sample, reward) pairs whose contrastive pass can change a token advantage.
+
+    Reward k's term of A[i, t] is w_k * w[k, i, t] * a[k, i] (docs/METHOD.md, "MRTPO"): where the GDPO
+    group advantage a[k, i] is 0 (every sample of the group scored the same on reward k, or the reward
+    applies to fewer than 2 of them) the routing weight multiplies 0, so d[k, i] cannot change anything.
+        active[i, k] = applicable[i, k] and a[k, i] != 0
+    For a relevance variant in `PAIRWISE_RELEVANCE` the pairs are `active`; any other variant reads the
+    other rewards of the sample, so a sample with an active pair keeps all its applicable rewards:
+        pairs[i, k] = applicable[i, k] and any_j active[i, j]
+    Skipping the other pairs leaves every token advantage and credit bitwise unchanged.
+    """
+    applicable = applicable.bool()
+    active = applicable & (group_adv != 0)
+    if relevance in PAIRWISE_RELEVANCE:
+        return active
+    return applicable & active.any(dim=1, keepdim=True)
+
+
 @dataclass
 class RoutingInputs:
-    """What a routing source may use. `contrastive_js` runs the contrastive replay passes on demand
-    and returns d (B, K, T), NaN where a reward does not apply (only `replay` calls it)."""
+    """What a routing source may use.
+
+    `contrastive_js(pairs)` runs the contrastive replay passes on demand for the (sample, reward) pairs
+    where `pairs` (B, K) is True and returns d (B, K, T), NaN elsewhere (only `replay` calls it).
+    `replay` (B, K) bool limits replay to those pairs (`replay_pairs`); None replays every applicable pair.
+    """
 
     mask: Tensor  # (B, T) 1 on real response tokens
     span_mask: Tensor  # (B, K, T) bool: token overlaps a span verifier k inspected
@@ -141,16 +170,21 @@ class RoutingInputs:
     w_max: float = 5.0
     sharpen: float = 1.0
     relevance: str = "js"
-    contrastive_js: Callable[[], Tensor] | None = None
+    contrastive_js: Callable[[Tensor], Tensor] | None = None
+    replay: Tensor | None = None
 
 
 def route_replay(inputs: RoutingInputs) -> tuple[Tensor, Tensor]:
-    """`replay`: d by contrastive replay, the chosen relevance variant, then `routing_weights`."""
+    """`replay`: d by contrastive replay on the chosen pairs, the relevance variant, then `routing_weights`.
+    d is NaN where the reward does not apply and where replay was skipped (uniform weights there)."""
     if inputs.contrastive_js is None:
         raise ValueError("replay routing needs a contrastive_js pass")
-    d = inputs.contrastive_js().float()  # (B, K, T)
-    d = torch.where(inputs.applicable[:, :, None], d, torch.full_like(d, float("nan")))
-    relevance = get_relevance(inputs.relevance)(d, inputs.applicable)
+    pairs = inputs.applicable.bool()
+    if inputs.replay is not None:
+        pairs = pairs & inputs.replay.bool()
+    d = inputs.contrastive_js(pairs).float()  # (B, K, T)
+    d = torch.where(pairs[:, :, None], d, torch.full_like(d, float("nan")))
+    relevance = get_relevance(inputs.relevance)(d, pairs)
     w = routing_weights(relevance, inputs.mask, lam=inputs.lam, w_max=inputs.w_max, sharpen=inputs.sharpen)
     return w, d
 

@@ -4,7 +4,8 @@
   uses and the reference the cached path is tested against;
 - `teacher_forced_chunks`: chunked, no-gradient passes in which each distinct prompt's KV state is
   computed once (`_PrefixStore`) and shared by the G responses of its group, rows longest-first;
-- `response_logprobs`: rollout log-probs (and p_t for replay) under the full prompt x;
+- `response_logprobs`: rollout log-probs (and p_t for replay) under the full prompt x, by a pass;
+  `logprobs_from_logits`: the same from the logits the sampling computed (no pass);
 - `contrastive_js`: relevance d[i, k, t] = JS distance between p_t and q_t, the distribution under
   the contrastive prompt x^-k (docs/METHOD.md, "MRTPO").
 
@@ -321,6 +322,34 @@ def _logp_stats(logp: Tensor, token_ids: Tensor) -> tuple[Tensor, Tensor]:
     return token_logp, entropy
 
 
+class _LogprobsBuilder:
+    """Fills a `ResponseLogprobs` chunk by chunk from logits whose row t predicts response token t:
+    log-softmax, token log-probs and entropies on real tokens only."""
+
+    def __init__(self, response_ids: Tensor, mask: Tensor, keep_full: bool):
+        b, t = response_ids.shape
+        self.response_ids, self.mask, self.keep_full = response_ids, mask.bool(), keep_full
+        self.token_logp = torch.zeros((b, t), dtype=torch.float32, device=response_ids.device)
+        self.entropy = torch.zeros_like(self.token_logp)
+        self.logp_full: Tensor | None = None
+
+    def add(self, idx: Tensor, logits: Tensor) -> None:
+        """logits (n, t_c, V) for the samples `idx` (n,)."""
+        t_c = logits.shape[1]
+        real = self.mask[idx, :t_c]  # (n, t_c)
+        ii, tt = idx[:, None].expand(-1, t_c)[real], real.nonzero()[:, 1]  # sample, position of each real token
+        logp = torch.log_softmax(logits[real].float(), dim=-1)  # (N, V) real tokens only
+        self.token_logp[ii, tt], self.entropy[ii, tt] = _logp_stats(logp, self.response_ids[ii, tt])
+        if self.keep_full:
+            if self.logp_full is None:
+                b, t = self.token_logp.shape
+                self.logp_full = torch.zeros((b, t, logp.shape[-1]), dtype=torch.float32, device=logp.device)
+            self.logp_full[ii, tt] = logp
+
+    def result(self) -> ResponseLogprobs:
+        return ResponseLogprobs(self.token_logp, self.entropy, self.logp_full)
+
+
 @torch.no_grad()
 def response_logprobs(
     model: torch.nn.Module,
@@ -338,27 +367,32 @@ def response_logprobs(
     b, t = response_ids.shape
     if len(prompts_ids) != b:
         raise ValueError(f"{len(prompts_ids)} prompts for {b} response rows")
-    mask = resp_mask.bool()
-    lengths = mask.sum(-1).tolist()
+    lengths = resp_mask.bool().sum(-1).tolist()
     device = response_ids.device
-    token_logp = torch.zeros((b, t), dtype=torch.float32, device=device)
-    entropy = torch.zeros_like(token_logp)
-    logp_full = None
+    out = _LogprobsBuilder(response_ids, resp_mask, keep_full)
     live = [i for i in range(b) if lengths[i] > 0]
     for jobs, logits in teacher_forced_chunks(
         model, [prompts_ids[i] for i in live], response_ids, lengths, chunk, pad_token_id, rows=live
     ):
-        idx = torch.tensor([live[j] for j in jobs], dtype=torch.long, device=device)
-        t_c = logits.shape[1]
-        real = mask[idx, :t_c]  # (n, t_c)
-        ii, tt = idx[:, None].expand(-1, t_c)[real], real.nonzero()[:, 1]  # sample, position of each real token
-        logp = torch.log_softmax(logits[real].float(), dim=-1)  # (N, V) real tokens only
-        token_logp[ii, tt], entropy[ii, tt] = _logp_stats(logp, response_ids[ii, tt])
-        if keep_full:
-            if logp_full is None:
-                logp_full = torch.zeros((b, t, logp.shape[-1]), dtype=torch.float32, device=device)
-            logp_full[ii, tt] = logp
-    return ResponseLogprobs(token_logp, entropy, logp_full)
+        out.add(torch.tensor([live[j] for j in jobs], dtype=torch.long, device=device), logits)
+    return out.result()
+
+
+@torch.no_grad()
+def logprobs_from_logits(logits: Tensor, response_ids: Tensor, resp_mask: Tensor, keep_full: bool = True,
+                         chunk: int = 64) -> ResponseLogprobs:
+    """`ResponseLogprobs` from logits (B, T, V) whose row t predicts response token t, e.g. the ones the
+    sampling computed (`core.model.sample_responses(keep_logits=True)`): the same quantities as
+    `response_logprobs` without a forward pass (equal up to float rounding, since sampling ran the
+    same policy on the same tokens). `chunk` rows at a time bound the float32 temporaries."""
+    b, t = response_ids.shape
+    if logits.shape[:2] != (b, t):
+        raise ValueError(f"logits {tuple(logits.shape)} do not match responses {(b, t)}")
+    out = _LogprobsBuilder(response_ids, resp_mask, keep_full)
+    for rows in _chunks(b, chunk):
+        idx = torch.arange(rows.start, rows.stop, device=response_ids.device)
+        out.add(idx, logits[rows.start: rows.stop].to(response_ids.device))
+    return out.result()
 
 
 @torch.no_grad()

@@ -75,13 +75,33 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     js = rec.routing.js
     if js is not None:
         m.update(span_metrics.js_summary(js, rollout.mask, names))
+    replayed = rec.routing.replayed
+    if replayed is not None:
+        m["replay/pass_share"] = replay_pass_share(replayed, rec.scores.applicable, rollout.mask)
     weights = rec.routing.weights
     if weights is None:
         weights = rollout.mask[:, None, :].expand(-1, len(names), -1)
+    # Routing mass over the pairs routing acted on (a skipped pair has uniform weights and advantage 0).
     m.update(span_metrics.span_agreement(js, weights, rec.scores.span_mask, rollout.mask, names,
-                                         rec.scores.applicable))
+                                         rec.scores.applicable if replayed is None else replayed))
     m.update(rec.times)
     return m
+
+
+def replay_pass_share(replayed: Tensor, applicable: Tensor, mask: Tensor) -> float:
+    """`replay/pass_share`: contrastive passes run / passes replaying every applicable (sample, reward) pair
+    would run (pairs with a non-empty response); 1.0 when there is no such pair."""
+    live = applicable.bool() & (mask.sum(1) > 0)[:, None]  # (B, K)
+    total = int(live.sum())
+    return float((replayed.bool() & live).sum()) / total if total else 1.0
+
+
+def js_skipped(rec: StepRecord) -> Tensor:
+    """(B, K) bool: reward k applies to sample i but its contrastive pass was skipped (its JS is not computed)."""
+    applicable = rec.scores.applicable
+    if rec.routing.replayed is None:
+        return torch.zeros_like(applicable)
+    return applicable & ~rec.routing.replayed.bool()
 
 
 def credit_frame(rec: StepRecord) -> pd.DataFrame:
@@ -117,6 +137,7 @@ def credit_frame(rec: StepRecord) -> pd.DataFrame:
             "start": np.array([offsets[i][t, 0] for i, t in zip(si, st, strict=True)], dtype=np.int32),
             "end": np.array([offsets[i][t, 1] for i, t in zip(si, st, strict=True)], dtype=np.int32),
             "js": js.numpy()[si, sk, st].astype(np.float32),
+            "js_skipped": js_skipped(rec).numpy()[si, sk],
             "weight": weights.numpy()[si, sk, st].astype(np.float32),
             "credit": credit.float().numpy()[si, sk, st].astype(np.float32),
             "in_span": rec.scores.span_mask.numpy()[si, sk, st],

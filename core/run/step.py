@@ -1,14 +1,17 @@
 """One training step: GRPO, GDPO or MRTPO on a causal LM, read top to bottom in `train_step`:
 
     rollout  = collect_rollout(...)              sample_prompts (seeded by seed and step), generate
-                                                 (G responses per prompt, token ids kept), decode_rollout
+                                                 (G responses per prompt, token ids kept; for replay also
+                                                 the logits p_t sampling computed), decode_rollout
                                                  (each token's text and char offsets, incremental decode)
     scores   = verify(...)                       rewards (B, K), NaN where a reward does not apply; span masks
-    logprobs = rollout_logprobs(...)             log pi_old(y_t) (B, T) under x, and p_t for replay
+    logprobs = rollout_logprobs(...)             replay only: p_t under x (from the sampling's logits)
     routing  = route(...)                        routing weights (B, K, T) from the routing source
-                                                 (replay runs the contrastive passes: `core.algos.routing.ROUTING`)
+                                                 (replay runs the contrastive passes: `core.algos.routing.ROUTING`,
+                                                 only for the pairs `replay_pairs` selects)
     adv      = compute_advantages(...)           token advantages (B, T), per-reward credit (B, K, T)
-    stats    = policy_update(...)                clipped surrogate (+ KL), AdamW, `inner_epochs` passes
+    stats    = policy_update(...)                clipped surrogate (+ KL), AdamW, `inner_epochs` passes;
+                                                 log pi_old(y_t) is the first pass's log-prob, detached
     record   -> metrics, credit map              (`core.run.record`)
 
 The maths lives in `core.algos` (formulas in docs/METHOD.md); the names of estimators, routing
@@ -83,6 +86,7 @@ class Rollout:
     prompt_ids: list[list[int]]  # (B,) chat-formatted prompt token ids
     response_ids: Tensor  # (B, T) sampled ids, padded with pad_id after the response
     mask: Tensor  # (B, T) 1 on response tokens (up to and including eos)
+    logits: Tensor | None = None  # (B, T, V) next-token logits sampling computed (kept when replay needs p_t)
     texts: list[str] = field(default_factory=list)  # (B,) decoded responses
     tokens: list[list[str]] = field(default_factory=list)  # (B, T_i) each token's text
     offsets: list[list[tuple[int, int]]] = field(default_factory=list)  # (B, T_i) char range in texts[i]
@@ -101,9 +105,9 @@ class Scores:
 
 @dataclass
 class Routing:
-    old_logp: Tensor  # (B, T) log-prob of each sampled token under the rollout policy
     weights: Tensor | None  # (B, K, T) routing weights; None when the estimator ignores them
-    js: Tensor | None  # (B, K, T) relevance d; None when no replay ran
+    js: Tensor | None  # (B, K, T) relevance d (NaN where not computed); None when no replay ran
+    replayed: Tensor | None = None  # (B, K) bool: pairs whose contrastive pass ran; None when no replay ran
 
 
 @dataclass
@@ -148,11 +152,12 @@ def pad_token_id(tokenizer) -> int:
     return int(tokenizer.eos_token_id)
 
 
-def generate(state: TrainState, prompts: list, seed: int) -> Rollout:
+def generate(state: TrainState, prompts: list, seed: int, keep_logits: bool = False) -> Rollout:
     """Sample G responses per prompt at `temperature` with the full distribution (top_k=0, top_p=1).
 
     Each response ends at its first eos or at max_new_tokens. The sampled ids are kept as they are:
-    later passes teacher-force them, never a re-encoding of the text.
+    later passes teacher-force them, never a re-encoding of the text. `keep_logits` keeps the next-token
+    logits the sampling computed (p_t under x for replay, so no separate pass recomputes them).
     """
     cfg, tok = state.cfg, state.tokenizer
     samples = [item for item in prompts for _ in range(cfg.group_size)]  # (B,) rows of a group contiguous
@@ -161,13 +166,15 @@ def generate(state: TrainState, prompts: list, seed: int) -> Rollout:
     if state.device.type == "cuda":
         torch.cuda.manual_seed_all(seed)
     with state.autocast():
-        response_ids, mask = model_lib.generate_responses(
-            state.model, tok, prompt_ids, cfg.max_new_tokens, cfg.temperature, generator_seed=seed
-        )  # (B, T) each
-    response_ids, mask = response_ids.cpu(), mask.cpu().long()
+        sampled = model_lib.sample_responses(
+            state.model, tok, prompt_ids, cfg.max_new_tokens, cfg.temperature, generator_seed=seed,
+            keep_logits=keep_logits,
+        )  # (B, T) ids and mask, (B, T, V) logits
+    response_ids, mask = sampled.response_ids.cpu(), sampled.mask.cpu().long()
     response_ids = torch.where(mask.bool(), response_ids, torch.full_like(response_ids, pad_token_id(tok)))
     t_max = max(int(mask.sum(1).max()), 1)  # drop columns no response reaches
-    return Rollout(samples, prompt_ids, response_ids[:, :t_max].contiguous(), mask[:, :t_max].contiguous())
+    logits = None if sampled.logits is None else sampled.logits[:, :t_max]
+    return Rollout(samples, prompt_ids, response_ids[:, :t_max].contiguous(), mask[:, :t_max].contiguous(), logits)
 
 
 def decode_rollout(state: TrainState, rollout: Rollout) -> Rollout:
@@ -180,12 +187,14 @@ def decode_rollout(state: TrainState, rollout: Rollout) -> Rollout:
     return rollout
 
 
-def collect_rollout(state: TrainState, step: int) -> Rollout:
-    """The step's prompts (seeded by seed and step), G sampled responses each, decoded with offsets."""
+def collect_rollout(state: TrainState, step: int, keep_logits: bool | None = None) -> Rollout:
+    """The step's prompts (seeded by seed and step), G sampled responses each, decoded with offsets.
+    The sampling's logits are kept when replay will need p_t (`keep_logits` None: as the config says)."""
     cfg = state.cfg
     prompts = sample_prompts(state.items, cfg.prompts_per_step, cfg.seed, step)
-    state.model.eval()  # no dropout anywhere: the ratio must be 1 on the first on-policy pass
-    rollout = generate(state, prompts, step_seed(cfg.seed, step))
+    state.model.eval()  # no dropout anywhere: the first update pass must give the rollout policy's log-probs
+    keep = routing_source(cfg) == "replay" if keep_logits is None else keep_logits
+    rollout = generate(state, prompts, step_seed(cfg.seed, step), keep_logits=keep)
     return decode_rollout(state, rollout)
 
 
@@ -225,26 +234,30 @@ def routing_source(cfg: TrainConfig) -> str | None:
     return cfg.routing if cfg.method in ROUTED_ESTIMATORS else None
 
 
-def rollout_logprobs(state: TrainState, rollout: Rollout, keep_full: bool) -> tf_lib.ResponseLogprobs:
-    """The no-gradient pass under the full prompt x: log pi_old(y_t) for the policy ratio, and (with
-    `keep_full`) the full next-token distributions p_t that replay reuses."""
+def rollout_logprobs(state: TrainState, rollout: Rollout) -> tf_lib.ResponseLogprobs:
+    """p_t, the next-token distributions under the full prompt x that replay compares with q_t: from the
+    logits the sampling computed when the rollout kept them, else by a no-gradient pass under x."""
     dev = state.device
+    if rollout.logits is not None:
+        return tf_lib.logprobs_from_logits(rollout.logits, rollout.response_ids.to(dev), rollout.mask.to(dev))
     with torch.no_grad(), state.autocast():
         return tf_lib.response_logprobs(
             state.model, rollout.prompt_ids, rollout.response_ids.to(dev), rollout.mask.to(dev),
-            state.cfg.replay_chunk, keep_full=keep_full, pad_token_id=pad_token_id(state.tokenizer),
+            state.cfg.replay_chunk, keep_full=True, pad_token_id=pad_token_id(state.tokenizer),
         )
 
 
-def contrastive_prompt_ids(state: TrainState, rollout: Rollout) -> list[list[list[int] | None]]:
-    """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply)."""
+def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | None = None
+                           ) -> list[list[list[int] | None]]:
+    """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply, or where
+    `pairs` (B, K) bool is False: no contrastive pass for that pair)."""
     cache: dict[tuple[str, int], list[int]] = {}
     out = []
-    for item in rollout.items:
+    for i, item in enumerate(rollout.items):
         row: list[list[int] | None] = []
         families = item.families()
-        for name in state.reward_names:
-            if name not in families:
+        for k, name in enumerate(state.reward_names):
+            if name not in families or (pairs is not None and not bool(pairs[i, k])):
                 row.append(None)
                 continue
             key = (item.key, families.index(name))
@@ -255,31 +268,42 @@ def contrastive_prompt_ids(state: TrainState, rollout: Rollout) -> list[list[lis
     return out
 
 
-def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs) -> Routing:
+def replay_pairs(state: TrainState, scores: Scores) -> Tensor:
+    """(B, K) bool: the (sample, reward) pairs replay runs a contrastive pass for. `replay_pairs=nonzero_adv`:
+    where reward k's GDPO group advantage is nonzero (`core.algos.routing.replay_pairs`; the others cannot
+    change a token advantage); `all`: every applicable pair."""
+    cfg = state.cfg
+    if cfg.replay_pairs == "all":
+        return scores.applicable
+    group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
+    return routing_lib.replay_pairs(group_adv, scores.applicable, cfg.relevance)
+
+
+def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs | None) -> Routing:
     """Routing weights w[k, i, t] from the config's routing source (`core.algos.routing.ROUTING`); replay
-    runs the K contrastive passes here, reusing p_t from `rollout_logprobs`."""
+    runs the contrastive passes here for the pairs `replay_pairs` selects, reusing p_t from `logprobs`."""
     cfg, dev = state.cfg, state.device
-    old_logp = logprobs.token_logp.float().cpu() * rollout.mask  # (B, T)
     source = routing_source(cfg)
     if source is None:
-        return Routing(old_logp, None, None)
+        return Routing(None, None)
+    pairs = replay_pairs(state, scores) if source == "replay" else None
 
-    def contrastive_js() -> Tensor:
+    def contrastive_js(chosen: Tensor) -> Tensor:
         with torch.no_grad(), state.autocast():
             d = tf_lib.contrastive_js(
-                state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout),
+                state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen),
                 rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,
-                logp_full=logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
+                logp_full=None if logprobs is None else logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
             )  # (B, K, T)
         return d.float().cpu()
 
     inputs = routing_lib.RoutingInputs(
         mask=rollout.mask, span_mask=scores.span_mask, applicable=scores.applicable, lam=cfg.lam, w_max=cfg.w_max,
-        sharpen=cfg.sharpen, relevance=cfg.relevance, contrastive_js=contrastive_js,
+        sharpen=cfg.sharpen, relevance=cfg.relevance, contrastive_js=contrastive_js, replay=pairs,
     )
     with torch.no_grad():
         weights, js = routing_lib.get_routing(source)(inputs)
-    return Routing(old_logp, weights.float(), js)
+    return Routing(weights.float(), js, None if js is None else pairs & scores.applicable)
 
 
 def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, routing: Routing) -> Advantages:
@@ -294,11 +318,14 @@ def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, rout
     return Advantages(token_adv, credit, group_adv)
 
 
-def policy_update(state: TrainState, rollout: Rollout, routing: Routing, token_adv: Tensor) -> dict[str, float]:
+def policy_update(state: TrainState, rollout: Rollout, token_adv: Tensor) -> dict[str, float]:
     """`inner_epochs` AdamW steps on the clipped surrogate (+ kl_beta * KL to the reference).
 
     Token-mean over the whole batch: a micro-batch of n_c real tokens (out of n) adds
     (n_c / n) * its own token-mean loss, so the summed gradient is the batch's token-mean gradient.
+    log pi_old(y_t) is the first pass's log-prob, detached: the first pass runs the rollout policy (no
+    optimizer step comes before the last micro-batch of a pass, and no dropout runs), so the ratio is
+    exactly 1 there and no separate no-gradient pass is needed; later passes compare with it.
     """
     cfg, model, dev = state.cfg, state.model, state.device
     b = rollout.response_ids.shape[0]
@@ -314,6 +341,7 @@ def policy_update(state: TrainState, rollout: Rollout, routing: Routing, token_a
             )
         ref_logp = ref.token_logp.float().cpu()  # (B, T)
     totals: dict[str, float] = {}
+    old_logp: dict[int, Tensor] = {}  # micro-batch start -> log pi_old (b, t_c), from the first pass
     for _ in range(cfg.inner_epochs):
         state.check_stop()
         state.optimizer.zero_grad(set_to_none=True)
@@ -327,9 +355,10 @@ def policy_update(state: TrainState, rollout: Rollout, routing: Routing, token_a
             with state.autocast():
                 logits = tf_lib.response_logits(model, rollout.prompt_ids[sl], ids, mask, pad)  # (b, t_c, V)
             logp = loss_lib.token_logprobs(logits, ids)  # (b, t_c), float32
+            old = old_logp.setdefault(sl.start, logp.detach())
             loss, stats = loss_lib.policy_loss(
                 logp,
-                routing.old_logp[sl, :t_c].to(dev),
+                old,
                 token_adv[sl, :t_c].to(dev),
                 mask,
                 clip_range=cfg.clip_range,
@@ -368,7 +397,8 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
     t0 = time.perf_counter()
 
     # 1. rollout: sample prompts and G responses per prompt
-    if rollout is None:
+    own_rollout = rollout is None
+    if own_rollout:
         rollout = collect_rollout(state, step)
     times["time/generate"] = time.perf_counter() - t0
     state.check_stop()
@@ -378,12 +408,14 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
     scores = verify(state, rollout)
     times["time/verify"] = time.perf_counter() - t1
 
-    # 3. rollout log-probs under x (B, T); p_t (B, T, V) kept when replay will reuse it
+    # 3. replay only: p_t (B, T, V) under x, from the sampling's logits when the rollout kept them
     t1 = time.perf_counter()
-    logprobs = rollout_logprobs(state, rollout, keep_full=routing_source(cfg) == "replay")
+    logprobs = rollout_logprobs(state, rollout) if routing_source(cfg) == "replay" else None
+    if own_rollout:
+        rollout.logits = None  # not needed any more (B x T x V)
     times["time/logprobs"] = time.perf_counter() - t1
 
-    # 4. routing weights w[k, i, t] (B, K, T) from the routing source (replay: the K contrastive passes)
+    # 4. routing weights w[k, i, t] (B, K, T) from the routing source (replay: the contrastive passes)
     t1 = time.perf_counter()
     routing = route(state, rollout, scores, logprobs)
     del logprobs
@@ -397,7 +429,7 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
 
     # 6. update: clipped surrogate on the token advantages
     t1 = time.perf_counter()
-    loss_stats = policy_update(state, rollout, routing, adv.token_adv)
+    loss_stats = policy_update(state, rollout, adv.token_adv)
     times["time/update"] = time.perf_counter() - t1
     times["time/step"] = time.perf_counter() - t0
 

@@ -52,6 +52,7 @@ CREDIT_SCHEMA = pa.schema(
         ("start", pa.int32()),
         ("end", pa.int32()),
         ("js", pa.float32()),
+        ("js_skipped", pa.bool_()),
         ("weight", pa.float32()),
         ("credit", pa.float32()),
         ("in_span", pa.bool_()),
@@ -60,6 +61,9 @@ CREDIT_SCHEMA = pa.schema(
     metadata={SCHEMA_KEY: str(SCHEMA_VERSION).encode()},
 )
 CREDIT_COLUMNS = tuple(CREDIT_SCHEMA.names)
+# Columns added after schema_version 1 was first written, with the value they take in files (or frames
+# handed to the writer) that lack them: an older run store opens as if it had written them.
+ADDED_COLUMNS: dict[str, Any] = {"js_skipped": False}
 
 
 class RunStoreError(ValueError):
@@ -178,6 +182,16 @@ def pid_alive(pid: Any) -> bool:
         return True
 
 
+def _with_added_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every column of `ADDED_COLUMNS` it lacks, at its default value, in schema order."""
+    missing = [c for c in ADDED_COLUMNS if c not in frame.columns]
+    if not missing:
+        return frame
+    frame = frame.assign(**{c: ADDED_COLUMNS[c] for c in missing})
+    return frame[[c for c in CREDIT_COLUMNS if c in frame.columns] + [c for c in frame.columns
+                                                                    if c not in CREDIT_COLUMNS]]
+
+
 # --------------------------------------------------------------------------------------------- writer
 
 
@@ -230,9 +244,10 @@ class RunWriter:
 
     def write_credit(self, step: int, frame: pd.DataFrame) -> Path:
         """Write the step's credit map (columns per CREDIT_SCHEMA) atomically; returns its path."""
-        missing = [c for c in CREDIT_COLUMNS if c not in frame.columns]
+        missing = [c for c in CREDIT_COLUMNS if c not in frame.columns and c not in ADDED_COLUMNS]
         if missing:
             raise RunStoreError(f"credit map for step {step} lacks columns {missing}")
+        frame = _with_added_columns(frame)
         table = pa.Table.from_pandas(frame.loc[:, list(CREDIT_COLUMNS)], schema=CREDIT_SCHEMA, preserve_index=False)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
@@ -399,7 +414,7 @@ class RunStore:
         version = meta.get(SCHEMA_KEY, b"?").decode()
         if version != str(SCHEMA_VERSION):
             self._warn(f"credit map of step {step} has schema version {version}, expected {SCHEMA_VERSION}")
-        return table.to_pandas()
+        return _with_added_columns(table.to_pandas())
 
     def checkpoints(self) -> list[Path]:
         folder = self.path / "checkpoints"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from core.config import ConfigError, TrainConfig, add_config_arguments, config_from_args
 
-# Fields a resumed run may change (how long it runs, where and how often it saves); the rest
-# define the run and stay as recorded in its config.json.
-RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "replay_chunk")
+# Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
+# records); the rest define the run and stay as recorded in its config.json.
+RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "replay_chunk", "replay_pairs")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -55,8 +55,9 @@ METHODS: dict[str, dict[str, str]] = {
     "mrtpo-span": {"method": "mrtpo", "routing": "span"},
 }
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
-# where and with how many samples per forward pass it ran, and the folder it lies in.
-FREE_FIELDS = ("steps", "device", "replay_chunk", "runs_dir", "run_name")
+# where and with how many samples per forward pass it ran, which JS maps replay recorded (the training is the
+# same), and the folder it lies in.
+FREE_FIELDS = ("steps", "device", "replay_chunk", "replay_pairs", "runs_dir", "run_name")
 CSV_COLUMNS = ["method", "seed", "step", "metric", "value"]
 
 FULL_DEFAULTS = {"seeds": [0, 1, 2], "steps": 60, "eval_every": 5, "eval_prompts": 32, "jobs": 1}
