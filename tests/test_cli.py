@@ -66,3 +66,24 @@ def test_app_serves_on_localhost(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)
+
+
+def test_bench_overhead_refuses_a_folder_that_is_not_a_checkpoint(tmp_path):
+    out = mrtpo("bench", "overhead", "--checkpoint", str(tmp_path))
+    assert out.returncode == 2 and "is not a checkpoint folder" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bench_overhead_from_a_checkpoint(micro_model, prompt_file, tmp_path):
+    """Starts from a run's checkpoint and times the batches that run would draw next."""
+    from core.config import TrainConfig
+    from core.run import lifecycle
+
+    run = lifecycle.train(TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), runs_dir=str(tmp_path),
+                                      group_size=2, prompts_per_step=2, max_new_tokens=6, steps=1, device="cpu"),
+                          out=open(os.devnull, "w"))
+    out = mrtpo("bench", "overhead", "--checkpoint", str(run / "checkpoints" / "step_000001"), "--prompt-set",
+                str(prompt_file), "--prompts", "2", "--group-size", "2", "--max-new-tokens", "6", "--repeats", "1",
+                "--min-rewards", "1", timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "batches of steps 2.." in out.stdout and "MRTPO / GDPO step time" in out.stdout
+    assert "contrastive passes run" in out.stdout
