@@ -117,6 +117,15 @@ def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd
         drop=True)
 
 
+def replay_coverage(credit_df: pd.DataFrame) -> tuple[int, int]:
+    """(computed, skipped): the (sample, reward) pairs of a credit map with JS, and those whose contrastive
+    pass replay skipped (`js_skipped`: the reward applies but its group advantage is 0)."""
+    pairs = credit_df.drop_duplicates(["sample", "reward"])
+    skipped = pairs["js_skipped"].astype(bool) if "js_skipped" in pairs.columns else pd.Series(False, pairs.index)
+    computed = pd.to_numeric(pairs["js"], errors="coerce").notna() & ~skipped
+    return int(computed.sum()), int(skipped.sum())
+
+
 def js_in_out_table(credit_df: pd.DataFrame) -> pd.DataFrame:
     """Per reward: token counts and mean JS distance inside / outside the verifier's spans, and their ratio."""
     cols = ["reward", "tokens_in", "tokens_out", "js_in", "js_out", "ratio"]

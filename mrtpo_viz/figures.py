@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mrtpo_viz.heatmap import REWARD_PALETTE, reward_colors
+from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, reward_colors, skipped_rewards
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 OTHER_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -215,7 +215,8 @@ def _span_runs(mask: Sequence[bool], positions: Sequence[int]) -> list[tuple[int
 
 def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) -> go.Figure:
     """Per-position JS distance d[k,t] of one sample, one row per reward, with the verifier's inspected
-    spans shaded in the reward's colour. Hover: token text, JS, routing weight, credit."""
+    spans shaded in the reward's colour. Hover: token text, JS, routing weight, credit. A reward whose
+    contrastive pass replay skipped (`js_skipped`) says so in its row instead of drawing nothing."""
     present = [n for n in reward_names if n in set(sample_df["reward"])] if not sample_df.empty else []
     present += [n for n in dict.fromkeys(sample_df.get("reward", [])) if n not in present]
     cols = reward_colors(list(reward_names) + [n for n in present if n not in reward_names])
@@ -224,6 +225,7 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[f"{n}" for n in present])
     fig.update_annotations(font_size=12, x=0, xanchor="left")  # subplot titles, left-aligned above each row
+    skipped = skipped_rewards(sample_df)
     for row, n in enumerate(present, start=1):
         d = sample_df[sample_df["reward"] == n].sort_values("t")
         js = pd.to_numeric(d["js"], errors="coerce")
@@ -239,6 +241,9 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
             fig.add_vrect(x0=first - 0.5, x1=last + 0.5, fillcolor=cols[n], opacity=0.18, line_width=0,
                           row=row, col=1)
         fig.update_yaxes(range=[0, max(0.05, float(js.max()) * 1.1) if js.notna().any() else 1], row=row, col=1)
+        if n in skipped:
+            fig.add_annotation(text=f"JS {JS_SKIPPED_TEXT}", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
+                               xref=f"x{'' if row == 1 else row} domain", yref=f"y{'' if row == 1 else row} domain")
     fig.update_layout(height=max(240, 150 * len(present) + 60), margin=dict(l=50, r=20, t=50, b=40),
                       template="plotly_white", hovermode="closest",
                       title=dict(text="JS distance per response token (shaded: verifier's inspected spans)", x=0))

@@ -141,9 +141,20 @@ def _fmt(x: float, signed: bool = False) -> str:
     return f"{x:+.4f}" if signed else f"{x:.4f}"
 
 
-def _reward_line(reward: str, credit: float, js: float, weight: float, in_span: bool) -> str:
+JS_SKIPPED_TEXT = "not computed (its group advantage is 0: replay skipped it)"
+
+
+def _reward_line(reward: str, credit: float, js: float, weight: float, in_span: bool, skipped: bool = False) -> str:
     span = "in span" if in_span else "out of span"
-    return f"{reward}: credit {_fmt(credit, True)} | JS {_fmt(js)} | weight {_fmt(weight)} | {span}"
+    js_text = JS_SKIPPED_TEXT if skipped else _fmt(js)
+    return f"{reward}: credit {_fmt(credit, True)} | JS {js_text} | weight {_fmt(weight)} | {span}"
+
+
+def skipped_rewards(sample_df: pd.DataFrame) -> set[str]:
+    """The rewards whose JS replay skipped for this sample (`js_skipped`; none in older run stores)."""
+    if "js_skipped" not in sample_df.columns:
+        return set()
+    return {str(r) for r in sample_df.loc[sample_df["js_skipped"].astype(bool), "reward"].unique()}
 
 
 def sample_token_table(sample_df: pd.DataFrame) -> pd.DataFrame:
@@ -252,7 +263,8 @@ def token_heatmap_html(
 
     # Hover lines formatted once per (reward, token), escaped for the title attribute (same text as
     # _reward_line; formatted in bulk because a 256 x 4 sample has ~1000 of them).
-    reward_lines = {r: [html.escape(_reward_line(r, c, j, w, m), quote=True) for c, j, w, m in
+    skipped = skipped_rewards(sample_df)
+    reward_lines = {r: [html.escape(_reward_line(r, c, j, w, m, r in skipped), quote=True) for c, j, w, m in
                         zip(credit[r], js[r], weight[r], in_span[r], strict=True)] for r in names}
     heads = [html.escape(f"token {tok!r}\ntotal advantage {_fmt(a, True)}", quote=True)
              for tok, a in zip(tokens, total, strict=True)]

@@ -90,7 +90,7 @@ def test_js_positions_shade_each_span_run():
         d = sample[sample["reward"] == r].sort_values("t")
         expected += len(figures._span_runs(d["in_span"].tolist(), d["t"].tolist()))
         trace = next(tr for tr in fig.data if tr.name == r)
-        assert list(trace.y) == pytest.approx(d["js"].tolist())
+        assert list(trace.y) == pytest.approx(d["js"].tolist(), nan_ok=True)
     assert expected > 0 and len(fig.layout.shapes) == expected
 
 
@@ -101,7 +101,7 @@ def test_span_runs():
 
 
 def test_js_in_out_boxes_and_the_no_replay_case():
-    df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2)
+    df = synthetic_credit_frame(1, n_samples=8, n_tokens=20, rewards=tuple(REWARDS), group_size=4)
     fig = figures.js_in_out_figure(df, REWARDS)
     assert [tr.name for tr in fig.data] == ["in span", "out of span"]
     nojs = figures.js_in_out_figure(synthetic_credit_frame(1, 4, 20, tuple(REWARDS), 2, with_js=False), REWARDS)
@@ -192,3 +192,27 @@ def test_eval_curves_use_the_eval_keys_and_bridge_non_checkpoint_steps():
     assert [tr.name for tr in fig.data] == ["all satisfied"] and fig.data[0].connectgaps
     with pytest.raises(ValueError):
         figures.reward_series(REWARDS, "test")
+
+
+def test_js_positions_say_not_computed_for_a_skipped_reward():
+    df = synthetic_credit_frame(1, n_samples=16, n_tokens=12, rewards=tuple(REWARDS), group_size=4, seed=0)
+    assert df["js_skipped"].any() and df.loc[df["js_skipped"], "js"].isna().all()
+    i = int(df.loc[df["js_skipped"], "sample"].iloc[0])
+    sample = df[df["sample"] == i]
+    fig = figures.js_positions_figure(sample, REWARDS)
+    notes = [a for a in fig.layout.annotations if "not computed" in a.text]
+    skipped = [r for r in REWARDS if sample.loc[sample["reward"] == r, "js_skipped"].any()]
+    assert len(notes) == len(skipped) >= 1
+    # each note sits in its reward's row (subplot rows follow the reward order)
+    rows = [REWARDS.index(r) + 1 for r in skipped]
+    assert [a.yref for a in notes] == [f"y{'' if r == 1 else r} domain" for r in rows]
+
+
+def test_replay_coverage_counts_computed_and_skipped_pairs():
+    df = synthetic_credit_frame(1, n_samples=16, n_tokens=5, rewards=tuple(REWARDS), group_size=4, seed=0)
+    pairs = df.drop_duplicates(["sample", "reward"])
+    computed, skipped = analysis.replay_coverage(df)
+    assert skipped == int(pairs["js_skipped"].sum()) > 0
+    assert computed == int((pairs["score"].notna() & ~pairs["js_skipped"]).sum())
+    older = df.drop(columns=["js_skipped"]).assign(js=float("nan"))  # a GDPO run of an older store
+    assert analysis.replay_coverage(older) == (0, 0)

@@ -179,3 +179,16 @@ def test_rows_view_leaves_out_rewards_the_prompt_does_not_state():
     df.loc[df["reward"] == REWARDS[1], "score"] = float("nan")  # reward b does not apply to this prompt
     rows = re.findall(r'data-row="([^"]+)"', token_heatmap_html(df, mode="rows", reward_names=REWARDS))
     assert rows == [REWARDS[0], heatmap.TOTAL_ROW]
+
+
+def test_hover_says_when_replay_skipped_a_rewards_js():
+    df = sample_frame()
+    skipped = df["reward"] == REWARDS[1]
+    df["js_skipped"] = skipped
+    df.loc[skipped, ["js", "weight", "credit", "group_adv"]] = [float("nan"), 1.0, 0.0, 0.0]
+    title = re.search(r'data-t="2" title="([^"]*)"', token_heatmap_html(df, REWARDS[0])).group(1)
+    assert "keywords:existence: credit +2.0000 | JS 0.0200" in title
+    assert "punctuation:no_comma: credit +0.0000 | JS not computed (its group advantage is 0" in title
+    # older run stores have no js_skipped column: NaN JS reads n/a
+    older = sample_frame().assign(js=float("nan"))
+    assert "JS n/a" in token_heatmap_html(older, REWARDS[0])

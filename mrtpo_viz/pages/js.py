@@ -26,6 +26,11 @@ ui.show_warnings(loaders.run_label(run), warnings)
 if df.empty:
     st.warning("This step's credit map holds no tokens.")
     st.stop()
+computed, skipped = analysis.replay_coverage(df)
+if skipped:
+    st.caption(f"Replay computed JS for {computed} of the {computed + skipped} (sample, reward) pairs of this step. "
+               f"The other {skipped} had a group advantage of 0 (every sample of the group scored the same), so "
+               "their JS could not change any credit and was not computed (`--replay-pairs all` computes them).")
 samples = sorted(df["sample"].unique().tolist())
 keys = df.drop_duplicates("sample").set_index("sample")["prompt_key"]
 sample = c3.selectbox("Sample", samples, format_func=lambda i: f"sample {i} · {keys.get(i, '?')}")
@@ -47,5 +52,8 @@ left.plotly_chart(figures.per_reward_lines(mm, rewards, "js/{name}/max", "Max JS
                   key="fig_js_max")
 right.plotly_chart(figures.per_reward_lines(mm, rewards, "span/{name}/mass_in",
                                             "Span agreement: routing mass inside spans", "share"), key="fig_mass")
+left, _ = st.columns(2)
+left.plotly_chart(figures.metric_lines(mm, {"replay/pass_share": "contrastive passes run"},
+                                       "Share of (sample, reward) pairs replayed", "share"), key="fig_pass_share")
 st.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
 st.dataframe(analysis.js_in_out_table(df), hide_index=True, width="stretch")

@@ -58,6 +58,8 @@ def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32
 
     Per sample i and reward k: score in {0, 1}, a = group-normalised score, JS higher on span tokens,
     routing weights w = T * d / sum d, credit = w * a / sigma, token_adv = sum_k credit - mu / sigma.
+    As in a replay run, a reward that does not apply (score NaN) has no JS, and a pair whose a is 0 (its
+    group scored the same) has no JS either (`js_skipped`); both get weight 1.
     """
     rng = np.random.default_rng(seed * 1000 + step)
     rows: list[dict] = []
@@ -83,22 +85,24 @@ def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32
         per_k = []
         for k, reward in enumerate(rewards):
             mask = _spans(reward, toks, rng)
-            if with_js:
-                d = np.clip(rng.gamma(1.5, 0.03, n_tokens) + mask * rng.uniform(0.1, 0.4), 0, 1)
+            d = np.clip(rng.gamma(1.5, 0.03, n_tokens) + mask * rng.uniform(0.1, 0.4), 0, 1)
+            skipped = with_js and not np.isnan(scores[k, i]) and adv[k, i] == 0
+            if with_js and not skipped and not np.isnan(scores[k, i]):
                 u = n_tokens * d / d.sum()
                 w = np.clip(u, 0, 5.0)
             else:
                 d = np.full(n_tokens, np.nan)
                 w = np.ones(n_tokens)
             credit = w * adv[k, i] / (sigma + 1e-4)
-            per_k.append((reward, mask, d, w, credit))
-        token_adv = sum(c for *_, c in per_k) - mu / (sigma + 1e-4)
-        for k, (reward, mask, d, w, credit) in enumerate(per_k):
+            per_k.append((reward, mask, d, w, credit, skipped))
+        token_adv = sum(c for *_, c, _ in per_k) - mu / (sigma + 1e-4)
+        for k, (reward, mask, d, w, credit, skipped) in enumerate(per_k):
             for t in range(n_tokens):
                 rows.append(dict(
                     step=step, sample=i, group=i // group_size, prompt_key=key, prompt=prompt, response=response,
                     reward=reward, score=scores[k, i], group_adv=adv[k, i], t=t, token_id=int(rng.integers(0, 500)),
-                    token=toks[t], start=int(starts[t]), end=int(starts[t] + len(toks[t])), js=d[t], weight=w[t],
+                    token=toks[t], start=int(starts[t]), end=int(starts[t] + len(toks[t])), js=d[t],
+                    js_skipped=skipped, weight=w[t],
                     credit=credit[t], in_span=bool(mask[t]), token_adv=token_adv[t],
                 ))
     df = pd.DataFrame(rows)
