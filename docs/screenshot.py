@@ -1,12 +1,17 @@
-"""Screenshots of the workbench for the README: Token credit, Training curves and JS divergence.
+"""Screenshots of the workbench: Token credit, Training curves, JS divergence and Compare runs.
 
 Run from the repository root:
 
     .venv/bin/python docs/screenshot.py [--out docs/img] [--run smollm2-135m-mrtpo-demo] [--step N --sample I]
+        [--theme light|dark] [--pages credit,curves,js] [--compare-dir DIR] [--prefix NAME-]
 
 Starts `python -m core.cli app --headless` on a free port with MRTPO_RUNS_DIR pointing to an empty
-temporary folder (so only the shipped runs in sample_data/runs/ are listed), drives headless Debian
-Chromium with Playwright and writes `token-credit.png`, `training-curves.png` and `js-divergence.png`.
+temporary folder (so only the shipped runs in sample_data/runs/ are listed; `--compare-dir` lists the
+runs of DIR instead), drives headless Debian Chromium with Playwright and writes
+`<prefix>token-credit.png`, `<prefix>training-curves.png`, `<prefix>js-divergence.png` and, with
+`compare` among the pages, `<prefix>compare.png` (every run of DIR overlaid). `--theme dark` serves the
+app with Streamlit's dark theme. The pages are reached the way a user does (a link that picks the run,
+then the sidebar), so the script works on older versions of the app too (before/after pictures).
 The server is stopped (its whole process group) at the end, also on failure.
 
 Without --step/--sample the sample is chosen from the run's credit maps: one whose keyword reward
@@ -67,9 +72,9 @@ def pick_sample(store: RunStore) -> tuple[int, int]:
     return best
 
 
-def start_server(runs_dir: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
+def start_server(runs_dir: Path, log_path: Path, theme: str = "light") -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = {**os.environ, "MRTPO_RUNS_DIR": str(runs_dir), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "MRTPO_RUNS_DIR": str(runs_dir), "OMP_NUM_THREADS": "1", "STREAMLIT_THEME_BASE": theme}
     log = open(log_path, "wb")
     proc = subprocess.Popen([sys.executable, "-m", "core.cli", "app", "--headless", "--port", str(port)],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -160,25 +165,58 @@ def shoot(page, path: Path, clip: dict) -> None:
     print(f"{path} ({path.stat().st_size // 1024} KB, {int(clip['width'])}x{int(clip['height'])})")
 
 
+def sidebar(page, title: str) -> None:
+    """Open a page through the sidebar (the session, and so the chosen run, is kept)."""
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title, exact=True).click()
+    wait_for_script(page, title if title != "Compare runs" else None)
+
+
+def pick_all(page, names: list[str]) -> None:
+    """Make the page's first multiselect hold exactly the runs `names` (typed and picked one by one)."""
+    box = page.locator('[data-testid="stMultiSelect"]').first
+    clear = box.get_by_role("button", name="Clear all")
+    if clear.count():
+        clear.first.click()
+        wait_for_script(page)
+    for name in names:
+        box.locator("input").first.click()
+        box.locator("input").first.fill(name)
+        page.get_by_role("option").filter(has_text=name).first.click()
+        wait_for_script(page)
+    page.keyboard.press("Escape")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "img"))
     parser.add_argument("--run", default="smollm2-135m-mrtpo-demo", help="a run in sample_data/runs/")
     parser.add_argument("--step", type=int, default=None)
     parser.add_argument("--sample", type=int, default=None)
+    parser.add_argument("--theme", choices=("light", "dark"), default="light", help="Streamlit theme base")
+    parser.add_argument("--pages", default="credit,curves,js",
+                        help="comma-separated, in this order: credit, curves, js, compare (default: %(default)s)")
+    parser.add_argument("--compare-dir", default=None,
+                        help="runs directory the app lists (compare overlays all of its runs)")
+    parser.add_argument("--prefix", default="", help="file name prefix, e.g. before-dark-")
     args = parser.parse_args(argv)
+    pages = [p.strip() for p in args.pages.split(",") if p.strip()]
+    unknown = set(pages) - {"credit", "curves", "js", "compare"}
+    if unknown or ("compare" in pages and not args.compare_dir):
+        parser.error(f"unknown pages {sorted(unknown)}" if unknown else "compare needs --compare-dir")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(ROOT / "sample_data" / "runs" / args.run)
     step, sample = (args.step, args.sample) if args.step is not None and args.sample is not None else pick_sample(store)
-    print(f"run {args.run}, step {step}, sample {sample}")
+    print(f"run {args.run}, step {step}, sample {sample}, theme {args.theme}")
+    compare_runs = sorted(p.name for p in Path(args.compare_dir).iterdir()
+                          if (p / "metrics.jsonl").exists()) if args.compare_dir else []
 
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="mrtpo-shots-") as tmp:
-        runs_dir = Path(tmp) / "runs"
-        runs_dir.mkdir()
-        proc, url = start_server(runs_dir, Path(tmp) / "app.log")
+        runs_dir = Path(args.compare_dir).resolve() if args.compare_dir else Path(tmp) / "runs"
+        runs_dir.mkdir(exist_ok=True)
+        proc, url = start_server(runs_dir, Path(tmp) / "app.log", args.theme)
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -186,35 +224,43 @@ def main(argv: list[str] | None = None) -> int:
                     page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
                     page.set_default_timeout(90000)
 
-                    # 1. Token credit, one row per reward (credit colours + each verifier's span bars).
+                    # Token credit, one row per reward (credit colours + each verifier's span bars); the link picks
+                    # the run for the session, so the other pages (opened from the sidebar) show it too.
                     page.goto(url + "/credit?" + urlencode({"run": args.run, "step": step, "sample": sample}))
                     wait_for_script(page, "Token credit")
-                    page.get_by_text("one row per reward", exact=True).click()
-                    wait_for_script(page)
-                    heat = page.locator(".mrtpo-hm").first
-                    heat.wait_for()
-                    caption = page.get_by_text("Hover a token for its credit", exact=False).first
-                    shoot(page, out / "token-credit.png", main_block_clip(page, caption))
+                    if "credit" in pages:
+                        page.get_by_text("one row per reward", exact=True).click()
+                        wait_for_script(page)
+                        page.locator(".mrtpo-hm").first.wait_for()
+                        caption = page.get_by_text("Hover a token for its credit", exact=False).first
+                        shoot(page, out / f"{args.prefix}token-credit.png", main_block_clip(page, caption))
 
-                    # 2. Training curves of the run: the reward curves and the first rows of figures.
-                    page.set_viewport_size(VIEWPORT)
-                    page.goto(url + "/curves")
-                    wait_for_script(page, "Training curves")
-                    plots = page.locator(".js-plotly-plot")
-                    plots.last.wait_for()
-                    page.wait_for_timeout(1500)
-                    shoot(page, out / "training-curves.png", main_block_clip(page, plots.last))
+                    if "curves" in pages:  # every panel of the run's training curves
+                        page.set_viewport_size(VIEWPORT)
+                        sidebar(page, "Training curves")
+                        plots = page.locator(".js-plotly-plot")
+                        plots.last.wait_for()
+                        page.wait_for_timeout(1500)
+                        shoot(page, out / f"{args.prefix}training-curves.png", main_block_clip(page, plots.last))
 
-                    # 3. JS divergence of the same sample: per-token JS with the verifiers' spans shaded.
-                    page.set_viewport_size(VIEWPORT)
-                    page.goto(url + "/js")
-                    wait_for_script(page, "JS divergence")
-                    choose(page, "Step", str(step))
-                    choose(page, "Sample", f"sample {sample} ")
-                    fig = page.locator(".js-plotly-plot").first
-                    fig.wait_for()
-                    page.wait_for_timeout(1500)
-                    shoot(page, out / "js-divergence.png", main_block_clip(page, fig))
+                    if "js" in pages:  # JS divergence of the same sample, the verifiers' spans shaded
+                        page.set_viewport_size(VIEWPORT)
+                        sidebar(page, "JS divergence")
+                        choose(page, "Step", str(step))
+                        choose(page, "Sample", f"sample {sample} ")
+                        fig = page.locator(".js-plotly-plot").first
+                        fig.wait_for()
+                        page.wait_for_timeout(1500)
+                        shoot(page, out / f"{args.prefix}js-divergence.png", main_block_clip(page, fig))
+
+                    if "compare" in pages:  # every run of --compare-dir overlaid, and the steps-to-target table
+                        page.set_viewport_size(VIEWPORT)
+                        sidebar(page, "Compare runs")
+                        pick_all(page, compare_runs)
+                        table = page.locator('[data-testid="stDataFrame"]').last
+                        table.wait_for()
+                        page.wait_for_timeout(1500)
+                        shoot(page, out / f"{args.prefix}compare.png", main_block_clip(page, table))
                 finally:
                     browser.close()
         finally:
