@@ -213,7 +213,9 @@ class TrainConfig:
         except OSError as exc:
             raise ConfigError(None, f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from exc
         except json.JSONDecodeError as exc:
-            raise ConfigError(None, f"config file {str(path)!r} is not valid JSON: {exc}") from exc
+            from core.tasks import json_error_text
+
+            raise ConfigError(None, f"config file {str(path)!r} is not valid JSON: {json_error_text(exc)}") from exc
         return cls.from_dict(data, **overrides)
 
 
@@ -428,7 +430,9 @@ def parse_weights(text: str) -> dict[str, float]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise argparse.ArgumentTypeError(f"not a JSON object: {exc}") from exc
+            from core.tasks import json_error_text
+
+            raise argparse.ArgumentTypeError(f"not a JSON object: {json_error_text(exc)}") from exc
         if not isinstance(data, dict):
             raise argparse.ArgumentTypeError("give a JSON object of reward name -> weight")
         return data

@@ -34,6 +34,22 @@ from core.verifiers.text import sentence_spans
 Span = tuple[int, int]
 
 
+def json_error_text(exc: json.JSONDecodeError, line: bool = True) -> str:
+    """One readable line for a JSON syntax error, e.g. "unterminated string starting at line 1, column 2"
+    (`line=False`: the column only, for one line of a JSONL file whose line the caller names).
+
+    >>> try:
+    ...     json.loads('{"a')
+    ... except json.JSONDecodeError as exc:
+    ...     print(json_error_text(exc))
+    unterminated string starting at line 1, column 2
+    """
+    msg = exc.msg[:1].lower() + exc.msg[1:]
+    where = f"line {exc.lineno}, column {exc.colno}" if line else f"column {exc.colno}"
+    # Some messages end with "at" ("Unterminated string starting at"): the position completes them.
+    return f"{msg} {where}" if msg.endswith(" at") else f"{msg} at {where}"
+
+
 class PromptSetError(ValueError):
     """A prompt set that cannot be loaded; the message names the file and line."""
 
@@ -257,7 +273,7 @@ def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[Pro
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise PromptSetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            raise PromptSetError(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
         try:
             item = item_from_record(record, skip_unknown=skip_unknown, default_key=f"line{lineno}")
         except ValueError as exc:

@@ -170,6 +170,8 @@ def test_ifeval_fallback_when_no_sentence_states_the_constraint():
     ("lines", "pattern"),
     [
         (['{"key": "a", "task": "t", "constraints": []}', "{not json"], r":2: not valid JSON"),
+        # regression: "Unterminated string starting at at column 2"
+        (['{"key": "a'], r":1: not valid JSON: unterminated string starting at column 9$"),
         (['{"key": "a", "task": "t", "constraints": [{"family": "keywords:existence", "kwargs": {}}]}'],
          r":1: constraint 'keywords:existence': missing argument 'keywords'"),
         (['{"key": "a", "task": "t", "constraints": [{"family": "nope:x"}]}'], r":1: unknown constraint family 'nope:x'"),

@@ -351,7 +351,7 @@ def test_unknown_family_names_the_valid_choices():
     ("family", "kwargs", "pattern"),
     [
         ("keywords:existence", {}, "missing argument 'keywords'"),
-        ("keywords:existence", {"keywords": []}, "bad argument keywords"),
+        ("keywords:existence", {"keywords": []}, "bad argument 'keywords'"),
         ("keywords:existence", {"keywords": ["ok"], "kw": 1}, "unknown argument.*kw.*valid arguments: keywords"),
         ("length_constraints:number_words", {"num_words": 5, "relation": "at most"}, "valid choices: 'less than'"),
         ("length_constraints:number_words", {"num_words": -1, "relation": "at least"}, "must be >= 0"),
@@ -365,6 +365,13 @@ def test_bad_arguments_raise_one_clear_error(family, kwargs, pattern):
     with pytest.raises(VerifierSpecError, match=pattern) as info:
         build(family, **kwargs)
     assert family in str(info.value)
+
+
+def test_bad_argument_message_says_what_was_expected_once():
+    # regression: "expected an integer, got 'seven' (an integer)"
+    with pytest.raises(VerifierSpecError) as info:
+        build("task:arithmetic", answer="seven")
+    assert str(info.value) == "constraint 'task:arithmetic': bad argument 'answer': expected an integer, got 'seven'"
 
 
 def test_verify_never_raises_on_non_text():

@@ -177,11 +177,10 @@ class Verifier:
             try:
                 out[name] = param.convert(kwargs[name])
             except (TypeError, ValueError) as exc:
+                # The converter's message says what was expected and what was given ("expected an integer,
+                # got 'seven'"); only a choice list adds to it.
                 choices = f"; valid choices: {', '.join(repr(c) for c in param.choices)}" if param.choices else ""
-                hint = f" ({param.help})" if param.help and not choices else ""
-                raise VerifierSpecError(
-                    f"constraint {self.family!r}: bad argument {name}={kwargs[name]!r}: {exc}{choices}{hint}"
-                ) from None
+                raise VerifierSpecError(f"constraint {self.family!r}: bad argument {name!r}: {exc}{choices}") from None
         return out
 
     # -- the interface ------------------------------------------------------------------------

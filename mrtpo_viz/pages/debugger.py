@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from core.tasks import json_error_text
 from core.verifiers import VerifierSpecError, build, families, family_class
 from mrtpo_viz import analysis, figures, heatmap, loaders, ui
 
@@ -109,7 +110,7 @@ with tab_play:
             raise ValueError("the arguments must be a JSON object, e.g. {\"keywords\": [\"river\"]}")
         verifier = build(family, **kwargs)
     except json.JSONDecodeError as exc:
-        st.error(f"Arguments are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        st.error(f"Arguments are not valid JSON: {json_error_text(exc)}")
     except (VerifierSpecError, ValueError, TypeError) as exc:
         st.error(str(exc))
     else:
