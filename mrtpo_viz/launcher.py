@@ -32,7 +32,7 @@ from typing import Any
 from core.config import ConfigError, TrainConfig, train_argv
 from core.paths import REPO_ROOT
 from core.run import names
-from core.run.store import ACTIVE_STATES, RunStore, RunStoreError, pid_alive, read_tail, run_dir
+from core.run.store import ACTIVE_STATES, RunStore, RunStoreError, error_from_log, pid_alive, read_tail, run_dir
 
 FORM_ERROR = "_form"  # key of errors that belong to no single field
 
@@ -194,11 +194,19 @@ def run_state(path: str | os.PathLike) -> dict[str, Any]:
         proc = _CHILDREN.get(str(path))
     if proc is not None and proc.poll() is None:
         return {"state": "starting", "pid": proc.pid, "step": 0, "total_steps": None, "error": None}
-    log = store.log_tail() or read_tail(staging_log(path.parent, path.name))
+    log = launch_log(path, 400)
     if proc is not None:
         return {"state": "crashed", "pid": proc.pid, "step": 0, "total_steps": None,
-                "error": log or f"the trainer exited with code {proc.returncode} before starting"}
-    return {**store.status(), **({"error": log} if log else {})}
+                "error": error_from_log(log) or f"the trainer exited with code {proc.returncode} before starting"}
+    return {**store.status(), **({"error": error_from_log(log) or log} if log else {})}
+
+
+def launch_log(path: str | os.PathLike, lines: int = 30) -> str:
+    """The tail of a run's trainer output: its train.log, or the staging log while the run folder does not
+    exist yet (the trainer is still importing torch and loading the model)."""
+    path = Path(path)
+    return RunStore(path).log_tail(lines, max_bytes=65536) or read_tail(staging_log(path.parent, path.name), lines,
+                                                                         max_bytes=65536)
 
 
 def _looks_like_trainer(pid: int) -> bool:

@@ -150,7 +150,8 @@ def credit_path(path: Path, step: int) -> Path:
 
 
 def read_tail(path: str | os.PathLike, lines: int = 30, max_bytes: int = 16384) -> str:
-    """The last `lines` lines of a text file, reading at most its last `max_bytes` ("" when unreadable)."""
+    """The last `lines` lines of a text file as a terminal shows them, reading at most its last `max_bytes`
+    ("" when unreadable): a progress bar that redraws its line with carriage returns counts once, as drawn last."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -158,7 +159,43 @@ def read_tail(path: str | os.PathLike, lines: int = 30, max_bytes: int = 16384) 
             text = fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    shown = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n")]
+    while shown and not shown[-1]:
+        shown.pop()
+    return "\n".join(shown[-lines:])
+
+
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # "RuntimeError: ...", "KeyboardInterrupt"
+
+
+def error_from_log(text: str) -> str:
+    """What a trainer's log says went wrong: its last Python traceback (from its head line to the exception
+    line), else its last line that names an error (`mrtpo train: error: ...`, `RuntimeError: ...`); "" when it
+    says neither (a process killed by a signal, e.g. the out-of-memory killer, leaves no such line).
+
+    >>> error_from_log("step 1/5\\nTraceback (most recent call last):\\n  File x\\nRuntimeError: boom\\nbye")
+    'Traceback (most recent call last):\\n  File x\\nRuntimeError: boom'
+    """
+    lines = text.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.startswith(TRACEBACK_HEAD)]
+    if heads:
+        block = lines[heads[-1]:]
+        end = next((j for j in range(1, len(block)) if block[j] and not block[j][0].isspace()), len(block) - 1)
+        return "\n".join(block[: end + 1]).rstrip()
+    named = [line for line in lines if re.search(r"\berror\b", line, re.IGNORECASE) or _EXCEPTION_LINE.match(line)]
+    return named[-1].strip() if named else ""
+
+
+def crash_message(log: str, pid: Any = None) -> str:
+    """The error to show for a trainer that died without a final status: the error in its log, else what is
+    known (no traceback: it was killed)."""
+    found = error_from_log(log)
+    if found:
+        return found
+    who = f"the trainer (pid {pid})" if pid else "the trainer"
+    return (f"{who} ended without a final status and without an error in its log: it was killed "
+            "(kill -9, or the out-of-memory killer)")
 
 
 def pid_alive(pid: Any) -> bool:
@@ -363,15 +400,15 @@ class RunStore:
         if st.get("state") in ACTIVE_STATES and not pid_alive(st.get("pid")):
             st = {**st, "state": "crashed", "recorded_state": st.get("state")}
             if not st.get("error"):
-                st["error"] = self.log_tail() or "the trainer process is gone without a final status"
+                st["error"] = crash_message(self.log_tail(400, max_bytes=65536), st.get("pid"))
         return st
 
     def is_active(self) -> bool:
         return self.status().get("state") in ACTIVE_STATES
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = 30, max_bytes: int = 16384) -> str:
         """The last `lines` lines of the run's train.log ("" when there is none)."""
-        return read_tail(self.path / "train.log", lines)
+        return read_tail(self.path / "train.log", lines, max_bytes)
 
     def _last_metric_step(self) -> int:
         df = self.metrics()
