@@ -45,3 +45,12 @@ def test_crashed_status_carries_the_traceback_from_train_log(tmp_path):
     status = RunStore(tmp_path / "r").status()
     assert status["state"] == "crashed"
     assert status["error"] == 'Traceback (most recent call last):\n  File "x"\nRuntimeError: boom'
+
+
+def test_last_phase_is_the_newest_phase_line():
+    from core.run.store import last_phase, phase_line
+
+    log = "\n".join([phase_line("importing torch and transformers"), "some warning",
+                     phase_line("loading the model (tiny-instruct) and the prompt set"), "run r: /x"])
+    assert last_phase(log) == "loading the model (tiny-instruct) and the prompt set"
+    assert last_phase("no phases here") == ""

@@ -34,7 +34,7 @@ from core.config import TrainConfig
 from core.run import names as names_lib
 from core.run.record import summary_line
 from core.run.step import StopRequested, TrainState, evaluate, seed_everything, train_step
-from core.run.store import RunStore, RunWriter, run_dir
+from core.run.store import RunStore, RunWriter, phase_line, run_dir
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -197,12 +197,15 @@ def train(
     """Run (or resume) a training run; returns the run folder. Status ends completed, stopped or failed."""
     out = out or sys.stdout
     with SignalGuard() as guard:
+        print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), file=out, flush=True)
         state, writer, start = open_run(cfg, resume)
         guard.attach(state)
         if resume is not None:
             print(f"resuming {writer.path.name} from step {start}", file=out, flush=True)
         else:
             print(f"run {writer.path.name}: {writer.path}", file=out, flush=True)
+        batch = cfg.prompts_per_step * cfg.group_size
+        print(phase_line(f"step {start + 1} of {cfg.steps}: sampling {batch} responses"), file=out, flush=True)
         _loop(state, writer, start, hooks or [], out)
     return writer.path
 

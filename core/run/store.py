@@ -187,6 +187,24 @@ def error_from_log(text: str) -> str:
     return named[-1].strip() if named else ""
 
 
+# The trainer prints "phase: <what it is doing>" lines while it starts (importing torch, loading the model), so
+# that a viewer of its log can say what the ~20 s before the first step are spent on.
+PHASE_PREFIX = "phase: "
+
+
+def phase_line(text: str) -> str:
+    """The log line that announces a startup phase."""
+    return PHASE_PREFIX + text
+
+
+def last_phase(log: str) -> str:
+    """The startup phase a trainer's log announced last ("" when none)."""
+    for line in reversed(log.split("\n")):
+        if line.startswith(PHASE_PREFIX):
+            return line[len(PHASE_PREFIX):].strip()
+    return ""
+
+
 def crash_message(log: str, pid: Any = None) -> str:
     """The error to show for a trainer that died without a final status: the error in its log, else what is
     known (no traceback: it was killed)."""

@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
 
+    from core.run.store import phase_line
+
+    print(phase_line("importing torch and transformers"), flush=True)
     from core.model import ModelLoadError
     from core.run import lifecycle  # torch and transformers load only now
 
