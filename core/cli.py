@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.paths import APP_FILE
+from core.paths import APP_FILE, REPO_ROOT, runs_dir
 
 # subcommand -> (module, one-line help). The module exposes `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -53,20 +53,18 @@ def app_main(argv: list[str]) -> int:
     parser.add_argument("--headless", action="store_true", help="do not try to open a browser")
     args = parser.parse_args(argv)
     env = dict(os.environ)
-    if args.runs_dir:
-        env["MRTPO_RUNS_DIR"] = str(Path(args.runs_dir).resolve())
+    # The server runs from the repo root (where .streamlit/config.toml holds its settings), so the runs
+    # directory is fixed here, relative to where `mrtpo app` was started.
+    env["MRTPO_RUNS_DIR"] = str(Path(args.runs_dir).resolve() if args.runs_dir else runs_dir())
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(APP_FILE),
         "--server.address", args.address, "--server.port", str(args.port),
-        "--browser.gatherUsageStats", "false",
-        # The watcher rescans the repo (and can overflow inotify); the app needs no reload-on-save for users.
-        "--server.fileWatcherType", "none",
     ]
     if args.headless:
         cmd += ["--server.headless", "true"]
     print(f"MRTPO workbench on http://{args.address}:{args.port}", flush=True)
     try:
-        return subprocess.call(cmd, env=env)
+        return subprocess.call(cmd, env=env, cwd=REPO_ROOT)
     except KeyboardInterrupt:
         return 0
 
