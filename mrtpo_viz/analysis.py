@@ -17,6 +17,40 @@ import pyarrow.parquet as pq
 OUTCOMES = ("any", "satisfied", "not satisfied", "not applicable")
 
 
+def ema(values: Sequence[float] | pd.Series, weight: float) -> pd.Series:
+    """Exponential moving average with bias correction (TensorBoard's smoothing).
+
+    Over the finite values x_1..x_n in order: s_n = weight * s_{n-1} + (1 - weight) * x_n with s_0 = 0, and the
+    smoothed value is s_n / (1 - weight^n), so the first one equals x_1 (no pull towards 0). NaN or infinite
+    entries stay NaN and leave the average unchanged. weight = 0 returns the values; weight in [0, 1).
+    """
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"weight must lie in [0, 1), got {weight}")
+    x = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype="float64")
+    out = np.full(len(x), np.nan)
+    s, n = 0.0, 0
+    for i, v in enumerate(x):
+        if not math.isfinite(v):
+            continue
+        n += 1
+        s = weight * s + (1.0 - weight) * v
+        out[i] = s / (1.0 - weight**n)
+    index = values.index if isinstance(values, pd.Series) else None
+    return pd.Series(out, index=index)
+
+
+def with_x_columns(metrics: pd.DataFrame, samples_per_step: int | None) -> pd.DataFrame:
+    """The metrics frame plus the other x axes of the curves: `samples` = step * samples per step (responses
+    seen, prompts_per_step * group_size; absent when unknown) and `minutes` = the running sum of `time/step`
+    / 60 (training time; evaluations and checkpoints are not counted, a missing step time counts 0)."""
+    df = metrics.copy()
+    if samples_per_step and "step" in df.columns:
+        df["samples"] = df["step"] * int(samples_per_step)
+    if "time/step" in df.columns:
+        df["minutes"] = pd.to_numeric(df["time/step"], errors="coerce").fillna(0.0).cumsum() / 60.0
+    return df
+
+
 def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:
     """sample -> {reward: score} (NaN where the reward does not apply)."""
     first = credit_df.drop_duplicates(["sample", "reward"])

@@ -13,27 +13,56 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from mrtpo_viz.analysis import ema
 from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, reward_colors, skipped_rewards
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 OTHER_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-ALL_SATISFIED_COLOR = "#111111"
+# One colour per run where runs are compared (distinct hues that stay visible on light and dark backgrounds).
+RUN_PALETTE = ("#1f77b4", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d")
+# The colour of text: Streamlit's plotly theme replaces this placeholder in the browser with its text colour,
+# near black on the light theme and near white on the dark one (streamlit.elements.lib.streamlit_plotly_theme
+# GRAY_90; a test checks the value). Outside Streamlit it is a very dark blue, readable on white. Lines that
+# must stand out from every reward's colour use it (the all-satisfied rate, the step total).
+FOREGROUND = "#000037"
+ALL_SATISFIED_COLOR = FOREGROUND
 # The phases of a step (runs written before the split have no logprobs/advantages: their replay holds both).
 TIME_PARTS = ("time/generate", "time/verify", "time/logprobs", "time/replay", "time/advantages", "time/update")
 LOSS_KEYS = ("loss/policy", "loss/kl", "loss/total")
 
 
+LEGEND_ROW_PX = 22  # height of one row of a horizontal legend
+LEGEND_CHAR_PX = 7  # width of one character of a legend entry (12 px font)
+LEGEND_WIDTH_PX = 520  # the narrowest a figure is drawn (a half-width panel)
+
+
+def legend_rows(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
+    """How many rows a horizontal legend with these entries takes at `width_px` (an estimate: each entry is its
+    text plus ~40 px for the symbol and the gap)."""
+    rows, used = (1 if names else 0), 0
+    for name in names:
+        w = 40 + LEGEND_CHAR_PX * len(name)
+        if used and used + w > width_px:
+            rows, used = rows + 1, 0
+        used += w
+    return rows
+
+
 def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
+    """Title, axis titles and the legend under the plot. The legend is placed in the figure's container, at its
+    bottom edge (plotly then makes room for it under the axis title), so neither the x axis title nor rotated
+    category labels can overlap it; the figure grows by its rows beyond the first two."""
+    names = [str(tr.name) for tr in fig.data if tr.showlegend is not False and tr.name]
+    extra = LEGEND_ROW_PX * max(0, legend_rows(names) - 2)
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left"),
-        height=height,
-        margin=dict(l=50, r=20, t=40, b=40),
-        # below the plot: a legend on top crowds the title and squeezes half-width panels
-        legend=dict(orientation="h", yanchor="top", y=-0.27, x=0, xanchor="left"),
+        height=height + extra,
+        margin=dict(l=50, r=20, t=40, b=10),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left"),
         hovermode="x unified",
         template="plotly_white",
     )
-    fig.update_xaxes(title_text=xaxis_title)
+    fig.update_xaxes(title_text=xaxis_title, automargin=True)
     fig.update_yaxes(title_text=yaxis_title)
     return fig
 
@@ -60,12 +89,27 @@ def metric_lines(
     yaxis_title: str = "",
     colors: Mapping[str, str] | None = None,
     height: int = 360,
+    *,
+    x: str = "step",
+    xaxis_title: str | None = None,
+    smooth: float = 0.0,
+    log_y: bool = False,
+    color_by: str = "key",
 ) -> go.Figure:
-    """One line per (run, metric key) over steps: colour by key, dash style by run.
+    """One line per (run, metric key): by default colour by key and dash style by run; `color_by="run"`: one
+    colour per run (RUN_PALETTE) and one dash style per key, for comparing runs.
 
     series: metric keys, or {key: legend label}. Keys a run does not have (or has only NaN for) are skipped;
     a figure with nothing to draw says so instead of showing empty axes.
+    x: the frame column on the x axis (`step`, or a column added by `analysis.with_x_columns`).
+    smooth: EMA weight in [0, 1) (`analysis.ema`); above 0 the smoothed line is drawn over the raw one, faint.
+    log_y: a logarithmic y axis (values <= 0 are not drawn).
+    Each trace's `meta` is [run, key, "raw" | "smoothed"] (`plotted_series` exports them).
     """
+    if color_by not in ("key", "run"):
+        raise ValueError(f"color_by must be 'key' or 'run', got {color_by!r}")
+    if not 0.0 <= smooth < 1.0:
+        raise ValueError(f"smooth must lie in [0, 1), got {smooth}")
     labels = dict(series) if isinstance(series, Mapping) else {k: k for k in series}
     colors = dict(colors or {})
     for i, key in enumerate(labels):
@@ -73,31 +117,67 @@ def metric_lines(
     fig = go.Figure()
     multi = len(metrics_by_run) > 1
     for r, (run, df) in enumerate(metrics_by_run.items()):
-        if df is None or df.empty or "step" not in df.columns:
+        if df is None or df.empty or x not in df.columns:
             continue
-        for key, label in labels.items():
+        for j, (key, label) in enumerate(labels.items()):
             if key not in df.columns:
                 continue
             y = pd.to_numeric(df[key], errors="coerce")
             if y.isna().all():
                 continue
+            if color_by == "run":
+                color, dash = RUN_PALETTE[r % len(RUN_PALETTE)], RUN_DASHES[j % len(RUN_DASHES)]
+                name = run if len(labels) == 1 else f"{run} · {label}"
+            else:
+                color, dash = colors[key], RUN_DASHES[r % len(RUN_DASHES)]
+                name = f"{run} · {label}" if multi else label
+            width = 3 if key.endswith("all_satisfied") else 2
+            mode = "lines+markers" if y.notna().sum() < 30 else "lines"
+            group = run if (multi and color_by == "key") else name
+            if smooth > 0:
+                fig.add_trace(go.Scatter(  # the raw values, faint under the smoothed line
+                    x=df[x], y=y, mode="lines", connectgaps=True, name=name, showlegend=False, hoverinfo="skip",
+                    opacity=0.25, line=dict(color=color, dash=dash, width=1), legendgroup=group,
+                    meta=[run, key, "raw"]))
             fig.add_trace(
                 go.Scatter(
                     # connectgaps: eval keys exist only at checkpoint steps
-                    x=df["step"], y=y, mode="lines+markers" if y.notna().sum() < 30 else "lines", connectgaps=True,
-                    name=f"{run} · {label}" if multi else label,
-                    line=dict(color=colors[key], dash=RUN_DASHES[r % len(RUN_DASHES)],
-                              width=3 if key.endswith("all_satisfied") else 2),
-                    marker=dict(size=5),
-                    legendgroup=run if multi else key,
-                    meta=[run, key],
+                    x=df[x], y=ema(y, smooth) if smooth > 0 else y, mode=mode, connectgaps=True, name=name,
+                    line=dict(color=color, dash=dash, width=width), marker=dict(size=5), legendgroup=group,
+                    meta=[run, key, "smoothed" if smooth > 0 else "raw"],
                 )
             )
-    _layout(fig, title, yaxis_title, height=height)
+    _layout(fig, title, yaxis_title, xaxis_title or X_TITLES.get(x, x), height=height)
     if not fig.data:
         return _empty(fig, "no data for these metrics yet")
-    _integer_steps(fig)
+    if log_y:
+        fig.update_yaxes(type="log")
+    if x == "step":
+        _integer_steps(fig)
     return fig
+
+
+# Titles of the x axes the curves can be drawn against (columns of `analysis.with_x_columns`).
+X_TITLES = {"step": "step", "samples": "samples seen (responses)", "minutes": "training time (min, sum of step times)"}
+
+
+def plotted_series(figures_by_title: Mapping[str, go.Figure]) -> pd.DataFrame:
+    """The data behind the drawn lines, long format: figure, run, metric key, kind (raw / smoothed), x, y.
+
+    Reads the traces of figures built by `metric_lines` (and the other functions that set `meta` to [run, key,
+    ...]); traces without such meta are skipped.
+    """
+    frames = []
+    for title, fig in figures_by_title.items():
+        for tr in fig.data:
+            meta = tr.meta if isinstance(tr.meta, (list, tuple)) else None
+            if not meta or len(meta) < 2 or tr.x is None or tr.y is None:
+                continue
+            frames.append(pd.DataFrame({"figure": title, "run": meta[0], "metric": meta[1],
+                                        "kind": meta[2] if len(meta) > 2 else "raw", "x": list(tr.x),
+                                        "y": list(tr.y)}))
+    cols = ["figure", "run", "metric", "kind", "x", "y"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[dict[str, str], dict[str, str]]:
@@ -119,29 +199,33 @@ def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[d
 
 
 def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str],
-                  source: str = "train") -> go.Figure:
-    """Mean reward per step, one line per reward plus the all-satisfied rate (black, thicker)."""
+                  source: str = "train", **style) -> go.Figure:
+    """Mean reward per step, one line per reward plus the all-satisfied rate (text colour, thicker).
+    `style`: metric_lines' keyword options (x, smooth, color_by)."""
     series, colors = reward_series(reward_names, source)
     title = ("Rewards (mean over samples) and all-satisfied rate" if source == "train"
              else "Held-out eval: rewards and all-satisfied rate (sampled, at checkpoints)")
-    fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420)
+    fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420, **style)
     if fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])
     return fig
 
 
 def per_reward_lines(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str], template: str,
-                     title: str, yaxis_title: str = "") -> go.Figure:
+                     title: str, yaxis_title: str = "", **style) -> go.Figure:
     """One line per reward for keys like `js/{name}/mean` (template with `{name}`)."""
     cols = reward_colors(reward_names)
     series = {template.format(name=n): n for n in reward_names}
     colors = {template.format(name=n): cols[n] for n in reward_names}
-    return metric_lines(metrics_by_run, series, title, yaxis_title, colors)
+    return metric_lines(metrics_by_run, series, title, yaxis_title, colors, **style)
 
 
-def loss_figure(metrics_by_run: Mapping[str, pd.DataFrame]) -> go.Figure:
-    return metric_lines(metrics_by_run, {"loss/policy": "policy", "loss/kl": "KL", "loss/total": "total"},
-                        "Loss parts", "loss")
+def loss_figure(metrics_by_run: Mapping[str, pd.DataFrame], with_kl: bool = True, **style) -> go.Figure:
+    """Policy loss, KL term (only `with_kl`: runs with a reference model) and total loss."""
+    series = {"loss/policy": "policy", "loss/kl": "KL to reference", "loss/total": "total"}
+    if not with_kl:
+        series.pop("loss/kl")
+    return metric_lines(metrics_by_run, series, "Loss parts", "loss", **style)
 
 
 def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str]) -> go.Figure:
@@ -187,7 +271,7 @@ def step_time_figure(metrics_by_run: Mapping[str, pd.DataFrame]) -> go.Figure:
                              marker_color=OTHER_PALETTE[i], meta=[run, key]))
     if df is not None and "time/step" in df.columns:
         fig.add_trace(go.Scatter(x=df["step"], y=df["time/step"], name="step total", mode="lines",
-                                 line=dict(color="#111", width=1.5), meta=[run, "time/step"]))
+                                 line=dict(color=FOREGROUND, width=1.5), meta=[run, "time/step"]))
     fig.update_layout(barmode="stack")
     _layout(fig, "Step time split", "seconds")
     if not fig.data:
@@ -266,7 +350,7 @@ def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go
                 continue
             fig.add_trace(go.Box(
                 x=part["reward"], y=part["js"], name=where, boxpoints=False, opacity=opacity,
-                marker_color="#444" if flag else "#aaa", meta=[where],
+                marker_color=FOREGROUND if flag else "#999999", meta=[where],
             ))
     fig.update_layout(boxmode="group")
     _layout(fig, "JS distance: in-span vs out-of-span tokens", "JS distance", xaxis_title="reward")
@@ -280,5 +364,5 @@ def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go
 
 __all__ = [
     "REWARD_PALETTE", "auc_figure", "js_in_out_figure", "js_positions_figure", "loss_figure", "metric_lines",
-    "per_reward_lines", "reward_curves", "reward_series", "step_time_figure",
+    "per_reward_lines", "plotted_series", "reward_curves", "reward_series", "step_time_figure",
 ]

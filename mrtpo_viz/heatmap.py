@@ -45,26 +45,38 @@ ZERO_RGB = (255, 255, 255)
 
 TOTAL_ROW = "total advantage"
 
+EMPTY_TOKEN = "∅"  # how a token that decodes to no text (the end-of-sequence token) is drawn
+
+# Colours that work on Streamlit's light and dark themes: text outside the token cells inherits the page's
+# colour; a token cell sets its own (dark on light cells, white on dark ones) because its background is the
+# credit colour; boxes are tinted with translucent grey instead of a fixed light grey.
 _CSS = """
 <style>
 .mrtpo-hm { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 14px;
-  line-height: 1.25; color: #111; }
+  line-height: 1.25; color: inherit; }
 .mrtpo-hm .row { margin: 0 0 10px 0; }
 .mrtpo-hm .row-label { font-family: sans-serif; font-size: 12px; font-weight: 600; margin: 2px 0; }
 .mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 4px; }
-.mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; }
-.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; }
+.mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; position: relative; outline: none; }
+.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: #111; cursor: default; }
 .mrtpo-hm .dk { color: #fff; }
-.mrtpo-hm .ws { color: #999; }
+.mrtpo-hm .ws { color: #888; }
 .mrtpo-hm i.b { display: block; height: 3px; margin-top: 1px; }
 .mrtpo-hm .br { flex-basis: 100%; height: 0; }
-.mrtpo-hm .prompt { font-family: sans-serif; background: #f3f3f3; padding: 6px 8px; border-radius: 4px;
-  margin-bottom: 8px; white-space: pre-wrap; }
+.mrtpo-hm .prompt { font-family: sans-serif; background: rgba(128, 128, 128, 0.14); padding: 6px 8px;
+  border-radius: 4px; margin-bottom: 8px; white-space: pre-wrap; }
 .mrtpo-hm .legend { font-family: sans-serif; font-size: 12px; display: flex; flex-wrap: wrap; gap: 14px;
   align-items: center; margin: 6px 0 10px 0; }
-.mrtpo-hm .cbar { display: inline-block; width: 160px; height: 12px; vertical-align: middle; border: 1px solid #ccc;
-  margin: 0 4px; }
+.mrtpo-hm .cbar { display: inline-block; width: 160px; height: 12px; vertical-align: middle;
+  border: 1px solid rgba(128, 128, 128, 0.6); margin: 0 4px; }
 .mrtpo-hm .swatch { display: inline-block; width: 18px; height: 4px; vertical-align: middle; margin-right: 4px; }
+.mrtpo-hm .tip { display: none; position: absolute; top: 100%; left: 0; z-index: 20; margin-top: 2px;
+  padding: 6px 8px; min-width: 24em; white-space: pre; font-size: 12px; line-height: 1.35; color: #111;
+  background: #fffbe6; border: 1px solid #b8a86a; border-radius: 4px; box-shadow: 0 2px 6px rgba(0, 0, 0, 0.3);
+  user-select: text; cursor: text; }
+.mrtpo-hm .tok:hover .tip, .mrtpo-hm .tok:focus .tip { display: block; }
+.mrtpo-hm .tok:focus .tok-text { outline: 2px solid #b8a86a; }
+.mrtpo-hm .row-scale { font-weight: 400; opacity: 0.75; }
 </style>
 """
 
@@ -116,7 +128,7 @@ def visible_token_html(token: str) -> tuple[str, bool]:
     per space so it is not an invisible box.
     """
     if token == "":
-        return '<span class="ws">∅</span>', False
+        return f'<span class="ws">{EMPTY_TOKEN}</span>', False
     if token.strip(" ") == "":
         return f'<span class="ws">{"·" * len(token)}</span>', False
     parts = []
@@ -202,27 +214,38 @@ def token_arrays(sample_df: pd.DataFrame, names: Sequence[str]) -> dict:
     return out
 
 
-def _legend_html(scale: float, colors: dict[str, str], label: str) -> str:
-    lo, hi = diverging_color(-scale, scale), diverging_color(scale, scale)
-    items = [
-        f'<span>{html.escape(label)}: {-scale:+.3g} <span class="cbar" '
-        f'style="background: linear-gradient(to right, {lo}, #ffffff, {hi});"></span> {scale:+.3g} '
-        f"(white = 0)</span>"
-    ]
+def _legend_html(scale: float | None, colors: dict[str, str], label: str, empty_token: bool = False) -> str:
+    """The colour bar (omitted when `scale` is None: each row states its own), each reward's span colour, and
+    what the empty-token mark means when the sample has one."""
+    items = []
+    if scale is not None:
+        lo, hi = diverging_color(-scale, scale), diverging_color(scale, scale)
+        items.append(f'<span>{html.escape(label)}: {-scale:+.3g} <span class="cbar" '
+                     f'style="background: linear-gradient(to right, {lo}, #ffffff, {hi});"></span> {scale:+.3g} '
+                     f"(white = 0)</span>")
+    else:
+        items.append(f"<span>{html.escape(label)}: each row on its own scale, blue &lt; 0 &lt; red (white = 0)</span>")
     for name, col in colors.items():
         items.append(f'<span><span class="swatch" style="background:{col}"></span>{html.escape(name)} span</span>')
+    if empty_token:
+        items.append(f'<span><span class="ws">{EMPTY_TOKEN}</span> = a token with no text: the end-of-sequence '
+                     "token</span>")
+    items.append("<span>hover a token for its numbers; click it to keep them open and copy them</span>")
     return f'<div class="legend">{"".join(items)}</div>'
 
 
-def _token_cell(text_html: str, bg: tuple[int, int, int], bars: Sequence[str | None], title: str,
+def _token_cell(text_html: str, bg: tuple[int, int, int], bars: Sequence[str | None], tip: str,
                 t: int, end_line: bool) -> str:
     # Span bars are <i class="b">: one slot per reward, filled in its colour where the token is in a span.
+    # The details are a hidden box shown on hover, and kept open while the token has focus (a click), so that
+    # its text can be selected and copied (a title attribute cannot be).
     bar_html = "".join(f'<i class="b" style="background:{c}"></i>' if c else '<i class="b"></i>' for c in bars)
     r, g, b = bg
     dark = " dk" if text_color_for(bg) == "#fff" else ""
     cell = (
-        f'<span class="tok" data-t="{t}" title="{title}">'
-        f'<span class="tok-text{dark}" style="background:rgb({r},{g},{b})">{text_html}</span>{bar_html}</span>'
+        f'<span class="tok" data-t="{t}" tabindex="0">'
+        f'<span class="tok-text{dark}" style="background:rgb({r},{g},{b})">{text_html}</span>{bar_html}'
+        f'<span class="tip">{tip}</span></span>'
     )
     return cell + ('<span class="br"></span>' if end_line else "")
 
@@ -235,6 +258,7 @@ def token_heatmap_html(
     scale: float | None = None,
     reward_names: Sequence[str] | None = None,
     show_prompt: bool = True,
+    row_scale: bool = False,
 ) -> str:
     """HTML heatmap of one sample's response tokens.
 
@@ -245,7 +269,11 @@ def token_heatmap_html(
     mode "rows": one aligned row per reward (coloured by its credit, with its own span bar) plus a last
       row coloured by the total advantage; all rows share one scale. A row's hover shows its own reward.
     scale: half-width of the colour scale; None = max |value| shown (per sample).
-    Hover (title attribute) on every token: token repr, then per reward credit, JS, weight, in/out of span.
+    row_scale: rows mode only: each row on its own scale (its largest |value|, stated next to its name), so a
+      reward with small credit is not washed out by a larger one; `scale` is then ignored.
+    Hover (and focus, kept on click) on every token: a box with the token's repr and total advantage, then per
+    reward its credit, JS, weight and in/out of span, as selectable text. An empty token (the end-of-sequence
+    token decodes to no text) shows as `∅`, explained in the legend.
     """
     if mode not in ("single", "rows"):
         raise ValueError(f"mode must be 'single' or 'rows', got {mode!r}")
@@ -266,13 +294,14 @@ def token_heatmap_html(
     skipped = skipped_rewards(sample_df)
     reward_lines = {r: [html.escape(_reward_line(r, c, j, w, m, r in skipped), quote=True) for c, j, w, m in
                         zip(credit[r], js[r], weight[r], in_span[r], strict=True)] for r in names}
-    heads = [html.escape(f"token {tok!r}\ntotal advantage {_fmt(a, True)}", quote=True)
-             for tok, a in zip(tokens, total, strict=True)]
+    heads = [html.escape(f"t={t} · token {tok!r}\ntotal advantage {_fmt(a, True)}", quote=True)
+             for t, tok, a in zip(ts, tokens, total, strict=True)]
 
     def tooltip(i: int, rewards: Sequence[str]) -> str:
         return "\n".join([heads[i], *(reward_lines[r][i] for r in rewards)])
 
     texts = [visible_token_html(tok) for tok in tokens]
+    has_empty = any(tok == "" for tok in tokens)
 
     first = sample_df.iloc[0]
     parts = [_CSS, '<div class="mrtpo-hm">']
@@ -286,7 +315,7 @@ def token_heatmap_html(
         values = total if key == TOTAL_ROW else credit[key]
         sc = scale if scale is not None else auto_scale(values)
         label = "total token advantage" if key == TOTAL_ROW else f"credit of {key}"
-        parts.append(_legend_html(sc, colors, label))
+        parts.append(_legend_html(sc, colors, label, has_empty))
         parts.append(f'<div class="row" data-row="{html.escape(key, quote=True)}"><div class="tokens">')
         for i, t in enumerate(ts):
             bars = [colors[r] if in_span[r][i] else None for r in names]
@@ -301,16 +330,18 @@ def token_heatmap_html(
         rows.append((TOTAL_ROW, total, None))
         allv = [v for _, vals, _ in rows for v in vals]
         sc = scale if scale is not None else auto_scale(allv)
-        parts.append(_legend_html(sc, colors, "credit / advantage"))
+        parts.append(_legend_html(None if row_scale else sc, colors, "credit / advantage", has_empty))
         for name, vals, bar_colors in rows:
+            row_sc = auto_scale(vals) if row_scale else sc
+            label = html.escape(name) + (f' <span class="row-scale">(scale ±{row_sc:.3g})</span>' if row_scale else "")
             parts.append(f'<div class="row" data-row="{html.escape(name, quote=True)}">'
-                         f'<div class="row-label">{html.escape(name)}</div><div class="tokens">')
+                         f'<div class="row-label">{label}</div><div class="tokens">')
             # Each row's hover names only its own reward (the total row: just the total), to keep the page
             # small: a 256-token sample with 4 rewards is 5 x 256 cells.
             row_rewards = [] if name == TOTAL_ROW else [name]
             for i, t in enumerate(ts):
                 bars = [bar_colors[i]] if bar_colors is not None else []
-                parts.append(_token_cell(texts[i][0], diverging_rgb(vals[i], sc), bars, tooltip(i, row_rewards), t,
+                parts.append(_token_cell(texts[i][0], diverging_rgb(vals[i], row_sc), bars, tooltip(i, row_rewards), t,
                                          texts[i][1]))
             parts.append("</div></div>")
     parts.append("</div>")
@@ -335,5 +366,5 @@ def spans_html(text: str, spans: Sequence[tuple[int, int]], color: str = REWARD_
                    f'style="outline:2px solid {color};background:{color}33">{esc(text[a:b])}</span>')
         pos = b
     out.append(esc(text[pos:]))
-    return (_CSS + '<div class="mrtpo-hm"><div class="prompt" style="background:#fff;border:1px solid #ddd;'
+    return (_CSS + '<div class="mrtpo-hm"><div class="prompt" style="border:1px solid rgba(128,128,128,0.4);'
             'font-family:ui-monospace,monospace">' + "".join(out) + "</div></div>")

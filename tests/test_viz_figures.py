@@ -108,6 +108,65 @@ def test_js_in_out_boxes_and_the_no_replay_case():
     assert not nojs.data
 
 
+def test_foreground_lines_take_streamlits_text_colour_on_both_themes():
+    # regression: the all-satisfied and step-total lines were #111, invisible on the dark theme. Streamlit's
+    # plotly theme replaces this placeholder with its text colour (dark on light, light on dark).
+    from streamlit.elements.lib.streamlit_plotly_theme import GRAY_90
+
+    assert figures.FOREGROUND == GRAY_90
+    fig = figures.reward_curves({"r": metrics_frame()}, REWARDS)
+    assert fig.data[-1].line.color == figures.FOREGROUND
+    total = next(tr for tr in figures.step_time_figure({"r": metrics_frame()}).data if tr.name == "step total")
+    assert total.line.color == figures.FOREGROUND
+
+
+def test_legend_sits_at_the_figures_bottom_edge_and_grows_the_figure():
+    # regression: a legend at y=-0.27 of the plot overlapped the x title and rotated category labels
+    fig = figures.reward_curves({"r": metrics_frame()}, REWARDS)
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
+    assert fig.layout.legend.yanchor == "bottom"
+    many = figures.reward_curves({f"run-{i}": metrics_frame() for i in range(4)}, REWARDS)
+    assert many.layout.height > fig.layout.height  # 12 entries need more rows
+    assert figures.legend_rows([]) == 0 and figures.legend_rows(["a"]) == 1
+    assert figures.legend_rows(["x" * 60] * 3) == 3  # each entry fills a half-width row
+
+
+def test_smoothing_draws_the_ema_over_the_faint_raw_values():
+    df = metrics_frame((0.0, 1.0, 0.0, 1.0))
+    fig = figures.metric_lines({"r": df}, {"reward/all_satisfied": "all"}, "t", smooth=0.5)
+    raw, smooth = fig.data
+    assert raw.showlegend is False and raw.opacity == 0.25 and list(raw.y) == [0.0, 1.0, 0.0, 1.0]
+    assert list(smooth.y) == pytest.approx(analysis.ema([0.0, 1.0, 0.0, 1.0], 0.5).tolist())
+    assert [raw.meta[2], smooth.meta[2]] == ["raw", "smoothed"]
+    with pytest.raises(ValueError, match="smooth"):
+        figures.metric_lines({"r": df}, ["loss/policy"], "t", smooth=1.0)
+
+
+def test_x_axis_log_scale_and_one_colour_per_run():
+    a, b = (analysis.with_x_columns(metrics_frame(), 32), analysis.with_x_columns(metrics_frame(), 16))
+    fig = figures.metric_lines({"a": a, "b": b}, {"reward/all_satisfied": "all"}, "t", x="samples", log_y=True,
+                               color_by="run")
+    assert list(fig.data[0].x) == [32, 64, 96, 128] and list(fig.data[1].x) == [16, 32, 48, 64]
+    assert fig.layout.xaxis.title.text == figures.X_TITLES["samples"] and fig.layout.yaxis.type == "log"
+    assert [tr.line.color for tr in fig.data] == list(figures.RUN_PALETTE[:2])
+    assert [tr.name for tr in fig.data] == ["a", "b"]
+
+
+def test_loss_figure_leaves_out_the_kl_term_without_a_reference_model():
+    df = metrics_frame().assign(**{"loss/kl": 0.0})
+    assert "KL to reference" in [tr.name for tr in figures.loss_figure({"r": df}).data]
+    assert "KL to reference" not in [tr.name for tr in figures.loss_figure({"r": df}, with_kl=False).data]
+
+
+def test_plotted_series_exports_what_the_figures_draw():
+    fig = figures.metric_lines({"a": metrics_frame()}, {"reward/all_satisfied": "all"}, "Rewards", smooth=0.5)
+    table = figures.plotted_series({"Rewards": fig, "Empty": figures.metric_lines({}, ["x"], "Empty")})
+    assert list(table.columns) == ["figure", "run", "metric", "kind", "x", "y"]
+    assert set(table["kind"]) == {"raw", "smoothed"} and set(table["figure"]) == {"Rewards"}
+    raw = table[table["kind"] == "raw"]
+    assert raw["y"].tolist() == [0.1, 0.3, 0.6, 0.8] and raw["x"].tolist() == [1, 2, 3, 4]
+
+
 # ------------------------------------------------------------------------------------------ analysis
 
 
@@ -216,3 +275,21 @@ def test_replay_coverage_counts_computed_and_skipped_pairs():
     assert computed == int((pairs["score"].notna() & ~pairs["js_skipped"]).sum())
     older = df.drop(columns=["js_skipped"]).assign(js=float("nan"))  # a GDPO run of an older store
     assert analysis.replay_coverage(older) == (0, 0)
+
+
+def test_ema_hand_computed():
+    # w = 0.5: s1 = 0.5 -> 0.5 / 0.5 = 1; s2 = 0.25 + 1 = 1.25 -> 1.25 / 0.75; s3 = 0.625 + 1.5 -> 2.125 / 0.875
+    assert analysis.ema([1.0, 2.0, 3.0], 0.5).tolist() == pytest.approx([1.0, 1.25 / 0.75, 2.125 / 0.875])
+    assert analysis.ema([4.0, 5.0], 0.0).tolist() == [4.0, 5.0]
+    out = analysis.ema([1.0, float("nan"), 3.0], 0.5)  # a gap keeps NaN and does not move the average
+    assert math.isnan(out[1]) and out[2] == pytest.approx((0.25 + 1.5) / 0.75)
+    with pytest.raises(ValueError):
+        analysis.ema([1.0], 1.0)
+
+
+def test_x_columns_samples_and_training_minutes():
+    df = pd.DataFrame({"step": [1, 2, 3], "time/step": [30.0, None, 90.0]})
+    out = analysis.with_x_columns(df, 8)
+    assert out["samples"].tolist() == [8, 16, 24]
+    assert out["minutes"].tolist() == pytest.approx([0.5, 0.5, 2.0])
+    assert "samples" not in analysis.with_x_columns(df, None).columns

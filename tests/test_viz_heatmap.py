@@ -108,7 +108,7 @@ def test_span_overlays_in_each_rewards_colour():
 
 def test_hover_shows_token_credit_js_weight_and_span():
     html = token_heatmap_html(sample_frame(), REWARDS[0])
-    title = re.search(r'data-t="2" title="([^"]*)"', html).group(1)
+    title = re.search(r'data-t="2" tabindex="0">.*?<span class="tip">([^<]*)</span>', html).group(1)
     assert "token &#x27;alert(1)&#x27;" in title
     assert "keywords:existence: credit +2.0000 | JS 0.0200 | weight 1.2000 | in span" in title
     assert "punctuation:no_comma: credit +0.0000 | JS 0.0200 | weight 1.2000 | out of span" in title
@@ -186,9 +186,47 @@ def test_hover_says_when_replay_skipped_a_rewards_js():
     skipped = df["reward"] == REWARDS[1]
     df["js_skipped"] = skipped
     df.loc[skipped, ["js", "weight", "credit", "group_adv"]] = [float("nan"), 1.0, 0.0, 0.0]
-    title = re.search(r'data-t="2" title="([^"]*)"', token_heatmap_html(df, REWARDS[0])).group(1)
+    title = re.search(r'data-t="2" tabindex="0">.*?<span class="tip">([^<]*)</span>',
+                      token_heatmap_html(df, REWARDS[0])).group(1)
     assert "keywords:existence: credit +2.0000 | JS 0.0200" in title
     assert "punctuation:no_comma: credit +0.0000 | JS not computed (its group advantage is 0" in title
     # older run stores have no js_skipped column: NaN JS reads n/a
     older = sample_frame().assign(js=float("nan"))
     assert "JS n/a" in token_heatmap_html(older, REWARDS[0])
+
+
+def test_rows_view_with_a_scale_per_row():
+    df = sample_frame(credits_b=[0.0, 0.0, 0.0, 0.0, -4.0, 0.0, 0.0, 0.0])
+    html = token_heatmap_html(df, mode="rows", reward_names=REWARDS, row_scale=True)
+    row_a = html.split('data-row="keywords:existence"')[1].split('data-row=')[0]
+    # reward a's own largest |credit| is 2: its +2 token is full red, not half red as on the shared scale of 4
+    assert f"background:rgb{diverging_rgb(2.0, 2.0)}".replace(" ", "") in row_a.replace(" ", "")
+    assert "(scale ±2)" in row_a and "(scale ±4)" in html
+    assert "each row on its own scale" in html
+
+
+def test_hover_details_are_selectable_text_kept_open_on_click():
+    html = token_heatmap_html(sample_frame(), REWARDS[0])
+    assert 'title="' not in html  # a native tooltip cannot be selected or copied
+    assert html.count('tabindex="0"') == html.count('<span class="tip">') == len(TOKENS)
+    css = html.split("</style>")[0]
+    assert ".tok:hover .tip, .mrtpo-hm .tok:focus .tip { display: block; }" in css and "user-select: text" in css
+    assert "t=2 · token" in html
+
+
+def test_colours_work_on_dark_and_light_themes():
+    # regression: the heatmap's text was #111 everywhere, unreadable on Streamlit's dark theme
+    css = token_heatmap_html(sample_frame(), REWARDS[0]).split("</style>")[0]
+    block = re.search(r"\.mrtpo-hm \{([^}]*)\}", css).group(1)
+    assert "color: inherit" in block  # legend, labels and prompt take the page's text colour
+    assert re.search(r"\.tok-text \{[^}]*color: #111", css)  # a token cell sets its own (its background is light)
+    assert "#f3f3f3" not in css and "background:#fff;" not in spans_html("abc", [(0, 1)])
+
+
+def test_the_empty_end_of_sequence_token_is_explained():
+    df = sample_frame()
+    assert "end-of-sequence" not in token_heatmap_html(df, REWARDS[0])
+    df.loc[df["t"] == 7, "token"] = ""
+    html = token_heatmap_html(df, REWARDS[0])
+    assert f'<span class="ws">{heatmap.EMPTY_TOKEN}</span>' in cells(html)[7]
+    assert "a token with no text: the end-of-sequence token" in html
