@@ -61,6 +61,20 @@ def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:
     return out
 
 
+def outcome_marks(scores: Mapping[str, float], rewards: Sequence[str]) -> str:
+    """One mark per reward: ✓ satisfied (score >= 1), ✗ not satisfied, · not stated by the sample's prompt."""
+    marks = []
+    for r in rewards:
+        v = scores.get(r, float("nan"))
+        marks.append("·" if not math.isfinite(v) else ("✓" if v >= 1 else "✗"))
+    return "".join(marks)
+
+
+def stated_rewards(scores: Mapping[str, float], rewards: Sequence[str]) -> list[str]:
+    """The rewards a sample's prompt states (a finite score), in `rewards` order."""
+    return [r for r in rewards if math.isfinite(scores.get(r, float("nan")))]
+
+
 def sample_rewards_table(sample_df: pd.DataFrame) -> pd.DataFrame:
     """The rewards of one sample: reward, score, group advantage, credit sum, share of |credit| in spans."""
     rows = []
@@ -191,6 +205,20 @@ def steps_to_reach(metrics_by_run: Mapping[str, pd.DataFrame], thresholds: Seque
     return pd.DataFrame(rows)
 
 
+def describe_steps_to_reach(table: pd.DataFrame, thresholds: Sequence[float], missing: str = "no data") -> pd.DataFrame:
+    """`steps_to_reach`'s table as text for display: a first step as a number, "not reached" when the run's
+    values stay below the rate, and `missing` (e.g. "no eval data") for every cell of a run that logged no
+    value at all, so such a run is never read as one that failed to learn."""
+    out = table.copy()
+    no_data = out["best"].isna()
+    for thr in thresholds:
+        col = f"≥ {thr:g}"
+        out[col] = [missing if empty else ("not reached" if pd.isna(v) else str(int(v)))
+                    for v, empty in zip(out[col], no_data, strict=True)]
+    out["best"] = [missing if empty else f"{v:.3g}" for v, empty in zip(out["best"], no_data, strict=True)]
+    return out
+
+
 def credit_export_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The credit rows to export, with the schema's columns in order (extra columns dropped)."""
     from core.run.store import CREDIT_COLUMNS
@@ -216,3 +244,78 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------- the run list
+
+# The columns of the Runs table, and those it can be filtered and grouped by.
+RUN_COLUMNS = ("run", "state", "progress", "step", "of", "method", "routing", "relevance", "lr", "G",
+               "prompts/step", "seed", "model", "wall time (min)", "updated", "tags", "notes", "source", "path")
+GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "tags",
+             "source")
+
+
+def wall_minutes(started_at: str | None, updated_at: str | None) -> float | None:
+    """Minutes from the run's start to its last status update (ISO timestamps); None when either is missing."""
+    try:
+        start = pd.Timestamp(started_at)
+        end = pd.Timestamp(updated_at)
+    except (TypeError, ValueError):
+        return None
+    if pd.isna(start) or pd.isna(end):
+        return None
+    return round((end - start).total_seconds() / 60.0, 1)
+
+
+def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> dict:
+    """One row of the Runs table: a run's state, progress and the settings that tell runs apart."""
+    method = info.method or cfg.get("method")
+    mrtpo = method == "mrtpo"
+    return {
+        "run": label,
+        "state": info.state,
+        "progress": (info.step / info.total_steps) if info.total_steps else None,
+        "step": info.step,
+        "of": info.total_steps,
+        "method": method,
+        "routing": cfg.get("routing") if mrtpo else None,
+        "relevance": cfg.get("relevance") if mrtpo and cfg.get("routing") == "replay" else None,
+        "lr": cfg.get("lr"),
+        "G": cfg.get("group_size"),
+        "prompts/step": cfg.get("prompts_per_step"),
+        "seed": cfg.get("seed"),
+        "model": info.model or cfg.get("model"),
+        "wall time (min)": wall_minutes(status.get("started_at"), status.get("updated_at")),
+        "updated": info.updated_at,
+        "tags": ", ".join(notes.get("tags", [])),
+        "notes": str(notes.get("notes", "")).split("\n", 1)[0],
+        "source": info.source,
+        "path": str(info.path),
+    }
+
+
+def filter_runs(table: pd.DataFrame, search: str = "", where: Mapping[str, Sequence] | None = None) -> pd.DataFrame:
+    """Rows whose name, tags or notes contain `search` (case-insensitive) and whose column values are among
+    `where[column]` (for `tags`: rows carrying any of the given tags)."""
+    keep = pd.Series(True, index=table.index)
+    if search.strip():
+        text = (table["run"].astype(str) + " " + table["tags"].astype(str) + " " + table["notes"].astype(str)).str.lower()
+        keep &= text.str.contains(search.strip().lower(), regex=False)
+    for column, values in (where or {}).items():
+        if column == "tags":
+            wanted = set(values)
+            keep &= table["tags"].map(lambda t, wanted=wanted: bool(wanted & set(_tags(t))))
+        else:
+            keep &= table[column].astype(str).isin([str(v) for v in values])
+    return table[keep]
+
+
+def _tags(cell: object) -> list[str]:
+    return [x.strip() for x in str(cell).split(",") if x.strip()]
+
+
+def group_values(table: pd.DataFrame, column: str) -> list[str]:
+    """The distinct values of a column as text, in first-seen order (for tags: each tag once)."""
+    if column == "tags":
+        return list(dict.fromkeys(x for t in table["tags"] for x in _tags(t)))
+    return list(dict.fromkeys(table[column].astype(str)))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -29,15 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, TrainConfig, train_argv
+from core.config import ConfigError, TrainConfig, resume_argv, train_argv
 from core.paths import REPO_ROOT
 from core.run import names
 from core.run.store import ACTIVE_STATES, RunStore, RunStoreError, error_from_log, pid_alive, read_tail, run_dir
 
 FORM_ERROR = "_form"  # key of errors that belong to no single field
 
-# Children started by this app process: run path -> Popen (to tell "starting" from "died before writing status").
+# Children started by this app process: run path -> Popen (to tell "starting" from "died before writing status"),
+# and the config each was started with (what the app lists for a run whose folder is not written yet).
 _CHILDREN: dict[str, subprocess.Popen] = {}
+_CONFIGS: dict[str, dict[str, Any]] = {}
 _LOCK = threading.Lock()
 
 
@@ -157,6 +160,17 @@ def _follow(proc: subprocess.Popen, path: Path, poll_s: float = 0.2) -> None:
         pass
 
 
+def _spawn(argv: list[str], log, env: dict[str, str] | None) -> subprocess.Popen:
+    """Start a trainer detached from the app (its own session), output to the open file `log`."""
+    child_env = dict(os.environ if env is None else env)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    child_env.setdefault("OMP_NUM_THREADS", "1")
+    return subprocess.Popen(  # an argument list, no shell: nothing from the form is interpreted
+        argv, cwd=REPO_ROOT, env=child_env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, close_fds=True,
+    )
+
+
 def start_run(cfg: TrainConfig, env: dict[str, str] | None = None) -> Launched:
     """Pick the run name, open its staging log and start the trainer as a detached child process."""
     root = resolve_runs_dir(cfg)
@@ -169,18 +183,19 @@ def start_run(cfg: TrainConfig, env: dict[str, str] | None = None) -> Launched:
     staging.parent.mkdir(exist_ok=True)
     cfg = dataclasses.replace(cfg, run_name=name, runs_dir=str(root))
     argv = train_argv(cfg)
-    child_env = dict(os.environ if env is None else env)
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
-    child_env.setdefault("OMP_NUM_THREADS", "1")
     with open(staging, "xb") as log:  # "x": two launches cannot take the same name
-        proc = subprocess.Popen(  # an argument list, no shell: nothing from the form is interpreted
-            argv, cwd=REPO_ROOT, env=child_env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
-        )
+        proc = _spawn(argv, log, env)
     with _LOCK:
         _CHILDREN[str(path)] = proc
+        _CONFIGS[str(path)] = cfg.to_dict()
     threading.Thread(target=_follow, args=(proc, path), daemon=True, name=f"follow-{proc.pid}").start()
     return Launched(path=path, name=name, pid=proc.pid, argv=argv)
+
+
+def launched_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The config a run was started with by this app process ({} for runs it did not start)."""
+    with _LOCK:
+        return dict(_CONFIGS.get(str(Path(path)), {}))
 
 
 def run_state(path: str | os.PathLike) -> dict[str, Any]:
@@ -236,3 +251,83 @@ def stop_run(path: str | os.PathLike) -> str:
     except PermissionError:
         return f"not allowed to signal pid {pid}"
     return f"sent SIGTERM to the trainer (pid {pid}); it stops after the current step"
+
+
+# ---------------------------------------------------------------------------------------------- run management
+RESUMABLE_STATES = ("stopped", "failed", "crashed")
+ARCHIVE_DIR = ".archive"  # archived runs: <runs_dir>/.archive/<name> (dot folders are not listed as runs)
+
+
+def can_resume(path: str | os.PathLike) -> str:
+    """"" when the run can be resumed from the app, else why not."""
+    path = Path(path)
+    state = run_state(path).get("state")
+    if state not in RESUMABLE_STATES:
+        return f"the run is {state}; only a stopped, failed or crashed run is resumed"
+    if not any((c / "trainer_state.json").exists() for c in RunStore(path).checkpoints()):
+        return "the run has no complete checkpoint to resume from"
+    return ""
+
+
+def resume_run(path: str | os.PathLike, steps: int | None = None, env: dict[str, str] | None = None) -> Launched:
+    """Continue a stopped (or failed, or crashed) run from its newest checkpoint as a detached trainer, its output
+    appended to the run's train.log; `steps` raises the run's total. Raises RunStoreError when it cannot."""
+    path = Path(path)
+    why = can_resume(path)
+    if why:
+        raise RunStoreError(why)
+    argv = resume_argv(path, **({"steps": int(steps)} if steps else {}))
+    with open(path / "train.log", "ab") as log:
+        proc = _spawn(argv, log, env)
+    with _LOCK:
+        _CHILDREN[str(path)] = proc
+    threading.Thread(target=proc.wait, daemon=True, name=f"reap-{proc.pid}").start()
+    return Launched(path=path, name=path.name, pid=proc.pid, argv=argv)
+
+
+def _idle(path: Path) -> str:
+    """"" when nothing writes the run any more, else why it cannot be moved or deleted."""
+    state = run_state(path).get("state")
+    if state in ACTIVE_STATES:
+        return f"the run is {state}; stop it first"
+    return ""
+
+
+def archive_run(path: str | os.PathLike) -> Path:
+    """Move a finished run into the runs directory's hidden archive folder (out of every list); returns where."""
+    path = Path(path)
+    why = _idle(path)
+    if why:
+        raise RunStoreError(why)
+    target = path.parent / ARCHIVE_DIR / path.name
+    if target.exists():
+        raise RunStoreError(f"the archive already holds a run named {path.name!r}")
+    target.parent.mkdir(exist_ok=True)
+    os.replace(path, target)
+    return target
+
+
+def archived_runs(root: str | os.PathLike) -> list[Path]:
+    folder = Path(root) / ARCHIVE_DIR
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def restore_run(path: str | os.PathLike) -> Path:
+    """Move an archived run back into its runs directory."""
+    path = Path(path)
+    target = path.parent.parent / path.name
+    if target.exists():
+        raise RunStoreError(f"a run named {path.name!r} already exists; rename or delete it first")
+    os.replace(path, target)
+    return target
+
+
+def delete_run(path: str | os.PathLike) -> None:
+    """Delete a finished run's folder (config, metrics, credit maps, checkpoints, log) for good."""
+    path = Path(path)
+    why = _idle(path)
+    if why:
+        raise RunStoreError(why)
+    if not (path / "config.json").exists() and not (path / "status.json").exists():
+        raise RunStoreError(f"{str(path)!r} is not a run folder")
+    shutil.rmtree(path)

@@ -338,6 +338,29 @@ class RunWriter:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------------------------- notes
+
+NOTES_FILE = "notes.json"  # the user's tags and notes on a run (written by the app; the trainer never touches it)
+
+
+def read_notes(path: str | os.PathLike) -> dict[str, Any]:
+    """{"tags": [str, ...], "notes": str} of a run ({"tags": [], "notes": ""} when none or unreadable)."""
+    try:
+        data = json.loads((Path(path) / NOTES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    tags = data.get("tags")
+    tags = [str(t) for t in tags if str(t).strip()] if isinstance(tags, list) else []
+    return {"tags": tags, "notes": str(data.get("notes") or "")}
+
+
+def write_notes(path: str | os.PathLike, tags: Iterable[str], notes: str) -> None:
+    """Replace a run's tags (stripped, duplicates dropped, order kept) and notes, atomically."""
+    clean = list(dict.fromkeys(t.strip() for t in tags if t and t.strip()))
+    atomic_write_json(Path(path) / NOTES_FILE, {"tags": clean, "notes": str(notes)})
+
+
 # --------------------------------------------------------------------------------------------- reader
 
 

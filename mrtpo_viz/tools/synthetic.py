@@ -141,20 +141,23 @@ def synthetic_metrics(step: int, rewards: tuple[str, ...], rng: np.random.Genera
 
 def write_synthetic_run(runs_dir, name: str, steps: int = 3, method: str = "mrtpo",
                         rewards: tuple[str, ...] = DEFAULT_REWARDS[:2], n_samples: int = 8, n_tokens: int = 24,
-                        state: str = "completed", seed: int = 0, pid: int | None = None) -> RunWriter:
-    """Write a finished (or `state`) synthetic run with `steps` steps of metrics and credit maps."""
+                        state: str = "completed", seed: int = 0, pid: int | None = None,
+                        config: dict | None = None, with_eval: bool = True) -> RunWriter:
+    """Write a finished (or `state`) synthetic run with `steps` steps of metrics and credit maps; `config`
+    overrides config.json fields; `with_eval`: the last step logs a held-out evaluation."""
     if not re.match(r"^[a-z]+$", method):
         raise ValueError(method)
     with_js = method == "mrtpo"
     config = {"model": "synthetic", "prompt_set": "synthetic", "method": method, "routing": "replay",
               "steps": steps, "group_size": 4, "prompts_per_step": n_samples // 4, "seed": seed,
-              "lam": 1.0, "reward_names": list(rewards), "reward_weights": {}}
+              "lam": 1.0, "kl_beta": 0.0, "inner_epochs": 1, "reward_names": list(rewards), "reward_weights": {},
+              **(config or {})}
     w = RunWriter.create(runs_dir, name, config)
     rng = np.random.default_rng(seed)
     for step in range(1, steps + 1):
         w.write_credit(step, synthetic_credit_frame(step, n_samples, n_tokens, rewards, 4, seed, with_js))
         row = synthetic_metrics(step, rewards, rng, with_js)
-        if step == steps:  # a checkpoint step: the held-out eval
+        if step == steps and with_eval:  # a checkpoint step: the held-out eval
             row.update({f"eval/reward/{r}": float(rng.uniform(0.2, 0.8)) for r in rewards})
             row["eval/all_satisfied"] = float(rng.uniform(0.1, 0.4))
         w.append_metrics(row)
