@@ -297,12 +297,28 @@ def _span_runs(mask: Sequence[bool], positions: Sequence[int]) -> list[tuple[int
     return out
 
 
+MAX_TOKEN_TICKS = 100  # more tokens than this: label every k-th position on the x axis
+
+
+def token_ticks(positions: Sequence[int], tokens: Sequence[str]) -> tuple[list[int], list[str]]:
+    """(tick positions, tick labels) that name each response position by its token text (newline as ↵, an empty
+    token as ∅), every k-th one when there are more than MAX_TOKEN_TICKS."""
+    every = max(1, -(-len(positions) // MAX_TOKEN_TICKS))
+    vals = list(positions)[::every]
+    texts = [(str(tok).replace("\n", "↵").replace("\t", "⇥") or "∅") for tok in list(tokens)[::every]]
+    return vals, texts
+
+
 def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) -> go.Figure:
-    """Per-position JS distance d[k,t] of one sample, one row per reward, with the verifier's inspected
-    spans shaded in the reward's colour. Hover: token text, JS, routing weight, credit. A reward whose
+    """Per-position JS distance d[k,t] of one sample, one row per reward the sample's prompt states (a reward
+    it does not state has no credit and no panel), with the verifier's inspected spans shaded in the reward's
+    colour and the token text on the x axis. Hover: position, token, JS, routing weight, credit. A reward whose
     contrastive pass replay skipped (`js_skipped`) says so in its row instead of drawing nothing."""
     present = [n for n in reward_names if n in set(sample_df["reward"])] if not sample_df.empty else []
     present += [n for n in dict.fromkeys(sample_df.get("reward", [])) if n not in present]
+    if "score" in sample_df.columns and not sample_df.empty:
+        scores = sample_df.groupby("reward", sort=False, observed=True)["score"].first()
+        present = [n for n in present if pd.notna(scores.get(n))]
     cols = reward_colors(list(reward_names) + [n for n in present if n not in reward_names])
     if not present:
         return _empty(_layout(go.Figure(), "JS distance per token"), "no tokens in this sample")
@@ -328,10 +344,13 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
         if n in skipped:
             fig.add_annotation(text=f"JS {JS_SKIPPED_TEXT}", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
                                xref=f"x{'' if row == 1 else row} domain", yref=f"y{'' if row == 1 else row} domain")
-    fig.update_layout(height=max(240, 150 * len(present) + 60), margin=dict(l=50, r=20, t=50, b=40),
+    fig.update_layout(height=max(280, 150 * len(present) + 110), margin=dict(l=50, r=20, t=50, b=90),
                       template="plotly_white", hovermode="closest",
                       title=dict(text="JS distance per response token (shaded: verifier's inspected spans)", x=0))
-    fig.update_xaxes(title_text="token position t", row=len(present), col=1)
+    first = sample_df[sample_df["reward"] == present[0]].sort_values("t")
+    vals, texts = token_ticks(first["t"].astype(int).tolist(), first["token"].astype(str).tolist())
+    fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=texts, tickangle=-60, tickfont=dict(size=10))
+    fig.update_xaxes(title_text="response token (position t in the hover)", row=len(present), col=1)
     if pd.to_numeric(sample_df["js"], errors="coerce").isna().all():
         fig.add_annotation(text="no JS in this run (GRPO/GDPO do no replay)", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper", font=dict(color="#888"))

@@ -6,16 +6,18 @@ folder, a crashed run and a "running" run whose pid is this test process (alive,
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.run.store import RunStore
-from mrtpo_viz import launcher
+from core.run.store import RunStore, read_notes
+from mrtpo_viz import launcher, ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +47,14 @@ def runs_dir(tmp_path_factory):
     # live: running, pid alive (this process), so the pages poll and show a Stop button
     write_synthetic_run(root, "live", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=8, state="running",
                         pid=os.getpid())
+    # a run with a reference model and 2 update passes (its KL and clip fraction are real), and one without eval
+    write_synthetic_run(root, "kl-two-passes", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=8,
+                        config={"kl_beta": 0.05, "inner_epochs": 2}, seed=2)
+    write_synthetic_run(root, "no-eval", steps=3, method="gdpo", rewards=DEFAULT_REWARDS, n_tokens=8, seed=3,
+                        with_eval=False)
+    # the run's first reward is one that the first samples' prompts do not state (their score is NaN)
+    write_synthetic_run(root, "unstated-first", steps=1, rewards=DEFAULT_REWARDS, n_tokens=8, seed=4,
+                        config={"reward_names": [DEFAULT_REWARDS[-1], *DEFAULT_REWARDS[:-1]]})
     old = os.environ.get("MRTPO_RUNS_DIR")
     os.environ["MRTPO_RUNS_DIR"] = str(root)
     yield root
@@ -54,13 +64,15 @@ def runs_dir(tmp_path_factory):
         os.environ["MRTPO_RUNS_DIR"] = old
 
 
-def page(name: str, runs_dir: Path, **session) -> AppTest:
+def page(name: str, runs_dir: Path, query: dict | None = None, **session) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     for k, v in session.items():
         at.session_state[k] = v
     at.run()
     assert not at.exception, at.exception
     if name != "runs":
+        if query:
+            at.query_params.update(query)
         at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
         assert not at.exception, at.exception
     return at
@@ -88,6 +100,72 @@ def test_runs_page_lists_runs_and_flags_broken_ones(runs_dir):
     assert "broken" in warnings and "config.json is unreadable" in warnings
     assert any("crashed" in e.label for e in at.expander)
     assert any("boom in step 2" in c.value for c in at.code)
+
+
+def test_runs_page_shows_each_runs_settings_and_filters_and_groups_by_them(runs_dir):
+    at = page("runs", runs_dir)
+    table = at.dataframe[0].value
+    for column in ("method", "routing", "relevance", "lr", "G", "seed", "of", "state", "wall time (min)", "tags"):
+        assert column in table.columns, column
+    row = table.set_index("run").loc["kl-two-passes"]
+    assert row["method"] == "mrtpo" and row["routing"] == "replay" and row["G"] == 4 and row["seed"] == 2
+    assert pd.isna(table.set_index("run").loc["gdpo-demo", "routing"])  # GDPO does not route
+    at.multiselect(key="runs_filter_by").set_value(["method"]).run()
+    at.multiselect(key="runs_f_method").set_value(["gdpo"]).run()
+    assert set(at.dataframe[0].value["run"]) == {"gdpo-demo", "no-eval"}
+    at.multiselect(key="runs_filter_by").set_value([]).run()
+    at.selectbox(key="runs_group_by").set_value("method").run()
+    groups = [t.value for t in at.get("text") if t.value.startswith("method = ")]
+    assert any(g.startswith("method = mrtpo") for g in groups) and any(g.startswith("method = gdpo") for g in groups)
+    assert len(at.dataframe) >= 2 and not at.exception
+
+
+def test_runs_page_tags_and_notes_archive_and_delete_with_confirmation(tmp_path, monkeypatch):
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    for name in ("keep-me", "old-run"):
+        write_synthetic_run(tmp_path, name, steps=1, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
+    at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "old-run"))
+    assert any("Selected" in m.value and "old-run" in m.value for m in at.markdown)
+    at.text_input[1].set_value("baseline, seed0")  # tags (after the search box)
+    at.text_area[0].set_value("lr too high?\nsecond line")
+    next(b for b in at.button if b.label == "Save").click()
+    at.run()
+    assert read_notes(tmp_path / "old-run") == {"tags": ["baseline", "seed0"], "notes": "lr too high?\nsecond line"}
+    row = at.dataframe[0].value.set_index("run").loc["old-run"]
+    assert row["tags"] == "baseline, seed0" and row["notes"] == "lr too high?"
+    # archive: asks first, then moves the run out of the list; restore brings it back
+    next(b for b in at.button if b.label == "Archive…").click()
+    at.run()
+    assert (tmp_path / "old-run").is_dir() and any("Archive" in w.value for w in at.warning)
+    next(b for b in at.button if b.label == "Archive").click()
+    at.run()
+    assert not (tmp_path / "old-run").exists() and (tmp_path / ".archive" / "old-run").is_dir()
+    assert "old-run" not in set(at.dataframe[0].value["run"])
+    next(b for b in at.button if b.label == "Restore").click()
+    at.run()
+    assert (tmp_path / "old-run").is_dir() and "old-run" in set(at.dataframe[0].value["run"])
+    # delete: only once the run's name is typed
+    at.session_state[ui.RUN_KEY] = str(tmp_path / "old-run")
+    at.run()
+    next(b for b in at.button if b.label == "Delete…").click()
+    at.run()
+    delete = next(b for b in at.button if b.label == "Delete")
+    assert delete.disabled
+    at.text_input(key=f"confirm_name_{tmp_path / 'old-run'}").set_value("old-run").run()
+    next(b for b in at.button if b.label == "Delete").click()
+    at.run()
+    assert not (tmp_path / "old-run").exists() and (tmp_path / "keep-me").is_dir() and not at.exception
+
+
+def test_resume_is_offered_only_for_a_stopped_run_with_a_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    write_synthetic_run(tmp_path, "stopped", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="stopped")
+    at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "stopped"))
+    resume = next(b for b in at.button if b.label == "Resume")
+    assert resume.disabled and "no complete checkpoint" in resume.help
+    write_synthetic_run(tmp_path, "done", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
+    at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "done"))
+    assert "only a stopped, failed or crashed run" in next(b for b in at.button if b.label == "Resume").help
 
 
 def test_launch_form_shows_errors_next_to_fields_and_starts_nothing(runs_dir):
@@ -119,6 +197,51 @@ def test_launch_lists_active_runs_and_stop_checks_the_pid(runs_dir):
     assert any("not a trainer process" in i.value for i in at.info)  # this test process is never signalled
 
 
+def test_launch_lists_only_active_runs_in_progress_and_shows_the_real_error_of_a_crash(runs_dir):
+    # regression: "Runs in progress" listed finished runs; a crash showed the log's last progress-bar line
+    at = page("launch", runs_dir, launched_runs=[run_path(runs_dir, "crashed"), run_path(runs_dir, "mrtpo-demo")])
+    headers = [m.value for m in at.markdown if m.value.startswith("**")]
+    where = {name: [i for i, h in enumerate(headers) if h.startswith(f"**{name}**")] for name in
+             ("live", "mrtpo-demo", "crashed")}
+    # the active run is in progress; the finished and the crashed one only under "Started here, now ended"
+    assert len(where["live"]) == len(where["mrtpo-demo"]) == len(where["crashed"]) == 1
+    assert where["live"][0] < min(where["mrtpo-demo"][0], where["crashed"][0])
+    assert [h.value for h in at.subheader] == ["Runs in progress", "Started here, now ended"]
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("Traceback (most recent call last):") and c.endswith("RuntimeError: boom in step 2")
+               for c in codes)
+    assert any("Completed" in s.value for s in at.success)
+
+
+def test_a_just_launched_run_is_what_the_inspect_pages_show(tmp_path, monkeypatch, micro_model):
+    # regression: opening Training curves right after Start kept the previous run (or the shipped sample)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    older = write_synthetic_run(tmp_path, "older", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4).path
+    at = page("curves", tmp_path, mrtpo_run=str(older), mrtpo_runs=[str(older)])
+    assert at.multiselect[0].value == [str(older)]
+    at.switch_page("mrtpo_viz/pages/launch.py").run()
+    at.text_input(key="lf_model_folder").set_value(str(micro_model))
+    for key, value in (("lf_steps", 2), ("lf_group_size", 2), ("lf_prompts_per_step", 1), ("lf_max_new_tokens", 4)):
+        at.number_input(key=key).set_value(value)
+    next(b for b in at.button if b.label == "Start training").click()
+    at.run()
+    assert not at.exception and any("Started run" in s.value for s in at.success), [e.value for e in at.error]
+    launched = at.session_state["launched_runs"][-1]
+    try:
+        at.switch_page("mrtpo_viz/pages/curves.py").run()
+        assert at.multiselect[0].value == [launched]
+        assert any("is starting" in i.value for i in at.info) or charts(at)
+        at.switch_page("mrtpo_viz/pages/runs.py").run()
+        assert any(m.value.startswith(f"Selected: **{Path(launched).name}**") for m in at.markdown)
+        at.switch_page("mrtpo_viz/pages/credit.py").run()
+        assert at.selectbox[0].value == launched and not at.exception
+    finally:
+        proc = launcher._CHILDREN.get(launched)
+        if proc is not None:
+            proc.kill()
+            proc.wait(30)
+
+
 def test_launch_reward_weights_follow_the_prompt_set(runs_dir, prompt_file):
     at = page("launch", runs_dir)
     at.selectbox[0].set_value("other file…").run()
@@ -131,18 +254,101 @@ def test_launch_reward_weights_follow_the_prompt_set(runs_dir, prompt_file):
     assert any("Prompt set" in e.value for e in at.error)
 
 
-def test_curves_page_draws_every_panel(runs_dir):
+def chart_keys(at: AppTest) -> list[str]:
+    return [c.key for c in charts(at)]
+
+
+def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs_dir):
+    # regression: the KL panel plotted ~1e-9 rounding noise and the clip fraction a flat 0
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert len(charts(at)) == 10  # 9 panels + the held-out eval (the fixture logs it at its last step)
+    assert chart_keys(at) == ["fig_rewards", "fig_loss", "fig_entropy", "fig_js", "fig_span", "fig_time",
+                              "fig_length", "fig_eval"]
+    captions = " ".join(c.value for c in at.caption)
+    assert "kl_beta = 0" in captions and "inner_epochs = 1" in captions
     assert at.multiselect[0].value == [run_path(runs_dir, "mrtpo-demo")]
     at.multiselect[0].set_value([run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]).run()
-    assert not at.exception and len(charts(at)) == 10
+    assert not at.exception and len(charts(at)) == 8
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"))
+    assert {"fig_kl", "fig_clip"} <= set(chart_keys(at))
+
+
+def test_curves_controls_smooth_change_the_x_axis_and_export_the_series(runs_dir):
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
+    at.slider(key="curves_smooth").set_value(0.6).run()
+    at.radio(key="curves_x").set_value("samples").run()
+    at.checkbox(key="curves_log").check().run()
+    assert not at.exception
+    assert at.query_params["x"] == "samples" and at.query_params["smooth"] == "0.6" and at.query_params["log"] == "1"
+    assert any(b.label == "Plotted series (CSV)" for b in at.get("download_button"))
+
+
+def test_curves_picker_labels_of_active_runs_carry_no_stale_step(runs_dir):
+    # regression: "step 1/30" in the picker while the run was at step 8
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "live"))
+    label = at.multiselect[0].format_func(run_path(runs_dir, "live"))
+    assert "in progress" in label and "step" not in label
+    assert "step 3/3" in at.multiselect[0].format_func(run_path(runs_dir, "mrtpo-demo"))
+    assert any("live: ▶ running · step 2/2" in p.proto.text for p in at.get("progress"))
 
 
 def test_curves_page_survives_a_corrupt_run_and_shows_crashes(runs_dir):
     at = page("curves", runs_dir, mrtpo_runs=[run_path(runs_dir, "broken"), run_path(runs_dir, "crashed")])
     assert any("metrics.jsonl line 2" in w.value for w in at.warning)
-    assert any("crashed" in e.value and "boom" in e.value for e in at.error)
+    assert any("crashed" in e.value for e in at.error) and any("boom" in c.value for c in at.code)
+
+
+def test_token_credit_opens_coloured_by_a_reward_the_sample_states(runs_dir):
+    # regression: the page opened on an all-white heatmap, coloured by a reward the prompt does not state
+    first = DEFAULT_REWARDS[-1]  # the run's first reward
+    df = RunStore(runs_dir / "unstated-first").credit(1)
+    per = df.drop_duplicates(["sample", "reward"])
+    sample = int(per[(per["reward"] == first) & per["score"].isna()]["sample"].iloc[0])
+    at = page("credit", runs_dir, query={"run": "unstated-first", "step": "1", "sample": str(sample)})
+    color = at.selectbox(key="credit_color")
+    assert first not in color.options and color.value == DEFAULT_REWARDS[0]
+    assert f"credit of {DEFAULT_REWARDS[0]}" in html_of(at)
+    # a link asking for the unstated reward says so
+    at = page("credit", runs_dir, query={"run": "unstated-first", "step": "1", "sample": str(sample),
+                                         "reward": first})
+    assert any("does not state" in w.value for w in at.warning) and at.selectbox(key="credit_color").value != first
+
+
+def test_token_credit_switching_runs_opens_the_latest_step(runs_dir):
+    # regression: switching runs kept the old run's step
+    at = page("credit", runs_dir, query={"run": "mrtpo-demo", "step": "1"})
+    assert at.selectbox(key="credit_step").value == 1
+    at.selectbox[0].set_value(run_path(runs_dir, "kl-two-passes")).run()
+    assert at.selectbox(key="credit_step").value == 3 and not at.exception
+
+
+def test_token_credit_keyboard_buttons_move_through_samples_and_steps(runs_dir):
+    at = page("credit", runs_dir, query={"run": "mrtpo-demo", "step": "2", "sample": "0"})
+    next_sample = at.button(key="next_sample")
+    assert next_sample.proto.shortcut == "right" and at.button(key="prev_step").proto.shortcut == "shift+left"
+    next_sample.click().run()
+    assert at.selectbox(key="credit_sample").value == 1
+    at.button(key="prev_step").click().run()
+    assert at.selectbox(key="credit_step").value == 1 and at.query_params["step"] == "1"
+
+
+def test_inspect_pages_write_their_state_to_the_url_and_warn_on_a_bad_link(runs_dir):
+    # regression: the app stripped ?run=&step=&sample=&reward= and fell back silently on a bad target
+    at = page("credit", runs_dir, query={"run": "mrtpo-demo", "step": "2", "sample": "3"})
+    assert at.query_params["run"] == "mrtpo-demo" and at.query_params["step"] == "2"
+    assert at.query_params["sample"] == "3" and not at.warning
+    at.selectbox(key="credit_sample").set_value(4).run()
+    assert at.query_params["sample"] == "4"  # the URL follows the choice (a shareable link)
+    bad = page("credit", runs_dir, query={"run": "mrtpo-demo", "step": "99", "sample": "1"})
+    assert any("step '99'" in w.value and "step 3 (the latest)" in w.value for w in bad.warning)
+    bad = page("curves", runs_dir, query={"run": "no-such-run"})
+    assert any("'no-such-run', which is not among the runs" in w.value for w in bad.warning)
+    js = page("js", runs_dir, query={"run": "mrtpo-demo", "step": "2", "sample": "5"})
+    assert js.selectbox(key="js_step").value == 2 and js.selectbox(key="js_sample").value == 5
+    assert js.query_params["sample"] == "5"
+    cmp = page("compare", runs_dir, query={"run": ["mrtpo-demo", "gdpo-demo"], "metric": "entropy"})
+    assert cmp.multiselect[0].value == [run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]
+    assert cmp.selectbox(key="compare_metric").value == "entropy"
+    assert cmp.query_params["run"] == ["mrtpo-demo", "gdpo-demo"]
 
 
 def test_token_credit_page_renders_tokens_spans_and_tables(runs_dir):
@@ -165,18 +371,21 @@ def test_token_credit_page_renders_tokens_spans_and_tables(runs_dir):
 
 def test_token_credit_filters_by_outcome(runs_dir):
     at = page("credit", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    at.selectbox[3].set_value("keywords:existence")  # "Outcome of"
-    at.selectbox[4].set_value("satisfied").run()  # "Outcome"
+    at.selectbox(key="credit_outcome_reward").set_value("keywords:existence")
+    at.selectbox(key="credit_outcome").set_value("satisfied").run()
     assert not at.exception
-    for opt in at.selectbox[5].options:  # every sample listed satisfies the keyword reward
+    for opt in at.selectbox(key="credit_sample").options:  # every sample listed satisfies the keyword reward
         assert opt.split(" · ")[2][0] == "✓"
 
 
 def test_token_credit_opens_the_target_of_another_page(runs_dir):
-    target = {"run": run_path(runs_dir, "mrtpo-demo"), "step": 2, "sample": 5, "reward": "punctuation:no_comma"}
+    df = RunStore(runs_dir / "mrtpo-demo").credit(2)
+    per = df[(df["reward"] == "punctuation:no_comma")].drop_duplicates("sample")
+    sample = int(per[per["score"].notna()]["sample"].iloc[0])
+    target = {"run": run_path(runs_dir, "mrtpo-demo"), "step": 2, "sample": sample, "reward": "punctuation:no_comma"}
     at = page("credit", runs_dir, credit_target=target)
-    assert at.selectbox[1].value == 2 and at.selectbox[5].value == 5
-    assert at.selectbox[6].value == "punctuation:no_comma"
+    assert at.selectbox(key="credit_step").value == 2 and at.selectbox(key="credit_sample").value == sample
+    assert at.selectbox(key="credit_color").value == "punctuation:no_comma"
     assert "credit of punctuation:no_comma" in html_of(at)
 
 
@@ -217,7 +426,8 @@ def test_debugger_ranks_disagreement_and_opens_token_credit(runs_dir):
     at.run()
     assert not at.exception
     assert at.title[0].value == "Token credit"
-    assert at.selectbox[1].value == first["step"] and at.selectbox[5].value == first["sample"]
+    assert at.selectbox(key="credit_step").value == first["step"]
+    assert at.selectbox(key="credit_sample").value == first["sample"]
 
 
 def test_verifier_playground(runs_dir):
@@ -242,10 +452,35 @@ def test_compare_page(runs_dir):
     table = at.dataframe[0].value
     assert table["run"].tolist() == ["mrtpo-demo", "gdpo-demo"] and table["method"].tolist() == ["mrtpo", "gdpo"]
     assert {"≥ 0.25", "≥ 0.5", "≥ 0.75"} <= set(table.columns)
-    at.radio[0].set_value("eval").run()
+    at.radio(key="compare_source").set_value("eval").run()
     assert not at.exception and at.dataframe[0].value["steps logged"].tolist() == [3, 3]
-    at.text_input[0].set_value("0.5, banana").run()
+    at.text_input(key="compare_targets").set_value("0.5, banana").run()
     assert not at.exception and any("Targets" in e.value for e in at.error)
+
+
+def test_compare_names_runs_without_eval_data(runs_dir):
+    # regression: on the held-out eval a run without eval data was dropped silently, the table said "never reached"
+    runs = [run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "no-eval")]
+    at = page("compare", runs_dir, mrtpo_runs=runs)
+    at.radio(key="compare_source").set_value("eval").run()
+    assert any("no eval data" in w.value and "no-eval" in w.value for w in at.warning)
+    table = at.dataframe[0].value.set_index("run")
+    assert (table.loc["no-eval", ["≥ 0.25", "≥ 0.5", "≥ 0.75", "best"]] == "no eval data").all()
+    assert "no eval data" not in set(table.loc["mrtpo-demo"])
+
+
+def test_compare_any_quantity_one_colour_per_run(runs_dir):
+    runs = [run_path(runs_dir, n) for n in ("mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval")]
+    at = page("compare", runs_dir, mrtpo_runs=runs)
+    fig = json.loads(charts(at)[0].proto.spec)
+    assert [t["name"] for t in fig["data"]] == ["mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval"]
+    assert len({t["line"]["color"] for t in fig["data"]}) == 4  # all satisfied only: one colour per run
+    at.selectbox(key="compare_metric").set_value("reward (one panel per reward)").run()
+    assert len(charts(at)) == len(DEFAULT_REWARDS)  # one panel per reward
+    for quantity in ("entropy", "KL to the rollout policy", "response length",
+                     "span overlap: routing mass in spans (per reward)"):
+        at.selectbox(key="compare_metric").set_value(quantity).run()
+        assert not at.exception and charts(at), quantity
 
 
 def test_app_modules_never_import_torch():

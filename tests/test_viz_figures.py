@@ -82,7 +82,7 @@ def test_step_time_split_stacks_the_parts():
 
 def test_js_positions_shade_each_span_run():
     df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2, seed=3)
-    sample = df[df["sample"] == 0]
+    sample = df[df["sample"] == 0].assign(score=1.0)
     fig = figures.js_positions_figure(sample, REWARDS)
     assert len(fig.data) == len(REWARDS)
     expected = 0
@@ -92,6 +92,19 @@ def test_js_positions_shade_each_span_run():
         trace = next(tr for tr in fig.data if tr.name == r)
         assert list(trace.y) == pytest.approx(d["js"].tolist(), nan_ok=True)
     assert expected > 0 and len(fig.layout.shapes) == expected
+
+
+def test_js_positions_name_tokens_on_the_axis_and_skip_unstated_rewards():
+    df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2, seed=3)
+    sample = df[df["sample"] == 0].copy()
+    sample.loc[sample["reward"] == REWARDS[1], "score"] = float("nan")  # the prompt does not state reward 2
+    sample.loc[sample["reward"] == REWARDS[0], "score"] = 1.0
+    fig = figures.js_positions_figure(sample, REWARDS)
+    assert [tr.name for tr in fig.data] == [REWARDS[0]]  # no empty panel
+    tokens = sample[sample["reward"] == REWARDS[0]].sort_values("t")["token"].tolist()
+    assert list(fig.layout.xaxis.ticktext) == [t.replace("\n", "↵") or "∅" for t in tokens]
+    vals, texts = figures.token_ticks(list(range(250)), ["a"] * 250)
+    assert vals == list(range(0, 250, 3)) and len(texts) == len(vals)  # every 3rd of 250 positions
 
 
 def test_span_runs():

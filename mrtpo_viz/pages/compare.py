@@ -1,42 +1,93 @@
-"""Compare runs: reward curves of the chosen runs overlaid and the steps each needed to reach given
-all-satisfied rates."""
+"""Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
+default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval,
+with the curves' smoothing, x axis and log scale; and the steps each run needed to reach given all-satisfied
+rates. A run without data for the chosen quantity is named, never dropped silently. The state is the URL."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from mrtpo_viz import analysis, figures, loaders, ui
+from mrtpo_viz import analysis, figures, loaders, panels, ui
+
+PAGE = "compare"
+METRICS = {m.label: m for m in panels.COMPARE_METRICS}
+SOURCES = {"train": "training samples", "eval": "held-out eval"}
 
 st.title("Compare runs")
 runs = ui.page_runs()
-chosen = ui.pick_runs(runs, "Runs to compare (one dash style per run)", default_count=min(3, len(runs)))
+target = ui.link_target(PAGE, ("run", "metric", "source", "targets", *ui.STYLE_PARAMS))
+if target:
+    ui.apply_run_link(runs, target, multi=True)
+    ui.apply_style_link(target, PAGE)
+    if "metric" in target:
+        if target["metric"][0] in METRICS:
+            st.session_state["compare_metric"] = target["metric"][0]
+        else:
+            ui.link_warning("metric", target["metric"][0], "all satisfied")
+    if "source" in target:
+        st.session_state["compare_source"] = target["source"][0] if target["source"][0] in SOURCES else "train"
+    if "targets" in target:
+        st.session_state["compare_targets"] = target["targets"][0]
+chosen = ui.pick_runs(runs, "Runs to compare (one colour per run)", default_count=min(4, len(runs)))
 if not chosen:
+    ui.write_link(PAGE, {})
     st.info("Pick runs to compare.")
     st.stop()
 
-metrics, rewards = {}, []
+metrics, configs, rewards = {}, {}, []
 for r in chosen:
     df, warnings = loaders.metrics(r.path)
     ui.show_warnings(loaders.run_label(r), warnings)
-    metrics[loaders.run_label(r)] = df
+    cfg, _ = loaders.config(r.path)
+    samples = int(cfg.get("prompts_per_step") or 0) * int(cfg.get("group_size") or 0) or None
+    metrics[loaders.run_label(r)] = analysis.with_x_columns(df, samples)
+    configs[loaders.run_label(r)] = cfg
     rewards += [n for n in loaders.reward_names(r.path) if n not in rewards]
+has_eval = any(panels.has_eval(df) for df in metrics.values())
 
-has_eval = any(any(c.startswith("eval/") for c in df.columns) for df in metrics.values())
 c1, c2 = st.columns([3, 1])
-shown = c1.multiselect("Rewards", [*rewards, "all satisfied"], default=[*rewards, "all satisfied"])
-source = c2.radio("Scored on", ["train", "eval"], horizontal=True, disabled=not has_eval,
-                  format_func=lambda s: {"train": "training samples", "eval": "held-out eval"}[s],
+ui.keep_choice("compare_metric", list(METRICS), "all satisfied")
+metric = METRICS[c1.selectbox("Quantity", list(METRICS), key="compare_metric",
+                              help="one colour per run; per-reward quantities get one panel per reward")]
+ui.keep_choice("compare_source", list(SOURCES), "train")
+source = c2.radio("Scored on", list(SOURCES), horizontal=True, key="compare_source", format_func=SOURCES.get,
+                  disabled=not (has_eval and metric.eval_key),
                   help="held-out eval: sampled responses to the eval prompt set, logged at checkpoint steps")
-series, colors = figures.reward_series([n for n in rewards if n in shown], source)
-if "all satisfied" not in shown:
-    series = {k: v for k, v in series.items() if not k.endswith("all_satisfied")}
-    colors = {k: v for k, v in colors.items() if not k.endswith("all_satisfied")}
-st.plotly_chart(figures.metric_lines(metrics, series, "Rewards of the chosen runs", "reward", colors, height=420),
-                key="fig_compare")
+if not (has_eval and metric.eval_key):
+    source = "train"
+style = ui.curve_controls(PAGE)
+
+keys = panels.compare_keys(metric, rewards, source)
+missing = [run for run, df in metrics.items() if not any(panels.has_values(df, k) for k in keys.values())]
+if missing:
+    what = "no eval data" if source == "eval" else f"no data for {metric.label}"
+    st.warning(f"Not drawn ({what}): " + ", ".join(missing) + ".")
+
+drawn = {}
+for title, key in keys.items():
+    full_title = f"{metric.label}: {title}" if metric.per_reward else metric.label
+    if source == "eval":
+        full_title += " (held-out eval)"
+    fig = figures.metric_lines(metrics, {key: title}, full_title, metric.yaxis, color_by="run", x=style["x"],
+                               smooth=style["smooth"], log_y=style["log_y"] and not metric.rate,
+                               height=420 if not metric.per_reward else 340)
+    if metric.rate and fig.data:
+        fig.update_yaxes(range=[-0.03, 1.03])
+    drawn[full_title] = fig
+if metric.per_reward:
+    cols = st.columns(2)
+    for i, fig in enumerate(drawn.values()):
+        cols[i % 2].plotly_chart(fig, key=f"fig_compare_{i}")
+else:
+    for i, fig in enumerate(drawn.values()):
+        st.plotly_chart(fig, key=f"fig_compare_{i}")
+st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(drawn).to_csv(index=False).encode(),
+                   "compare.csv", "text/csv", on_click="ignore", key="compare_csv")
 
 st.subheader("Steps to reach an all-satisfied rate")
-st.caption("On the source chosen above (training samples, or the held-out eval at checkpoint steps).")
-text = st.text_input("Targets (comma-separated rates in [0, 1])", "0.25, 0.5, 0.75")
+st.caption(f"On {SOURCES[source]}" + (" (logged at checkpoint steps)." if source == "eval" else "."))
+st.session_state.setdefault("compare_targets", "0.25, 0.5, 0.75")
+text = st.text_input("Targets (comma-separated rates in [0, 1])", key="compare_targets")
 try:
     targets = sorted({float(x) for x in text.replace(";", ",").split(",") if x.strip()})
     if any(not 0 <= t <= 1 for t in targets):
@@ -47,6 +98,16 @@ except ValueError as exc:
 if targets:
     key = "reward/all_satisfied" if source == "train" else "eval/all_satisfied"
     table = analysis.steps_to_reach(metrics, targets, key=key)
-    table.insert(1, "method", [r.method for r in chosen])
-    st.dataframe(table, hide_index=True, width="stretch")
-    st.caption("None: the run never reached that rate in its logged steps.")
+    table.insert(1, "method", [configs[run].get("method") for run in table["run"]])
+    table.insert(2, "routing", [configs[run].get("routing") if configs[run].get("method") == "mrtpo" else None
+                                for run in table["run"]])
+    st.dataframe(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"),
+                 hide_index=True, width="stretch")
+    st.caption("not reached: the run's logged values stay below that rate; "
+               + ("no eval data: the run logged no held-out evaluation (it had no eval prompt set)."
+                  if source == "eval" else "no data: the run logged no all-satisfied rate yet."))
+
+ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen],
+                     "metric": None if metric.label == "all satisfied" else metric.label,
+                     "source": None if source == "train" else source,
+                     "targets": None if text == "0.25, 0.5, 0.75" else text, **ui.style_params(style)})

@@ -2,35 +2,84 @@
 reward plus the total advantage), the verifiers' inspected spans drawn under the tokens, the sample's
 rewards, and downloads of the sample's or the step's credit map.
 
-Opened from the Verifier debugger with query parameters (run, step, sample, reward) or the
-`credit_target` session entry.
+The state (run, step, sample, reward) is the page's URL: a link such as `credit?run=x&step=3&sample=5`
+opens that sample (the Verifier debugger links here), and a target the run does not have is named in a
+warning. A run opens on its latest step; the arrow keys step through samples (shift: steps). While the
+chosen run is active and the latest step is shown, the page follows new steps.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from mrtpo_viz import analysis, heatmap, loaders, ui
+from core.run.store import ACTIVE_STATES
+from mrtpo_viz import analysis, heatmap, launcher, loaders, ui
 
-TARGET_KEY = "credit_target"
+PAGE = "credit"
+TARGET_KEY = "credit_target"  # a target set by another page in session state (run, step, sample, reward)
+STEP_KEY, SAMPLE_KEY, COLOR_KEY = "credit_step", f"{PAGE}_sample", "credit_color"
+COLOR_PREF = "credit_color_wanted"  # the reward the user chose to colour by (kept when a sample does not state it)
+RUN_OF_STEP = "credit_step_run"  # the run the step choice belongs to (a new run starts at its latest step)
+FOLLOW_KEY = "credit_follow"  # the latest step is shown: move to each new step of a live run
 
 st.title("Token credit")
 runs = ui.page_runs(with_credit=True)
 
 # A target set by another page (session state) or a link (query params) preselects run/step/sample/reward.
-target = {**ui.consume_query_target(), **(st.session_state.pop(TARGET_KEY, None) or {})}
-if ui.find_run(runs, target.get("run")):
-    st.session_state[ui.RUN_KEY] = ui.find_run(runs, target.get("run"))
+target = {**ui.link_target(PAGE, ("run", "step", "sample", "reward")),
+          **{k: [str(v)] for k, v in (st.session_state.pop(TARGET_KEY, None) or {}).items()}}
+if target:
+    ui.apply_run_link(runs, target)
 
 top = st.columns([3, 1])
 run = ui.pick_run(runs, where=top[0])
 path = str(run.path)
 rewards = loaders.reward_names(path)
 steps = loaders.credit_steps(path)
-if str(target.get("step", "")).isdigit():
-    st.session_state["credit_step"] = int(target["step"])
-ui.keep_choice("credit_step", steps, steps[-1])
-step = top[1].selectbox("Step", steps, key="credit_step")
+state = launcher.run_state(path).get("state")
+if not steps:
+    st.info(f"**{run.name}** has no credit map yet: its first step is not written. This page updates when it is.")
+    if state in ACTIVE_STATES:
+        ui.show_startup(path, launcher.run_state(path))
+    ui.write_link(PAGE, {"run": loaders.run_label(run)})
+    ui.rerun_when(lambda: bool(loaders.credit_steps(path)), active=state in ACTIVE_STATES)
+    st.stop()
+
+if st.session_state.get(RUN_OF_STEP) != path:  # another run: open its latest step, and follow new ones
+    st.session_state[RUN_OF_STEP] = path
+    st.session_state[FOLLOW_KEY] = True
+if "step" in target:
+    wanted = target["step"][0]
+    if wanted.isdigit() and int(wanted) in steps:
+        st.session_state[STEP_KEY] = int(wanted)
+        st.session_state[FOLLOW_KEY] = int(wanted) == steps[-1]
+    else:
+        ui.link_warning("step", wanted, f"step {steps[-1]} (the latest)")
+        st.session_state[FOLLOW_KEY] = True
+if st.session_state.get(FOLLOW_KEY):
+    st.session_state[STEP_KEY] = steps[-1]
+ui.keep_choice(STEP_KEY, steps, steps[-1])
+
+
+def move(key: str, options: list, delta: int) -> None:
+    """Button callback: the previous / next option of a select box (stops at the ends)."""
+    i = options.index(st.session_state[key]) if st.session_state.get(key) in options else 0
+    st.session_state[key] = options[max(0, min(len(options) - 1, i + delta))]
+    if key == STEP_KEY:
+        st.session_state[FOLLOW_KEY] = st.session_state[key] == options[-1]
+
+
+def step_chosen(options: list) -> None:
+    """The user picked a step: follow new steps only when it is the latest."""
+    st.session_state[FOLLOW_KEY] = st.session_state[STEP_KEY] == options[-1]
+
+
+def color_chosen() -> None:
+    st.session_state[COLOR_PREF] = st.session_state[COLOR_KEY]
+
+
+step = top[1].selectbox("Step", steps, key=STEP_KEY, on_change=step_chosen, args=(steps,),
+                        help="shift + ← / → : previous / next step")
 df, warnings = loaders.credit(path, step)
 ui.show_warnings(loaders.run_label(run), warnings)
 if df.empty:
@@ -38,44 +87,53 @@ if df.empty:
     st.stop()
 present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
 
-f1, f2, f3, f4 = st.columns([1, 1.5, 1, 2.5])
-prompt_keys = ["any"] + sorted(df["prompt_key"].unique().tolist())
-prompt_key = f1.selectbox("Prompt", prompt_keys)
-outcome_reward = f2.selectbox("Outcome of reward", present)
-outcome = f3.selectbox("Outcome", analysis.OUTCOMES)
-samples = analysis.filter_samples(df, None if prompt_key == "any" else prompt_key, outcome_reward, outcome)
-if not samples:
-    st.info("No sample of this step matches the filters.")
+sample = ui.pick_sample(df, present, PAGE, target)
+if sample is None:
     st.stop()
-
+samples = analysis.filter_samples(df, *ui.sample_filter_values(PAGE))
 scores = analysis.sample_scores(df)
-prompt_of = dict(zip(df["sample"].tolist(), df["prompt_key"].astype(str).tolist(), strict=True))
 
+# Keyboard: the arrow keys move through samples, with shift through steps (Streamlit button shortcuts).
+k = st.columns([1, 1, 1, 1, 4])
+k[0].button("◀ sample", key="prev_sample", shortcut="left", on_click=move, args=(SAMPLE_KEY, samples, -1))
+k[1].button("sample ▶", key="next_sample", shortcut="right", on_click=move, args=(SAMPLE_KEY, samples, 1))
+k[2].button("◀ step", key="prev_step", shortcut="shift+left", on_click=move, args=(STEP_KEY, steps, -1))
+k[3].button("step ▶", key="next_step", shortcut="shift+right", on_click=move, args=(STEP_KEY, steps, 1))
 
-def sample_label(i: int) -> str:
-    row = scores.get(i, {})
-    marks = "".join("·" if row.get(r) != row.get(r) or r not in row else ("✓" if row[r] >= 1 else "✗")
-                    for r in present)
-    return f"sample {i} · {prompt_of.get(i, '?')} · {marks}"
-
-
-if str(target.get("sample", "")).isdigit():
-    st.session_state["credit_sample"] = int(target["sample"])
-ui.keep_choice("credit_sample", samples)
-sample = f4.selectbox("Sample (✓/✗/· per reward)", samples, key="credit_sample", format_func=sample_label)
 c1, c2, c3, c4, c5 = st.columns([1.6, 2, 1.2, 1, 1], vertical_alignment="bottom")
 view = c1.radio("View", ["one reward", "one row per reward"])
-options = [*present, heatmap.TOTAL_ROW]
-if target.get("reward"):
-    st.session_state["credit_color"] = target["reward"]
-ui.keep_choice("credit_color", options)
-color_by = c2.selectbox("Colour by", options, key="credit_color", disabled=view != "one reward")
-fixed = c3.checkbox("Fixed scale", help="One colour scale for every sample of the step (its largest |value|), "
-                    "so samples can be compared; off: each sample uses its own largest |value|")
+own = analysis.stated_rewards(scores.get(sample, {}), present)
+options = [*own, heatmap.TOTAL_ROW]  # a reward the prompt does not state has no credit: not offered
+if "reward" in target:
+    wanted = target["reward"][0]
+    if wanted in options:
+        st.session_state[COLOR_PREF] = wanted
+    else:
+        ui.link_warning("reward", wanted, f"{options[0]} (this sample's prompt does not state {wanted!r})"
+                        if wanted in present else options[0])
+if st.session_state.get(COLOR_PREF) in options:
+    st.session_state[COLOR_KEY] = st.session_state[COLOR_PREF]
+ui.keep_choice(COLOR_KEY, options)
+color_by = c2.selectbox("Colour by", options, key=COLOR_KEY, disabled=view != "one reward",
+                        on_change=color_chosen,
+                        help="the rewards this sample's prompt states, and the total advantage")
+if view == "one reward":
+    fixed = c3.checkbox("Fixed scale", help="One colour scale for every sample of the step (its largest |value|), "
+                        "so samples can be compared; off: each sample uses its own largest |value|")
+    per_row = False
+else:
+    per_row = c3.checkbox("Scale per row", help="each reward's row on its own colour scale (its largest |value|), "
+                          "so a reward with small credit is not washed out; off: one scale for all rows")
+    fixed = False if per_row else c3.checkbox("Fixed scale", key="credit_fixed_rows",
+                                              help="one scale for every sample of the step")
 c4.download_button("Step credit CSV", lambda: analysis.to_csv_bytes(df), f"{run.name}_step{step}_credit.csv",
                    "text/csv", on_click="ignore")
 c5.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(df), f"{run.name}_step{step}_credit.parquet",
                    "application/octet-stream", on_click="ignore")
+
+ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample,
+                     "reward": st.session_state.get(COLOR_PREF) if st.session_state.get(COLOR_PREF) in options
+                     else None})
 
 sample_df = df[df["sample"] == sample]
 mode = "single" if view == "one reward" else "rows"
@@ -89,9 +147,10 @@ if fixed:
         scale = heatmap.auto_scale(list(df["credit"]) + list(df["token_adv"]))
 
 st.html(heatmap.token_heatmap_html(sample_df, color_by if mode == "single" else None, mode=mode, scale=scale,
-                                   reward_names=rewards))
-st.caption("Hover a token for its credit, JS distance, routing weight and span membership per reward. "
-           "Bars under tokens: each verifier's inspected spans, in the reward's colour.")
+                                   reward_names=rewards, row_scale=per_row))
+st.caption("Hover a token for its credit, JS distance, routing weight and span membership per reward; click it to "
+           "keep them open and select them. Bars under tokens: each verifier's inspected spans, in the reward's "
+           "colour.")
 
 st.subheader("Rewards of this sample")
 st.dataframe(analysis.sample_rewards_table(sample_df), hide_index=True, width="stretch",
@@ -104,3 +163,7 @@ d1.download_button("Sample credit CSV", lambda: analysis.to_csv_bytes(sample_df)
 d2.download_button("Sample credit Parquet", lambda: analysis.to_parquet_bytes(sample_df),
                    f"{run.name}_step{step}_sample{sample}_credit.parquet", "application/octet-stream",
                    on_click="ignore")
+
+# Follow a live run: while the latest step is shown, open the next one when it is written.
+if state in ACTIVE_STATES and st.session_state.get(FOLLOW_KEY):
+    ui.rerun_when(lambda: loaders.credit_steps(path)[-1:] != [step])

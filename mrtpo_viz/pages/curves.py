@@ -1,18 +1,34 @@
-"""Training curves: rewards, losses, KL, entropy, clip fraction, JS, span agreement and step time of one
-or several runs, refreshed every 2 s while a chosen run is active (polling stops when it ends)."""
+"""Training curves: rewards, losses, KL, entropy, clip fraction, JS, span agreement, step time and response
+length of one or several runs (panels whose quantity a run does not have are left out, with the reason);
+smoothing, x axis (step, samples seen, training time), log scale and a CSV of the plotted series.
+
+While a chosen run is active the live part polls every 2 s; its figures are rebuilt only when a run's
+metrics or status changed (else the same figures are sent again, which costs a few milliseconds), so
+watching a run does not take CPU from its trainer. A run that has not finished a step shows what its
+trainer is doing (its startup phase and log tail). The page's state is its URL (a shareable link).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import streamlit as st
 
 from core.run.store import ACTIVE_STATES
-from mrtpo_viz import figures, launcher, loaders, ui
+from mrtpo_viz import analysis, figures, launcher, loaders, panels, ui
 
-REFRESH_S = 2.0
+PAGE = "curves"
+CACHE_KEY = "_curves_figures"  # (data and style signature, figures, hidden reasons): the last figures drawn
 
 st.title("Training curves")
 runs = ui.page_runs()
+target = ui.link_target(PAGE, ("run", *ui.STYLE_PARAMS))
+if target:
+    ui.apply_run_link(runs, target, multi=True)
+    ui.apply_style_link(target, PAGE)
 chosen = ui.pick_runs(runs, "Runs (overlaid: one dash style per run)")
+style = ui.curve_controls(PAGE)
+ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen], **ui.style_params(style)})
 if not chosen:
     st.info("Pick at least one run.")
     st.stop()
@@ -22,49 +38,77 @@ labels = {str(r.path): loaders.run_label(r) for r in chosen}
 active_at_start = any(launcher.run_state(p).get("state") in ACTIVE_STATES for p in paths)
 
 
-@st.fragment(run_every=REFRESH_S if active_at_start else None)
+def signature(states: dict[str, dict]) -> tuple:
+    """What the figures depend on: each run's metrics file (mtime, size) and state, and the chosen style."""
+    return (tuple((p, loaders.file_key(Path(p) / "metrics.jsonl"), states[p].get("state")) for p in paths),
+            tuple(sorted(style.items())))
+
+
+def build() -> tuple[dict, list[str], dict[str, list[str]]]:
+    """(figures by panel name, reasons of the panels left out, warnings by run)."""
+    metrics, configs, rewards, problems = {}, {}, [], {}
+    for p in paths:
+        df, warnings = loaders.metrics(p)
+        problems[labels[p]] = warnings
+        cfg, _ = loaders.config(p)
+        cfg = cfg or launcher.launched_config(p)
+        samples = int(cfg.get("prompts_per_step") or 0) * int(cfg.get("group_size") or 0) or None
+        metrics[labels[p]] = analysis.with_x_columns(df, samples)
+        configs[labels[p]] = cfg
+        rewards += [n for n in loaders.reward_names(p) if n not in rewards]
+    drawn, hidden = panels.build_panels(metrics, rewards, configs, x=style["x"], smooth=style["smooth"],
+                                        log_y=style["log_y"])
+    return drawn, hidden, problems
+
+
+@st.fragment(run_every=ui.REFRESH_S if active_at_start else None)
 def live_curves() -> None:
     states = {p: launcher.run_state(p) for p in paths}
     active = any(s.get("state") in ACTIVE_STATES for s in states.values())
     if active != active_at_start:
         st.rerun()  # a run started or ended: redraw the page so polling starts or stops
-    metrics, rewards = {}, []
-    for p in paths:
-        df, warnings = loaders.metrics(p)
-        ui.show_warnings(labels[p], warnings)
-        metrics[labels[p]] = df
-        rewards += [n for n in loaders.reward_names(p) if n not in rewards]
     for p, s in states.items():
         step, total = s.get("step") or 0, s.get("total_steps")
         state = s.get("state", "unknown")
         if state in ACTIVE_STATES and total:
             st.progress(min(1.0, step / total), text=f"{labels[p]}: {ui.state_badge(state)} · step {step}/{total}")
+        if state in ACTIVE_STATES and not step:
+            ui.show_startup(p, s)
         elif state in ("crashed", "failed"):
-            st.error(f"{labels[p]}: {state}. {str(s.get('error') or '')[-600:]}")
+            st.error(f"{labels[p]}: {state}")
+            st.code(str(s.get("error") or "no error text")[-4000:], language=None)
     if active:
-        st.caption(f"Live: refreshing every {REFRESH_S:g} s while a run is active.")
+        st.caption(f"Live: checking every {ui.REFRESH_S:g} s while a run is active; the figures are redrawn when a "
+                   "step is written.")
 
-    st.plotly_chart(figures.reward_curves(metrics, rewards), key="fig_rewards")
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(figures.loss_figure(metrics), key="fig_loss")
-    c2.plotly_chart(figures.metric_lines(metrics, {"policy/kl": "KL to rollout policy"}, "KL", "KL"), key="fig_kl")
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(figures.metric_lines(metrics, {"policy/entropy": "entropy"}, "Entropy", "nats"),
-                    key="fig_entropy")
-    c2.plotly_chart(figures.metric_lines(metrics, {"policy/clip_frac": "clip fraction"}, "Clip fraction", "fraction"),
-                    key="fig_clip")
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(figures.per_reward_lines(metrics, rewards, "js/{name}/mean", "Mean JS distance per reward", "JS"),
-                    key="fig_js")
-    c2.plotly_chart(figures.per_reward_lines(metrics, rewards, "span/{name}/mass_in",
-                                             "Span agreement: routing mass inside verifier spans", "share"),
-                    key="fig_span")
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(figures.step_time_figure(metrics), key="fig_time")
-    c2.plotly_chart(figures.metric_lines(metrics, {"response/length": "mean response length"}, "Response length",
-                                         "tokens"), key="fig_length")
-    if any(any(c.startswith("eval/") for c in df.columns) for df in metrics.values()):
-        st.plotly_chart(figures.reward_curves(metrics, rewards, source="eval"), key="fig_eval")
+    key = signature(states)
+    cached = st.session_state.get(CACHE_KEY)
+    if cached is None or cached[0] != key:
+        cached = (key, *build())
+        st.session_state[CACHE_KEY] = cached
+    _, drawn, hidden, problems = cached
+    for label, warnings in problems.items():
+        ui.show_warnings(label, warnings)
+
+    row = None
+    for name, (panel, fig) in drawn.items():
+        if panel.full:
+            st.plotly_chart(fig, key=f"fig_{name}")
+            row = None
+            continue
+        if row is None:
+            row = iter(st.columns(2))
+        try:
+            col = next(row)
+        except StopIteration:
+            row = iter(st.columns(2))
+            col = next(row)
+        col.plotly_chart(fig, key=f"fig_{name}")
+    for why in hidden:
+        st.caption(f"Not shown — {why}.")
+    st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
+        {fig.layout.title.text: fig for _, fig in drawn.values()}).to_csv(index=False).encode(),
+        "training_curves.csv", "text/csv", on_click="ignore", key="curves_csv")
 
 
 live_curves()

@@ -26,12 +26,18 @@ EXAMPLE_ARGS = {"keywords": ["river"], "forbidden_words": ["bad"], "keyword": "r
 st.title("Verifier debugger")
 tab_runs, tab_play = st.tabs(["Credit vs spans in a run", "Verifier playground"])
 
+PAGE = "debugger"
+
 with tab_runs:
     runs = ui.page_runs(mrtpo_first=True, stop=False)
     if runs:
+        target = ui.link_target(PAGE, ("run",))
+        if target:
+            ui.apply_run_link(runs, target)
         c1, c2 = st.columns([3, 1])
         run = ui.pick_run(runs, where=c1)
         path = str(run.path)
+        ui.write_link(PAGE, {"run": loaders.run_label(run)})
         rewards = loaders.reward_names(path)
         if run.method in ("grpo", "gdpo"):
             st.info(f"{run.method.upper()} routes every reward uniformly over the response, so its mass inside "

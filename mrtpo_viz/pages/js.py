@@ -1,5 +1,7 @@
-"""JS divergence: per-position JS distance of each reward on one sample (verifier spans shaded), the
-in-span vs out-of-span distributions of a step, and JS and span agreement over training."""
+"""JS divergence: per-position JS distance of each reward on one sample (the token text on the axis, verifier
+spans shaded; rewards the sample's prompt does not state have no panel), the in-span vs out-of-span
+distributions of a step, and JS and span agreement over training. The state (run, step, sample) is the
+page's URL."""
 
 from __future__ import annotations
 
@@ -7,10 +9,16 @@ import streamlit as st
 
 from mrtpo_viz import analysis, figures, loaders, ui
 
+PAGE = "js"
+STEP_KEY = "js_step"
+
 st.title("JS divergence")
 runs = ui.page_runs(with_credit=True, mrtpo_first=True)  # only MRTPO runs have JS distances
+target = ui.link_target(PAGE, ("run", "step", "sample"))
+if target:
+    ui.apply_run_link(runs, target)
 
-c1, c2, c3 = st.columns([3, 1, 2])
+c1, c2 = st.columns([3, 1])
 run = ui.pick_run(runs, where=c1)
 path = str(run.path)
 rewards = loaders.reward_names(path)
@@ -18,9 +26,26 @@ cfg, _ = loaders.config(path)
 if cfg.get("method") in ("grpo", "gdpo"):
     st.info(f"This is a {cfg['method'].upper()} run: it does no contrastive replay, so it has no JS distances. "
             "Pick an MRTPO run.")
+    ui.write_link(PAGE, {"run": loaders.run_label(run)})
     st.stop()
 steps = loaders.credit_steps(path)
-step = c2.selectbox("Step", steps, index=len(steps) - 1)
+if not steps:
+    st.info(f"**{run.name}** has no credit map yet: its first step is not written.")
+    ui.rerun_when(lambda: bool(loaders.credit_steps(path)), active=run.state in ("starting", "running"))
+    st.stop()
+if "step" in target:
+    wanted = target["step"][0]
+    if wanted.isdigit() and int(wanted) in steps:
+        st.session_state[STEP_KEY] = int(wanted)
+    else:
+        ui.link_warning("step", wanted, f"step {steps[-1]} (the latest)")
+        st.session_state[STEP_KEY] = steps[-1]
+if st.session_state.get(STEP_KEY + "_run") != path:  # another run: its latest step
+    st.session_state[STEP_KEY + "_run"] = path
+    if "step" not in target:
+        st.session_state[STEP_KEY] = steps[-1]
+ui.keep_choice(STEP_KEY, steps, steps[-1])
+step = c2.selectbox("Step", steps, key=STEP_KEY)
 df, warnings = loaders.credit(path, step)
 ui.show_warnings(loaders.run_label(run), warnings)
 if df.empty:
@@ -31,12 +56,19 @@ if skipped:
     st.caption(f"Replay computed JS for {computed} of the {computed + skipped} (sample, reward) pairs of this step. "
                f"The other {skipped} had a group advantage of 0 (every sample of the group scored the same), so "
                "their JS could not change any credit and was not computed (`--replay-pairs all` computes them).")
-samples = sorted(df["sample"].unique().tolist())
-keys = df.drop_duplicates("sample").set_index("sample")["prompt_key"]
-sample = c3.selectbox("Sample", samples, format_func=lambda i: f"sample {i} · {keys.get(i, '?')}")
+present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
+sample = ui.pick_sample(df, present, PAGE, target)
+ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
+if sample is None:
+    st.stop()
 sample_df = df[df["sample"] == sample]
 
 st.plotly_chart(figures.js_positions_figure(sample_df, rewards), key="fig_js_positions")
+unstated = [r for r in present if r not in analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}),
+                                                                    present)]
+if unstated:
+    st.caption("No panel for " + ", ".join(unstated) + ": this sample's prompt does not state "
+               + ("it." if len(unstated) == 1 else "them."))
 with st.expander("Response text of this sample"):
     st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
 

@@ -4,6 +4,8 @@ app restarted) show progress and a Stop button; a crashed run shows its error an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from core.config import MODEL_PRESETS, ConfigError, TrainConfig
@@ -56,7 +58,7 @@ def submit(rewards: list[str]) -> None:
             errors = {launcher.FORM_ERROR: f"could not start the trainer: {exc}"}
         else:
             st.session_state[LAUNCHED_KEY] = [*st.session_state.get(LAUNCHED_KEY, []), str(launched.path)]
-            st.session_state[ui.RUN_KEY] = str(launched.path)
+            ui.set_run(launched.path)  # every inspect page now shows the new run
             st.session_state["launch_message"] = f"Started run **{launched.name}** (pid {launched.pid})."
     if "model" in errors and (st.session_state.get(form.widget_key("model_folder")) or "").strip():
         errors["model_folder"] = errors.pop("model")  # the folder input is what the user typed
@@ -151,47 +153,64 @@ elif msg := st.session_state.pop("launch_message", None):
     st.success(msg)
 
 
-def tracked_runs() -> list[str]:
-    """Runs to follow here: those started from this session plus every active run of the runs directory."""
+def active_runs() -> list[str]:
+    """Runs in progress: this session's launches still loading or training, and every active run of the runs
+    directory (also those started before the app restarted)."""
     launcher.adopt_logs(runs_dir())  # runs whose starting app stopped before their folder existed
-    paths = list(reversed(st.session_state.get(LAUNCHED_KEY, [])))
-    for info in loaders.all_runs():
-        if info.state in ACTIVE_STATES and str(info.path) not in paths:
-            paths.append(str(info.path))
-    return paths
+    return [str(r.path) for r in ui.session_runs() if r.state in ACTIVE_STATES]
+
+
+def ended_here() -> list[str]:
+    """Runs this session started that are no longer active (newest first)."""
+    return [p for p in reversed(st.session_state.get(LAUNCHED_KEY, []))
+            if launcher.run_state(p).get("state") not in ACTIVE_STATES]
 
 
 st.subheader("Runs in progress")
-tracked = tracked_runs()
-active_now = any(launcher.run_state(p).get("state") in ACTIVE_STATES for p in tracked)
+tracked = active_runs()
 
 
-@st.fragment(run_every=2.0 if active_now else None)
+@st.fragment(run_every=ui.REFRESH_S if tracked else None)
 def progress_panel() -> None:
     states = {p: launcher.run_state(p) for p in tracked}
-    if any(s.get("state") in ACTIVE_STATES for s in states.values()) != active_now:
-        st.rerun()
+    if any(s.get("state") not in ACTIVE_STATES for s in states.values()) or set(active_runs()) != set(tracked):
+        st.rerun()  # a run ended or another one started: redraw the lists
     if not states:
         st.caption("No run in progress.")
         return
     for p, s in states.items():
-        name = p.rsplit("/", 1)[-1]
+        name = Path(p).name
         state = s.get("state", "unknown")
         step, total = int(s.get("step") or 0), s.get("total_steps")
         box = st.container(border=True)
         head = box.columns([4, 1])
         head[0].markdown(f"**{name}** · {ui.state_badge(state)} · step {step}" + (f"/{total}" if total else ""))
-        if state in ACTIVE_STATES:
-            box.progress(min(1.0, step / total) if total else 0.0, text=f"step {step} of {total or '?'}")
-            if head[1].button("Stop", key=f"stop_{name}"):
-                box.info(launcher.stop_run(p))
-        elif state in ("crashed", "failed"):
-            box.error(f"The run {state}.")
-            box.code(str(s.get("error") or loaders.log_tail(p) or "no error text")[-4000:], language=None)
-        elif state == "stopped":
-            box.info("Stopped.")
-        elif state == "completed":
-            box.success("Completed. See Training curves and Token credit.")
+        box.progress(min(1.0, step / total) if total else 0.0, text=f"step {step} of {total or '?'}")
+        if not step:
+            with box:
+                ui.show_startup(p, s)
+        if head[1].button("Stop", key=f"stop_{name}"):
+            box.info(launcher.stop_run(p))
 
 
 progress_panel()
+
+ended = ended_here()
+if ended:
+    st.subheader("Started here, now ended")
+    for p in ended:
+        s = launcher.run_state(p)
+        state = s.get("state", "unknown")
+        box = st.container(border=True)
+        box.markdown(f"**{Path(p).name}** · {ui.state_badge(state)} · step {int(s.get('step') or 0)}")
+        if state in ("crashed", "failed"):
+            box.error(f"The run {state}:")
+            box.code(str(s.get("error") or "no error text")[-4000:], language=None)
+            tail = launcher.launch_log(p, 15)
+            if tail:
+                box.caption("Last lines of its log:")
+                box.code(tail, language=None)
+        elif state == "stopped":
+            box.info("Stopped; its completed steps are kept (resume it on the Runs page).")
+        elif state == "completed":
+            box.success("Completed. See Training curves and Token credit.")
