@@ -141,9 +141,9 @@ def wait_for_script(page, heading: str | None = None, timeout_ms: int = 120000) 
 
 
 def choose(page, label: str, option: str) -> None:
-    """Pick the option whose text starts with `option` in the select box labelled `label` (Streamlit 1.67 draws it
-    as a combo box whose input carries the label as aria-label)."""
-    page.get_by_role("combobox", name=label, exact=True).click()
+    """Pick the option whose text starts with `option` in the select box whose label starts with `label`
+    (Streamlit 1.67 draws it as a combo box whose input carries the label as aria-label)."""
+    page.get_by_role("combobox", name=re.compile("^" + re.escape(label))).first.click()
     page.get_by_role("option").filter(has_text=re.compile("^" + re.escape(option))).first.click()
     wait_for_script(page)
 

@@ -330,7 +330,8 @@ def token_heatmap_html(
         rows.append((TOTAL_ROW, total, None))
         allv = [v for _, vals, _ in rows for v in vals]
         sc = scale if scale is not None else auto_scale(allv)
-        parts.append(_legend_html(None if row_scale else sc, colors, "credit / advantage", has_empty))
+        parts.append(_legend_html(None if row_scale else sc, {r: colors[r] for r in stated}, "credit / advantage",
+                                  has_empty))
         for name, vals, bar_colors in rows:
             row_sc = auto_scale(vals) if row_scale else sc
             label = html.escape(name) + (f' <span class="row-scale">(scale ±{row_sc:.3g})</span>' if row_scale else "")

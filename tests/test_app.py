@@ -228,6 +228,10 @@ def test_a_just_launched_run_is_what_the_inspect_pages_show(tmp_path, monkeypatc
     assert not at.exception and any("Started run" in s.value for s in at.success), [e.value for e in at.error]
     launched = at.session_state["launched_runs"][-1]
     try:
+        at.switch_page("mrtpo_viz/pages/runs.py").run()
+        at.switch_page("mrtpo_viz/pages/launch.py").run()  # the form keeps the last launch's values
+        assert at.number_input(key="lf_steps").value == 2 and at.text_input(key="lf_model_folder").value == str(
+            micro_model)
         at.switch_page("mrtpo_viz/pages/curves.py").run()
         assert at.multiselect[0].value == [launched]
         assert any("is starting" in i.value for i in at.info) or charts(at)

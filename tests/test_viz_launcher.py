@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from core.run.store import RunStore, RunWriter
+from core.run.store import RunStore, RunStoreError, RunWriter
 from mrtpo_viz import launcher
 
 
@@ -90,6 +90,23 @@ def test_stop_refuses_a_pid_that_is_not_a_trainer(tmp_path):
     assert "nothing to stop" in launcher.stop_run(tmp_path / "r")
 
 
+def test_active_runs_are_not_archived_or_deleted_and_archive_round_trips(tmp_path):
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    w.set_status(state="running", pid=os.getpid())
+    for action in (launcher.archive_run, launcher.delete_run):
+        with pytest.raises(RunStoreError, match="stop it first"):
+            action(tmp_path / "r")
+    assert "only a stopped" in launcher.can_resume(tmp_path / "r")
+    w.set_status(state="completed")
+    archived = launcher.archive_run(tmp_path / "r")
+    assert archived == tmp_path / ".archive" / "r" and launcher.archived_runs(tmp_path) == [archived]
+    assert launcher.restore_run(archived) == tmp_path / "r" and (tmp_path / "r" / "config.json").exists()
+    launcher.delete_run(tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(RunStoreError, match="not a run folder"):
+        launcher.delete_run(tmp_path)
+
+
 def test_dead_trainer_shows_as_crashed_with_the_log_tail(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -125,6 +142,16 @@ def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
         assert len(store.metrics()) == st["step"] and store.credit_steps()
         assert "run " + launched.name in store.log_tail(200)  # the trainer's output reached train.log
         assert not launcher.staging_log(launched.path.parent, launched.name).exists()
+        # Resume from the app: the stopped run continues from its checkpoint to its new total and completes
+        stopped_at = st["step"]
+        assert launcher.can_resume(launched.path) == ""
+        resumed = launcher.resume_run(launched.path, steps=stopped_at + 2)
+        while time.time() < deadline + 150 and launcher.run_state(launched.path)["state"] != "completed":
+            time.sleep(0.5)
+        st = launcher.run_state(launched.path)
+        assert st["state"] == "completed" and st["step"] == stopped_at + 2 and resumed.pid != launched.pid, st
+        assert f"resuming {launched.name} from step {stopped_at}" in store.log_tail(400)
+        assert len(store.metrics()) == stopped_at + 2
     finally:
         try:
             os.kill(launched.pid, 9)

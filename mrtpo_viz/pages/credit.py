@@ -94,7 +94,7 @@ samples = analysis.filter_samples(df, *ui.sample_filter_values(PAGE))
 scores = analysis.sample_scores(df)
 
 # Keyboard: the arrow keys move through samples, with shift through steps (Streamlit button shortcuts).
-k = st.columns([1, 1, 1, 1, 4])
+k = st.columns([1, 1, 1, 1, 2])
 k[0].button("◀ sample", key="prev_sample", shortcut="left", on_click=move, args=(SAMPLE_KEY, samples, -1))
 k[1].button("sample ▶", key="next_sample", shortcut="right", on_click=move, args=(SAMPLE_KEY, samples, 1))
 k[2].button("◀ step", key="prev_step", shortcut="shift+left", on_click=move, args=(STEP_KEY, steps, -1))

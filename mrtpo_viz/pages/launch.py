@@ -15,6 +15,7 @@ from core.tasks import load_prompt_set, reward_names
 from mrtpo_viz import form, launcher, loaders, ui
 
 ERRORS_KEY = "launch_errors"
+MEMORY_KEY = "launch_form_values"  # the values of the last launch, restored when the page is opened again
 LAUNCHED_KEY = ui.LAUNCHED_KEY
 WEIGHT_PREFIX = "lfw_"  # reward weight inputs: lfw_<reward name> (apart from the lf_<field> widgets)
 DEFAULTS = TrainConfig()
@@ -47,6 +48,14 @@ def form_values(state, rewards: list[str]) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def remember_form() -> None:
+    """Keep the form's values for the next launch (Streamlit forgets a widget's state when its page is left);
+    the run name is not kept, since it is now taken."""
+    st.session_state[MEMORY_KEY] = {k: v for k, v in st.session_state.items()
+                                    if isinstance(k, str) and k.startswith((form.PREFIX, WEIGHT_PREFIX))
+                                    and k != form.widget_key("run_name")}
+
+
 def submit(rewards: list[str]) -> None:
     """Form callback: validate; start the run when valid, else keep the errors for the fields."""
     values = form_values(st.session_state, rewards)
@@ -59,6 +68,7 @@ def submit(rewards: list[str]) -> None:
         else:
             st.session_state[LAUNCHED_KEY] = [*st.session_state.get(LAUNCHED_KEY, []), str(launched.path)]
             ui.set_run(launched.path)  # every inspect page now shows the new run
+            remember_form()
             st.session_state["launch_message"] = f"Started run **{launched.name}** (pid {launched.pid})."
     if "model" in errors and (st.session_state.get(form.widget_key("model_folder")) or "").strip():
         errors["model_folder"] = errors.pop("model")  # the folder input is what the user typed
@@ -98,6 +108,9 @@ def draw_sections(groups: dict[str, list[form.FormField]]) -> None:
                 draw_field(field, col)
 
 
+for _key, _value in st.session_state.get(MEMORY_KEY, {}).items():
+    st.session_state.setdefault(_key, _value)
+
 st.title("Launch a training run")
 st.caption(f"Runs go to `{runs_dir()}`. Training runs as a separate `mrtpo train` process and keeps going if "
            "the app stops; its output is in the run's `train.log`.")
@@ -134,7 +147,8 @@ with st.form("launch"):
         st.markdown("**Reward weights** (per constraint family of the prompt set)")
         c = st.columns(min(COLUMNS, len(rewards)))
         for i, r in enumerate(rewards):
-            c[i % len(c)].number_input(r, value=1.0, step=0.5, key=f"{WEIGHT_PREFIX}{r}")
+            key = f"{WEIGHT_PREFIX}{r}"
+            c[i % len(c)].number_input(r, step=0.5, key=key, **({} if key in st.session_state else {"value": 1.0}))
         show_error("reward_weights")
 
     with st.expander("Advanced"):
