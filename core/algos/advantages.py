@@ -11,6 +11,11 @@ that knows the names). Conventions shared by every function here:
 - A set of values with zero spread (all equal), or with fewer than 2 applicable values (std
   undefined), normalises to exactly 0.
 - `weights` are the per-reward weights `w_k` (sequence, tensor, or None for all ones).
+- Local rows (data-parallel training): every statistic is a statistic of the whole batch, so a
+  process that holds rows `rows` of it passes the whole batch's rewards (gathered, identical on every
+  process) with only its own rows' routing weights and mask (`rows=` on the estimators,
+  `batch_statistics` + `rows_token_advantages`); the result equals those rows of the full
+  computation bitwise (docs/METHOD.md, "Local rows").
 
 Never imports streamlit or plotly.
 """
@@ -177,12 +182,88 @@ def gdpo_advantages(
     return (s - mu) / (sigma + eps)
 
 
+class BatchStatistics(NamedTuple):
+    """The GDPO statistics of a whole batch, from its (B, K) rewards (`batch_statistics`).
+
+    group_adv: (B, K) a[k, i]; sums: (B,) s_i = sum_k w_k a[k, i]; mu, sigma: batch mean and unbiased
+    std of s (0-dim); degenerate: True when batch normalisation is undefined (B < 2 or s constant:
+    every advantage is then 0).
+    """
+
+    group_adv: Tensor
+    sums: Tensor
+    mu: Tensor
+    sigma: Tensor
+    degenerate: bool
+
+
+def batch_statistics(
+    rewards: Tensor, group_size: int, weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS
+) -> BatchStatistics:
+    """GDPO statistics of a batch (B, K): a = `group_normalized`, s = `gdpo_sums`, (mu, sigma) = `batch_stats`.
+
+    In data-parallel training `rewards` is the gathered batch (the same on every process), so every
+    process computes the same statistics and applies them to its own rows (`rows_token_advantages`).
+    """
+    a, s = gdpo_sums(rewards, group_size, weights, eps)
+    mu, sigma = batch_stats(s)
+    return BatchStatistics(a, s, mu, sigma, _batch_degenerate(s))
+
+
+def _rows(rows: slice | None, n: int) -> slice:
+    """`rows` as a slice of a batch of n samples (None: all of them); step 1, inside the batch."""
+    if rows is None:
+        return slice(0, n)
+    start = 0 if rows.start is None else rows.start
+    stop = n if rows.stop is None else rows.stop
+    if rows.step not in (None, 1) or not 0 <= start <= stop <= n:
+        raise ValueError(f"rows {rows} are not a contiguous range of the batch's {n} samples")
+    return slice(start, stop)
+
+
+def rows_token_advantages(
+    stats: BatchStatistics,
+    routing_weights: Tensor,
+    rows: slice | None = None,
+    weights: Sequence[float] | Tensor | None = None,
+    eps: float = DEFAULT_EPS,
+) -> tuple[Tensor, Tensor]:
+    """MRTPO token advantages of some rows of a batch, from the whole batch's statistics.
+
+    `stats` = `batch_statistics` of the whole batch (B, K); `routing_weights` (b, K, T) are w[k, i, t]
+    for the rows `rows` of the batch (a slice of length b, default: all B rows). For those rows,
+        A[i, t] = (sum_k w_k * w[k, i, t] * a[k, i] - mu) / (sigma + eps)
+        credit[i, k, t] = w_k * w[k, i, t] * a[k, i] / (sigma + eps)
+    Every operation after the statistics is elementwise per row, so the result is bitwise equal to
+    rows `rows` of the same computation on the whole batch (docs/METHOD.md, "Local rows").
+    Returns (advantages (b, T), credit (b, K, T)); no mask is applied (see `mrtpo_token_advantages`).
+    """
+    a_all = stats.group_adv
+    rows = _rows(rows, a_all.shape[0])
+    a = a_all[rows]
+    routing_weights = routing_weights.to(a.dtype)
+    b, k = a.shape
+    if routing_weights.shape[:2] != (b, k):
+        raise ValueError(f"routing weights {tuple(routing_weights.shape)} do not match rewards {(b, k)}")
+    w = _weights(weights, k, a)
+    if stats.degenerate:
+        return torch.zeros_like(routing_weights[:, 0]), torch.zeros_like(routing_weights)
+    # (w_k * w[k,i,t]) * a[k,i]: multiplying by a routing weight of exactly 1 leaves the term bitwise
+    # equal to GDPO's w_k * a[k,i], and `_weighted_sum` adds the terms in the same order.
+    terms = [routing_weights[:, j, :] * a[:, j, None] for j in range(k)]  # K x (b, T)
+    numerator = _weighted_sum(w, terms)  # (b, T)
+    advantages = (numerator - stats.mu) / (stats.sigma + eps)
+    credit = w[None, :, None] * routing_weights * a[:, :, None] / (stats.sigma + eps)  # (b, K, T)
+    return advantages, credit
+
+
 def mrtpo_token_advantages(
     rewards: Tensor,
     routing_weights: Tensor,
     group_size: int,
     weights: Sequence[float] | Tensor | None = None,
     eps: float = DEFAULT_EPS,
+    rows: slice | None = None,
 ) -> tuple[Tensor, Tensor]:
     """MRTPO token advantages: rewards (B, K), routing weights w[k, i, t] as (B, K, T).
 
@@ -196,37 +277,28 @@ def mrtpo_token_advantages(
     zero mean per group); multiply by the response mask (the registry entry does).
     Reduction: with all routing weights 1, A[i, t] equals `gdpo_advantages` A_i bitwise.
     Edge case: a batch whose s is constant (or B = 1) gives all 0, like GDPO.
+    Local rows: with `rows` (a slice of the batch), `routing_weights` are those rows' (b, K, T) and the
+    result is those rows of the full computation, bitwise (`rows_token_advantages`).
     """
-    a, s = gdpo_sums(rewards, group_size, weights, eps)
-    routing_weights = routing_weights.to(a.dtype)
-    b, k = a.shape
-    if routing_weights.shape[:2] != (b, k):
-        raise ValueError(f"routing weights {tuple(routing_weights.shape)} do not match rewards {(b, k)}")
-    w = _weights(weights, k, a)
-    if _batch_degenerate(s):
-        return torch.zeros_like(routing_weights[:, 0]), torch.zeros_like(routing_weights)
-    mu, sigma = batch_stats(s)
-    # (w_k * w[k,i,t]) * a[k,i]: multiplying by a routing weight of exactly 1 leaves the term bitwise
-    # equal to GDPO's w_k * a[k,i], and `_weighted_sum` adds the terms in the same order.
-    terms = [routing_weights[:, j, :] * a[:, j, None] for j in range(k)]  # K x (B, T)
-    numerator = _weighted_sum(w, terms)  # (B, T)
-    advantages = (numerator - mu) / (sigma + eps)
-    credit = w[None, :, None] * routing_weights * a[:, :, None] / (sigma + eps)  # (B, K, T)
-    return advantages, credit
+    stats = batch_statistics(rewards, group_size, weights, eps)
+    return rows_token_advantages(stats, routing_weights, rows, weights, eps)
 
 
 # ----------------------------------------------------------------------------- registry
 # Every registered estimator has the same signature:
-#   estimator(rewards (B, K), routing_weights (B, K, T) | None, mask (B, T), group_size, weights, eps)
-#     -> TokenAdvantages(advantages (B, T), credit (B, K, T)), both 0 at padding (mask == 0).
-# grpo and gdpo ignore routing_weights (their credit is each reward's share of the per-response advantage).
+#   estimator(rewards (B, K), routing_weights (b, K, T) | None, mask (b, T), group_size, weights, eps, rows=None)
+#     -> TokenAdvantages(advantages (b, T), credit (b, K, T)), both 0 at padding (mask == 0).
+# `rewards` is always the whole batch (its statistics are the batch's); `rows` (a slice, default all B) says
+# which rows of it the routing weights and mask belong to, and the result is those rows (bitwise equal to
+# slicing the full result). grpo and gdpo ignore routing_weights (their credit is each reward's share of the
+# per-response advantage).
 
 Estimator = Callable[..., TokenAdvantages]
 
 
 def _grpo_estimator(
     rewards: Tensor, routing_weights: Tensor | None, mask: Tensor, group_size: int,
-    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS,
+    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS, rows: slice | None = None,
 ) -> TokenAdvantages:
     """GRPO broadcast over tokens. credit[i, k, t] = w_k (r[k, i] - mean_G r[k]) / (std_G s + eps),
     which sums over k to A_i when each reward's applicability is constant within a group (the case
@@ -246,28 +318,29 @@ def _grpo_estimator(
     mean_r = torch.where(valid, grouped, 0).sum(1, keepdim=True) / valid.sum(1, keepdim=True).clamp(min=1)
     dev = torch.where(valid, grouped - mean_r, 0) * w  # (n_groups, G, K)
     share = torch.where(dead[:, :, None], 0, dev / (s_std[:, :, None] + eps)).reshape(b, k)
-    return TokenAdvantages(token_broadcast(seq, mask_f), share[:, :, None] * mask_f[:, None, :])
+    rows = _rows(rows, b)
+    return TokenAdvantages(token_broadcast(seq[rows], mask_f), share[rows, :, None] * mask_f[:, None, :])
 
 
 def _gdpo_estimator(
     rewards: Tensor, routing_weights: Tensor | None, mask: Tensor, group_size: int,
-    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS,
+    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS, rows: slice | None = None,
 ) -> TokenAdvantages:
     """GDPO broadcast over tokens; credit = MRTPO's credit with all routing weights 1:
     credit[i, k, t] = w_k a[k, i] / (sigma + eps)."""
     rewards = _as_float(rewards)
     ones = mask.to(rewards.dtype)[:, None, :].expand(-1, rewards.shape[1], -1)
-    return _mrtpo_estimator(rewards, ones, mask, group_size, weights, eps)
+    return _mrtpo_estimator(rewards, ones, mask, group_size, weights, eps, rows)
 
 
 def _mrtpo_estimator(
     rewards: Tensor, routing_weights: Tensor | None, mask: Tensor, group_size: int,
-    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS,
+    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS, rows: slice | None = None,
 ) -> TokenAdvantages:
     """`mrtpo_token_advantages`, then zeroed at padding."""
     if routing_weights is None:
         raise ValueError("the mrtpo estimator needs routing weights (B, K, T)")
-    adv, credit = mrtpo_token_advantages(rewards, routing_weights, group_size, weights, eps)
+    adv, credit = mrtpo_token_advantages(rewards, routing_weights, group_size, weights, eps, rows)
     mask_f = mask.to(adv.dtype)
     return TokenAdvantages(adv * mask_f, credit * mask_f[:, None, :])
 
