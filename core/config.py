@@ -18,6 +18,8 @@ import ast
 import dataclasses
 import difflib
 import functools
+import importlib.metadata
+import importlib.util
 import inspect
 import json
 import math
@@ -40,9 +42,14 @@ ROUTINGS = ("replay", "span", "uniform")
 RELEVANCES = ("js", "js_specific")
 REPLAY_PAIRS = ("nonzero_adv", "all")
 DEVICES = ("auto", "cpu", "cuda")
+# Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
+BACKENDS = ("builtin", "trl")
+# The TRL the integration is written against: it overrides private methods of GRPOTrainer 1.16.
+TRL_REQUIREMENT = "trl>=1.16,<1.17"
+TRL_MINOR = "1.16"
 # Fields whose value is one of a fixed set (the command line and the app's form offer these).
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
-                                             "replay_pairs": REPLAY_PAIRS, "device": DEVICES}
+                                             "replay_pairs": REPLAY_PAIRS, "device": DEVICES, "backend": BACKENDS}
 # Model presets, name -> description (core.model knows how to load each).
 MODEL_PRESETS: dict[str, str] = {
     "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
@@ -139,24 +146,29 @@ class TrainConfig:
     device: str = "auto"
     """auto (cuda when available, else cpu), cpu or cuda; cuda runs under bf16 autocast"""
 
+    # --- engine ---
+    backend: str = "builtin"
+    """builtin (the single-process reference loop) or trl (TRL's GRPOTrainer with MRTPO's token advantages; several processes, accelerate/DeepSpeed)"""
+    nproc: int = 1
+    """processes of a trl run (torch.distributed.run: gloo on CPU, NCCL on GPU); each takes prompts_per_step / nproc prompts' samples"""
+
     def __post_init__(self) -> None:
         _coerce_types(self)
         for name, check in _CHECKS:
             message = check(getattr(self, name), self)
             if message:
                 raise ConfigError(name, message)
+        for name, rule in _RULES:
+            message = rule(self)
+            if message:
+                raise ConfigError(name, message)
 
     # ---- reward-dependent checks ----
     def validate_against(self, reward_names: list[str]) -> None:
         """Check `reward_weights` against the rewards of the prompt set (ConfigError on mismatch)."""
-        unknown = [name for name in self.reward_weights if name not in reward_names]
-        if unknown:
-            raise ConfigError(
-                "reward_weights",
-                f"unknown reward name(s) {unknown}; the prompt set's rewards are {list(reward_names)}",
-            )
-        if reward_names and all(self.reward_weight(n) == 0 for n in reward_names):
-            raise ConfigError("reward_weights", "every reward has weight 0, so no reward would be learned; raise one")
+        message = reward_weights_error(self.reward_weights, reward_names)
+        if message:
+            raise ConfigError("reward_weights", message)
 
     def reward_weight(self, name: str) -> float:
         return float(self.reward_weights.get(name, 1.0))
@@ -217,6 +229,16 @@ class TrainConfig:
 
             raise ConfigError(None, f"config file {str(path)!r} is not valid JSON: {json_error_text(exc)}") from exc
         return cls.from_dict(data, **overrides)
+
+
+def reward_weights_error(weights: dict[str, float], reward_names: list[str]) -> str:
+    """What is wrong with reward weights by name for a run whose rewards are `reward_names` ("" when fine)."""
+    unknown = [name for name in weights if name not in reward_names]
+    if unknown:
+        return f"unknown reward name(s) {unknown}; the prompt set's rewards are {list(reward_names)}"
+    if reward_names and all(float(weights.get(n, 1.0)) == 0 for n in reward_names):
+        return "every reward has weight 0, so no reward would be learned; raise one"
+    return ""
 
 
 # ---------------------------------------------------------------- value checks
@@ -300,6 +322,49 @@ def _weights_check(v: dict[str, float], cfg: TrainConfig) -> str:
     return ""
 
 
+def trl_problem() -> str:
+    """Why the trl backend cannot run here ("" when TRL 1.16 is installed); looks at the package without importing it."""
+    try:
+        found = importlib.util.find_spec("trl") is not None
+    except (ImportError, ValueError):  # a module entry of None (import blocked) raises ValueError
+        found = False
+    if not found:
+        return f"the trl backend needs TRL, which is not installed; install it with pip install '{TRL_REQUIREMENT}'"
+    try:
+        version = importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        return ""  # a source checkout on the path: trust it
+    if not version.startswith(TRL_MINOR + "."):
+        return (f"the trl backend overrides private methods of TRL {TRL_MINOR}, found trl {version}; "
+                f"install it with pip install '{TRL_REQUIREMENT}'")
+    return ""
+
+
+def _backend_check(v: str, cfg: TrainConfig) -> str:
+    return _choice(BACKENDS)(v, cfg) or (trl_problem() if v == "trl" else "")
+
+
+def _trl_eval_rule(cfg: TrainConfig) -> str:
+    if cfg.backend == "trl" and cfg.eval_prompt_set:
+        return "the trl backend does not run the held-out evaluation; leave eval_prompt_set empty or use builtin"
+    return ""
+
+
+def _nproc_rule(cfg: TrainConfig) -> str:
+    n = cfg.nproc
+    if n == 1:
+        return ""
+    if cfg.backend != "trl":
+        return "the builtin backend is the single-process reference; use backend trl for several processes"
+    if n > cfg.prompts_per_step:
+        return (f"{n} processes for {cfg.prompts_per_step} prompt groups per step: each process needs at least one "
+                "group's worth of samples; use at most prompts_per_step processes")
+    if (cfg.prompts_per_step * cfg.group_size) % n:
+        return (f"the batch of {cfg.prompts_per_step} x {cfg.group_size} samples does not split evenly over {n} "
+                "processes; pick a process count that divides it")
+    return ""
+
+
 def _run_name_check(v: str, cfg: TrainConfig) -> str:
     if v and not is_run_name(v):
         return f"{v!r} is not a valid run name: use {RUN_NAME_RULE} (or leave it empty for an automatic name)"
@@ -338,7 +403,28 @@ _CHECKS: list[tuple[str, Any]] = [
     ("run_name", _run_name_check),
     ("checkpoint_every", _at_least(0, "use 0 to save only at the end")),
     ("device", _choice(FIELD_CHOICES["device"])),
+    ("backend", _backend_check),
+    ("nproc", _at_least(1)),
 ]
+_CHECK_OF = dict(_CHECKS)
+# Rules between fields, checked once every field is fine: (the field the message belongs to, rule).
+_RULES: list[tuple[str, Any]] = [
+    ("eval_prompt_set", _trl_eval_rule),
+    ("nproc", _nproc_rule),
+]
+
+
+def field_error(name: str, value: Any) -> str:
+    """What TrainConfig says about field `name` holding `value` on its own ("" when fine): its type and its
+    check, not the rules between fields. The app's form shows every field's problem at once with it, and
+    configs of other engines that share a field's meaning (core.integrations.trl.MRTPOConfig) reuse it."""
+    cfg = TrainConfig()
+    setattr(cfg, name, value)
+    try:
+        _coerce_types(cfg)
+    except ConfigError as exc:
+        return exc.message
+    return _CHECK_OF[name](getattr(cfg, name), cfg)
 
 
 # ---------------------------------------------------------------- types
@@ -504,9 +590,14 @@ PATH_FIELDS = ("prompt_set", "eval_prompt_set", "custom_verifiers")
 def train_argv(cfg: TrainConfig, python: str | None = None) -> list[str]:
     """`[python, -m, core.cli, train, --<field> <value>, ...]` for every field that is not None, with
     paths made absolute (the child may run from another folder); `python` defaults to this interpreter.
-    The one place that turns a config into a `mrtpo train` command (the app's launcher and the studies
-    use it)."""
-    argv = [python or sys.executable, *TRAIN_COMMAND]
+    The one place that turns a config into a `mrtpo train` command (the app's launcher, the studies and
+    the multi-process launcher use it)."""
+    return [python or sys.executable, *TRAIN_COMMAND, *train_flags(cfg)]
+
+
+def train_flags(cfg: TrainConfig) -> list[str]:
+    """The `--<field> <value>` part of `train_argv`."""
+    argv: list[str] = []
     values = cfg.to_dict()
     for key in PATH_FIELDS:
         v = values.get(key)

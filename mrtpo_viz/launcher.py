@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, TrainConfig, resume_argv, train_argv
+from core.config import ConfigError, TrainConfig, field_error, resume_argv, train_argv
 from core.paths import REPO_ROOT
 from core.run import names
 from core.run.store import ACTIVE_STATES, RunStore, RunStoreError, error_from_log, pid_alive, read_tail, run_dir
@@ -55,17 +55,17 @@ class Launched:
 
 
 def field_errors(fields: dict[str, Any]) -> dict[str, str]:
-    """Check each field alone (all others at their defaults): field name -> message, for every bad field."""
+    """Check each field alone (its type and its own check; the rules between fields come after): field name ->
+    message, for every bad field."""
     errors: dict[str, str] = {}
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     for name, value in fields.items():
         if name not in names:
             errors[FORM_ERROR] = f"unknown config field {name!r}"
             continue
-        try:
-            TrainConfig(**{name: value})
-        except ConfigError as exc:
-            errors[exc.field or name] = exc.message
+        message = field_error(name, value)
+        if message:
+            errors[name] = message
     return errors
 
 

@@ -3,19 +3,29 @@
     mrtpo train --model tiny-instruct --method mrtpo --steps 50
     mrtpo train --config my_run.json --lr 1e-5          # flags override the file
     mrtpo train --resume runs/mrtpo-20250101-120000     # continue from its last checkpoint
+    mrtpo train --backend trl --nproc 2                 # TRL's GRPOTrainer (MRTPOTrainer), two processes
 
 Invalid values exit with status 2 and one line naming the field (no traceback), before any run
 folder is created. Progress bar on stderr (terminals only), one summary line per step on stdout.
+
+`--backend trl` runs `core.integrations.trl_train` (TRL's trainer with MRTPO's token advantages) in this
+process, or, with `--nproc N` > 1, starts N processes of `mrtpo train` with `torch.distributed.run
+--standalone` (gloo on CPU, NCCL on GPU) and waits for them; process 0 writes the run store. A
+SIGTERM/SIGINT here is passed to process 0, which stops every process after the current step.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
-from core.config import ConfigError, TrainConfig, add_config_arguments, config_from_args
+from core.config import ConfigError, TrainConfig, add_config_arguments, config_from_args, train_flags
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
@@ -67,29 +77,92 @@ def _resume_config(run: Path, flags: dict) -> TrainConfig:
     return TrainConfig.from_dict(recorded, **flags, runs_dir=str(run.parent), run_name=run.name)
 
 
+def worker_rank() -> int | None:
+    """This process's rank when torch.distributed.run started it (RANK in the environment), else None."""
+    rank = os.environ.get("RANK")
+    return int(rank) if rank is not None and "WORLD_SIZE" in os.environ else None
+
+
+def launch_argv(cfg: TrainConfig) -> list[str]:
+    """`python -m torch.distributed.run --standalone --nproc_per_node N -m -- core.cli train <the config's flags>`
+    (without the `--` the launcher would take `--nproc` for a prefix of its own `--nproc-per-node`)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(cfg.nproc),
+            "-m", "--", "core.cli", "train", *train_flags(cfg)]  # "--": our flags are not the launcher's
+
+
+def launch_processes(cfg: TrainConfig) -> int:
+    """Run `cfg.nproc` processes of this command and wait for them; exit status from the run's final state.
+
+    The run name is fixed here, so every process (and the caller) knows the folder. A SIGTERM/SIGINT goes to
+    process 0 (the pid in status.json), which makes every process stop after its current step; a second one
+    goes to the launcher, which ends the processes.
+    """
+    from core.run import names as names_lib
+    from core.run.store import RunStore, run_dir
+
+    cfg.run_name = cfg.run_name or names_lib.auto_run_name(cfg.method, lambda n: run_dir(cfg.runs_dir, n).exists())
+    path = run_dir(cfg.runs_dir, cfg.run_name)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
+    print(f"run {cfg.run_name}: {cfg.nproc} processes (torch.distributed.run)", flush=True)
+    proc = subprocess.Popen(launch_argv(cfg), env=env)
+    signals = []
+
+    def forward(signum, frame):
+        signals.append(signum)
+        pid = RunStore(path).status().get("pid") if (path / "status.json").exists() else None
+        target = pid if len(signals) == 1 and isinstance(pid, int) and pid != proc.pid else proc.pid
+        try:
+            os.kill(target, signal.SIGTERM if target != proc.pid else signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while proc.poll() is None:
+            time.sleep(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    state = RunStore(path).status().get("state") if path.exists() else None
+    print(f"run {cfg.run_name}: {state or 'not started'} ({path})", flush=True)
+    if state in ("completed", "stopped"):
+        return 0
+    return 130 if signals else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     names = set(TrainConfig.__dataclass_fields__)
     flags = {k: v for k, v in vars(args).items() if k in names}
+    rank = worker_rank()
     try:
         if args.resume:
             if args.config:
                 raise ConfigError(None, "--resume uses the run's own config.json; drop --config")
             resume = Path(args.resume)
             cfg = _resume_config(resume, flags)
+            if cfg.backend == "trl":
+                raise ConfigError("backend", "runs of the trl backend cannot be resumed; start a new run")
         else:
             resume = None
             cfg = config_from_args(args, args.config)
-            if cfg.run_name:
+            if cfg.run_name and not rank:  # the other processes run beside process 0, which creates the folder
                 from core.run.store import run_dir
 
                 if run_dir(cfg.runs_dir, cfg.run_name).exists():
                     raise ConfigError("run_name", f"run {cfg.run_name!r} already exists in {cfg.runs_dir}; "
                                       "pick another name or continue it with --resume")
+        if rank is not None and int(os.environ["WORLD_SIZE"]) != cfg.nproc:
+            raise ConfigError("nproc", f"started as one of {os.environ['WORLD_SIZE']} processes, but nproc is {cfg.nproc}")
         cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
+
+    if cfg.backend == "trl":
+        if cfg.nproc > 1 and rank is None:
+            return launch_processes(cfg)
+        return _train_trl(cfg, rank)
 
     from core.run.store import phase_line
 
@@ -111,6 +184,34 @@ def main(argv: list[str] | None = None) -> int:
 
     state = RunStore(path).status().get("state")
     print(f"run {path.name}: {state} ({path})", flush=True)
+    return 0 if state in ("completed", "stopped") else 1
+
+
+def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
+    """One process of a trl run; process 0 reports the run's final state."""
+    from core.model import ModelLoadError
+
+    try:
+        from core.integrations import trl_train
+    except ImportError as exc:
+        return _fail(str(exc))
+    try:
+        path = trl_train.run(cfg)
+    except (ConfigError, ModelLoadError) as exc:  # raised before the run folder exists
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        print("mrtpo train: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        return 1
+    if path is None:  # not process 0
+        return 0
+    from core.run.store import RunStore
+
+    state = RunStore(path).status().get("state")
+    if rank is None:  # a launched process leaves the last word to the launching command
+        print(f"run {path.name}: {state} ({path})", flush=True)
     return 0 if state in ("completed", "stopped") else 1
 
 

@@ -1,0 +1,79 @@
+"""`mrtpo train --backend trl`: one process of a TrainConfig run on TRL (`MRTPOTrainer`).
+
+`core.run.train_cli` validates the config, then calls `run(cfg)` in this process (`nproc` 1) or starts
+`nproc` processes with `torch.distributed.run` that each call it. The TrainConfig fields map onto TRL's
+where they mean the same thing (`trl_args`); the run store is the built-in trainer's (config.json records
+the TrainConfig, with `backend: trl`). Imported only when used (needs TRL).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from transformers import PrinterCallback
+
+from core.config import TrainConfig
+from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_dataset
+
+# What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
+# update (the built-in keeps the policy in eval mode), token-mean over the whole batch (dapo), the full
+# sampling distribution, weights in fp32 with bf16 autocast on CUDA, no HF checkpoints or logging.
+FIXED = dict(
+    lr_scheduler_type="constant", disable_dropout=True, loss_type="dapo", top_k=0, top_p=1.0,
+    gradient_accumulation_steps=1, steps_per_generation=1, save_strategy="no", logging_strategy="no",
+    report_to=[], gradient_checkpointing=False, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
+    shuffle_dataset=True, disable_tqdm=True,
+)
+
+
+def world_size() -> int:
+    """Processes of this run (torch.distributed.run sets WORLD_SIZE; 1 without it)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -> MRTPOConfig:
+    """The MRTPOConfig of a TrainConfig run on `processes` processes: each takes an equal share of the
+    prompts_per_step x group_size batch; one generation batch per run-store step, `inner_epochs` optimizer
+    steps on it (TRL's num_iterations)."""
+    batch = cfg.prompts_per_step * cfg.group_size
+    return MRTPOConfig(
+        output_dir=output_dir, use_cpu=use_cpu, bf16=not use_cpu, seed=cfg.seed,
+        per_device_train_batch_size=batch // processes, num_generations=cfg.group_size,
+        max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature,
+        max_steps=cfg.steps * cfg.inner_epochs, num_iterations=cfg.inner_epochs, learning_rate=cfg.lr,
+        epsilon=cfg.clip_range, beta=cfg.kl_beta, max_grad_norm=cfg.max_grad_norm,
+        method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
+        w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
+        replay_chunk=cfg.replay_chunk, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
+        checkpoint_every=cfg.checkpoint_every, **FIXED,
+    )
+
+
+def run(cfg: TrainConfig) -> Path | None:
+    """Train on this process's share; returns the run folder on process 0 (None on the others)."""
+    import torch
+
+    from core import model as model_lib
+
+    items, names = cfg.load_prompts()
+    model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
+    use_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+    if not use_cpu:
+        model_lib.resolve_device("cuda")  # a clear error when cuda was asked for and is absent
+    output_dir = tempfile.mkdtemp(prefix="mrtpo-trl-")  # HF's own output folder; the run store is elsewhere
+    try:
+        args = trl_args(cfg, output_dir, use_cpu, world_size())
+        trainer = MRTPOTrainer(
+            model, reward_funcs=None, args=args, train_dataset=prompt_dataset(items, tokenizer),
+            processing_class=tokenizer, store_config={**cfg.to_dict(), "nproc": world_size()},
+        )
+        if trainer.reward_names != names:
+            raise RuntimeError(f"TRL rewards {trainer.reward_names} differ from the prompt set's {names}")
+        trainer.remove_callback(PrinterCallback)  # the run prints its own line per step, not HF's log dicts
+        trainer.train()
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    return trainer.writer.path if trainer.writer is not None else None
