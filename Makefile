@@ -9,20 +9,28 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,torch==2.13.0)
 # --no-compile: byte-code is written on first import instead (setup time on a small machine).
 PIP := $(PY) -m pip install --disable-pip-version-check --no-compile -q
 STAMP := $(VENV)/.installed
+# TRL for `mrtpo train --backend trl` and its tests; the torch spec is repeated so pip keeps the CPU build.
+TRL_STAMP := $(VENV)/.installed-trl
 
-.PHONY: demo test lint venv clean smollm2 bootstrap
+.PHONY: demo test lint venv clean smollm2 bootstrap trl
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) "$(TORCH_SPEC)" -e '.[test]'
 	touch $(STAMP)
 
+$(TRL_STAMP): $(STAMP)
+	$(PIP) "$(TORCH_SPEC)" -e '.[test,trl]'
+	touch $(TRL_STAMP)
+
 venv: $(STAMP)
+
+trl: $(TRL_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m core.cli app
 
-test: $(STAMP)
+test: $(TRL_STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -43,6 +43,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "replay_pairs": {"label": "Replay pairs", "advanced": True},
     "eval_samples": {"label": "Eval samples per prompt", "advanced": True},
     "eval_prompts": {"label": "Eval prompts", "advanced": True},
+    "backend": {"label": "Engine (backend)"},
+    "nproc": {"label": "Processes (trl only)", "step": 1},
 }
 
 

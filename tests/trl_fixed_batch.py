@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> str | None:
         output_dir=os.path.join(args.runs_dir, ".hf"), use_cpu=True, bf16=False, seed=0,
         per_device_train_batch_size=BATCH // world, num_generations=GROUP, max_completion_length=10,
         max_steps=args.steps, learning_rate=1e-3, lr_scheduler_type="constant", disable_dropout=True,
-        save_strategy="no", logging_strategy="no", report_to=[], gradient_checkpointing=False, disable_tqdm=True,
+        save_strategy="no", logging_strategy="no", report_to=[], activation_checkpointing=False, disable_tqdm=True,
         routing=args.routing, replay_chunk=5, runs_dir=args.runs_dir, run_name=args.run_name,
     )
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import TRL_REQUIREMENT, ConfigError, field_error, reward_weights_error, trl_problem
+from core.config import TRL_REQUIREMENT, ConfigError, TrainConfig, field_error, reward_weights_error, trl_problem
 
 if trl_problem():
     raise ImportError(f"core.integrations.trl: {trl_problem()}")
@@ -629,8 +629,10 @@ class MRTPOTrainer(GRPOTrainer):
         """config.json for a run started from Python: TrainConfig's keys, from this trainer's settings."""
         args = self.args
         model = self.accelerator.unwrap_model(self.model)
+        unknown = dict.fromkeys(TrainConfig.__dataclass_fields__)  # e.g. the prompt set: the caller's dataset
         return {
-            "model": str(getattr(model.config, "_name_or_path", "") or type(model).__name__), "prompt_set": None,
+            **unknown,
+            "model": str(getattr(model.config, "_name_or_path", "") or type(model).__name__),
             "method": args.method, "routing": args.routing, "relevance": args.relevance, "sharpen": args.sharpen,
             "lam": args.lam, "w_max": args.w_max, "reward_weights": dict(args.family_weights or {}), "eps": args.eps,
             "group_size": self.num_generations, "prompts_per_step": args.generation_batch_size // self.num_generations,

@@ -24,7 +24,7 @@ from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_dataset
 FIXED = dict(
     lr_scheduler_type="constant", disable_dropout=True, loss_type="dapo", top_k=0, top_p=1.0,
     gradient_accumulation_steps=1, steps_per_generation=1, save_strategy="no", logging_strategy="no",
-    report_to=[], gradient_checkpointing=False, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
+    report_to=[], activation_checkpointing=False, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
     shuffle_dataset=True, disable_tqdm=True,
 )
 

@@ -1,0 +1,373 @@
+"""MRTPO on TRL (core.integrations.trl): MRTPOTrainer against TRL's own GDPO on the same batch, its run store
+(same schema as a built-in run, opened by the app), two processes against one, stopping, and bad input.
+
+Needs `trl` (installed by `make test`); the tests that check the errors without TRL run everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.config import ConfigError, TrainConfig
+from core.run.store import RunStore, list_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+HAS_TRL = importlib.util.find_spec("trl") is not None
+needs_trl = pytest.mark.skipif(not HAS_TRL, reason="TRL is not installed (make test installs it)")
+CLI_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+MICRO = dict(group_size=4, max_new_tokens=12, lr=1e-3, replay_chunk=5)  # 4 prompts x G = 4
+
+
+def trl_fields(tmp_path, **overrides) -> dict:
+    """GRPOConfig fields of the micro setting: one generation batch of 4 prompts x G = 4 per optimizer step."""
+    fields = dict(output_dir=str(tmp_path / "hf"), use_cpu=True, bf16=False, seed=0, per_device_train_batch_size=16,
+                  num_generations=4, max_completion_length=12, max_steps=2, learning_rate=1e-3,
+                  lr_scheduler_type="constant", save_strategy="no", logging_strategy="no", report_to=[],
+                  activation_checkpointing=False, disable_tqdm=True, multi_objective_aggregation="normalize_then_sum")
+    fields.update(overrides)
+    return fields
+
+
+def trl_args(tmp_path, **overrides):
+    from core.integrations.trl import MRTPOConfig
+
+    return MRTPOConfig(**trl_fields(tmp_path, **overrides))
+
+
+@pytest.fixture(scope="module")
+def micro(micro_model, prompt_file):
+    """(model path, tokenizer, dataset of the micro prompts)."""
+    pytest.importorskip("trl")
+    from transformers import AutoTokenizer
+
+    from core.integrations.trl import prompt_dataset
+    from core.tasks import load_prompt_set
+
+    tok = AutoTokenizer.from_pretrained(micro_model)
+    tok.padding_side = "left"
+    return micro_model, tok, prompt_dataset(load_prompt_set(prompt_file), tok)
+
+
+def one_batch(trainer, dataset):
+    """One generation batch (4 prompts x 4, the same random draws for every trainer), its loss and gradient."""
+    import torch
+
+    torch.manual_seed(123)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # what HF's loop sets before the first step
+    out = trainer._generate_and_score_completions([dataset[i] for i in range(4) for _ in range(4)])
+    trainer.model.zero_grad()
+    loss = trainer.compute_loss(trainer.model, out)
+    loss.backward()
+    return out, loss.detach(), [p.grad.clone() for p in trainer.model.parameters()]
+
+
+@needs_trl
+def test_uniform_routing_reproduces_trl_gdpo_loss_and_gradient(micro, tmp_path):
+    """routing=uniform through MRTPOTrainer equals TRL's own normalize_then_sum (GDPO) on the same batch: the same
+    advantages on every token, the same loss, the same gradient."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from core.integrations.trl import MRTPOTrainer, verifier_rewards
+
+    path, tok, ds = micro
+    gdpo = GRPOTrainer(AutoModelForCausalLM.from_pretrained(path), reward_funcs=verifier_rewards(ds),
+                       args=GRPOConfig(**trl_fields(tmp_path)), train_dataset=ds, processing_class=tok)
+    mrtpo = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), args=trl_args(tmp_path, routing="uniform",
+                         runs_dir=None), train_dataset=ds, processing_class=tok)
+    out_g, loss_g, grad_g = one_batch(gdpo, ds)
+    out_m, loss_m, grad_m = one_batch(mrtpo, ds)
+    assert torch.equal(out_g["completion_ids"], out_m["completion_ids"])  # the same batch
+    assert out_g["advantages"].shape == (16,) and out_m["advantages"].shape == out_m["completion_ids"].shape
+    broadcast = out_g["advantages"][:, None] * out_m["completion_mask"]
+    assert out_g["advantages"].abs().max() > 0.5  # a batch with signal in it
+    # Float rounding is the only freedom: TRL's nanstd and ours round the same sums in a different order.
+    torch.testing.assert_close(out_m["advantages"], broadcast, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(loss_m, loss_g, rtol=1e-6, atol=1e-8)
+    for a, b in zip(grad_m, grad_g, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def runs_root(tmp_path_factory):
+    """One runs directory for the TRL run and the built-in one (the app lists both)."""
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def trl_run(micro, runs_root, tmp_path_factory):
+    """A two-step MRTPOTrainer run (replay routing) written to a run store; the advantage shapes it produced."""
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer
+
+    path, tok, ds = micro
+    tmp = tmp_path_factory.mktemp("trl-run")
+
+    class Recording(MRTPOTrainer):
+        shapes: list = []
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            self.shapes.append((tuple(out["advantages"].shape), tuple(out["completion_ids"].shape)))
+            return out
+
+    trainer = Recording(AutoModelForCausalLM.from_pretrained(path),
+                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5),
+                        train_dataset=ds, processing_class=tok)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    changed = any(not bool((a == b.detach()).all()) for a, b in zip(before, trainer.model.parameters(), strict=True))
+    return trainer.writer.path, Recording.shapes, changed
+
+
+@pytest.fixture(scope="module")
+def builtin_run(micro_model, prompt_file, runs_root):
+    """A one-step built-in run of the same micro setting (the schema reference)."""
+    from core.run import lifecycle
+
+    cfg = TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), steps=1, runs_dir=str(runs_root),
+                      run_name="builtin-one", **MICRO)
+    return lifecycle.train(cfg, out=io.StringIO())
+
+
+@needs_trl
+def test_two_steps_token_advantages_and_a_complete_run_store(trl_run):
+    path, shapes, changed = trl_run
+    assert len(shapes) == 2 and all(adv == ids for adv, ids in shapes) and all(len(a) == 2 for a, _ in shapes)
+    assert changed  # two optimizer steps moved the policy
+    store = RunStore(path)
+    assert store.status()["state"] == "completed" and store.status()["step"] == 2
+    metrics = store.metrics()
+    assert metrics["step"].tolist() == [1, 2] and store.credit_steps() == [1, 2]
+    frame = store.credit(2)
+    assert frame["sample"].tolist() == sorted(frame["sample"].tolist()) and frame["sample"].max() == 15
+    stated = frame["score"].notna()
+    assert np.isfinite(frame.loc[stated, "js"]).all() and frame.loc[~stated, "js"].isna().all()  # replay ran
+    assert (frame["weight"] >= 0).all()
+    # the credit terms add up to the token advantage (docs/METHOD.md): sum_k credit - mu / (sigma + eps) = A
+    per_token = frame.groupby(["sample", "t"]).agg(credit=("credit", "sum"), adv=("token_adv", "first"))
+    offset = (per_token["credit"] - per_token["adv"]).to_numpy()
+    assert np.ptp(offset) < 1e-4
+    assert store.checkpoints() and (store.checkpoints()[-1] / "config.json").exists()
+
+
+@needs_trl
+def test_trl_run_store_has_the_built_in_schema(trl_run, builtin_run):
+    trl, ref = RunStore(trl_run[0]), RunStore(builtin_run)
+    assert set(trl.config()) == set(ref.config()) and trl.config()["backend"] == "trl"
+    assert set(trl.status()) == set(ref.status())
+    assert trl.credit(1).dtypes.to_dict() == ref.credit(1).dtypes.to_dict()
+    # every metric of a built-in step except the phase TRL does not have (docs/CONTRACTS.md)
+    assert set(ref.metrics().columns) - set(trl.metrics().columns) == {"time/logprobs"}
+    assert set(trl.metrics().columns) <= set(ref.metrics().columns)
+
+
+@needs_trl
+def test_the_app_shows_a_trl_run_like_a_built_in_one(trl_run, builtin_run):
+    from streamlit.testing.v1 import AppTest
+
+    trl, ref = str(trl_run[0]), str(builtin_run)
+    os.environ["MRTPO_RUNS_DIR"] = str(Path(trl).parent)
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.session_state["mrtpo_run"] = trl
+        at.session_state["mrtpo_runs"] = [trl, ref]
+        at.run()
+        assert not at.exception
+        assert "trl-two" in at.dataframe[0].value["run"].tolist()
+        for name, check in (("curves", lambda a: len(a.get("plotly_chart")) >= 9),
+                            ("credit", lambda a: '<span class="tok" ' in "".join(h.proto.body for h in a.get("html"))),
+                            ("js", lambda a: len(a.get("plotly_chart")) >= 1),
+                            ("debugger", lambda a: len(a.get("plotly_chart")) >= 1),
+                            ("compare", lambda a: a.dataframe[0].value["run"].tolist() == ["trl-two", "builtin-one"])):
+            at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
+            assert not at.exception, (name, at.exception)
+            assert check(at), name
+    finally:
+        os.environ.pop("MRTPO_RUNS_DIR", None)
+
+
+@needs_trl
+@pytest.mark.slow
+def test_two_processes_give_the_one_process_token_advantages_and_only_rank_0_writes(micro_model, prompt_file,
+                                                                                    tmp_path):
+    """The same fixed batches (tests/trl_fixed_batch.py) on one process and on two gloo processes."""
+    script = ROOT / "tests" / "trl_fixed_batch.py"
+    common = ["--model", str(micro_model), "--prompts", str(prompt_file), "--runs-dir", str(tmp_path)]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          str(script), *common, "--run-name", "two"], cwd=ROOT, env=CLI_ENV, capture_output=True,
+                         text=True, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location("trl_fixed_batch", script)  # one process: this one
+    fixed_batch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixed_batch)
+    fixed_batch.main([*common, "--run-name", "one"])
+    pids = dict(line.split()[1::2] for line in two.stdout.splitlines() if line.startswith("rank "))
+    assert set(pids) == {"0", "1"}
+    assert sorted(r.name for r in list_runs(tmp_path)) == ["one", "two"]  # one folder per run, whatever the ranks
+    a, b = RunStore(tmp_path / "one"), RunStore(tmp_path / "two")
+    assert b.status()["state"] == "completed" and str(b.status()["pid"]) == pids["0"]
+    assert len(b.metrics()) == 2 and b.credit_steps() == [1, 2]
+    for step in (1, 2):
+        x, y = a.credit(step), b.credit(step)
+        keys = ["sample", "reward", "t", "token_id"]
+        assert x[keys].equals(y[keys])  # the same rows, global sample index p * b + i
+        assert x["sample"].max() == 15
+        np.testing.assert_allclose(y["token_adv"], x["token_adv"], atol=1e-4)
+        np.testing.assert_allclose(y["js"], x["js"], atol=1e-4)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@needs_trl
+@pytest.mark.slow
+def test_sigterm_stops_both_processes_and_marks_the_run_stopped(micro_model, prompt_file, tmp_path):
+    """`mrtpo train --backend trl --nproc 2`; SIGTERM to process 0 (the pid in status.json, as the app's Stop
+    button sends it) stops both processes after the current step."""
+    argv = [sys.executable, "-m", "core.cli", "train", "--backend", "trl", "--nproc", "2", "--model",
+            str(micro_model), "--prompt-set", str(prompt_file), "--steps", "200", "--runs-dir", str(tmp_path),
+            "--run-name", "stop-me", "--device", "cpu", *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=CLI_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = tmp_path / "stop-me"
+    try:
+        wait_for(lambda: len(RunStore(run).metrics()) >= 1 or proc.poll() is not None, 300, "the first step")
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        os.kill(RunStore(run).status()["pid"], signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    status = RunStore(run).status()
+    assert status["state"] == "stopped" and 1 <= status["step"] < 200
+    assert len(RunStore(run).metrics()) == status["step"] and RunStore(run).checkpoints()
+    assert f"run stop-me: stopped ({run})" in out
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def cli(*args: str, env=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core.cli", "train", *args], cwd=ROOT, env=env or CLI_ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_nproc_larger_than_the_groups_is_one_clear_error(prompt_file, tmp_path):
+    if not HAS_TRL:
+        pytest.skip("the trl backend check comes first without TRL")
+    out = cli("--backend", "trl", "--nproc", "5", "--prompts-per-step", "4", "--prompt-set", str(prompt_file),
+              "--runs-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "nproc: 5 processes for 4 prompt groups" in out.stderr
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ConfigError, match="single-process reference") as err:
+        TrainConfig(nproc=2)
+    assert err.value.field == "nproc"
+    with pytest.raises(ConfigError, match="does not split evenly"):
+        TrainConfig(backend="trl", nproc=3, prompts_per_step=4, group_size=2)
+
+
+def test_trl_missing_is_one_clear_error_and_writes_nothing(prompt_file, tmp_path):
+    blocked = "import sys; sys.modules['trl'] = None\nfrom core.cli import main\nsys.exit(main(sys.argv[1:]))"
+    out = subprocess.run([sys.executable, "-c", blocked, "train", "--backend", "trl", "--prompt-set",
+                          str(prompt_file), "--runs-dir", str(tmp_path / "runs")], cwd=ROOT, env=CLI_ENV,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "backend: the trl backend needs TRL, which is not installed; install it with pip install " \
+           "'trl>=1.16,<1.17'" in out.stderr
+    assert not (tmp_path / "runs").exists()
+    code = "import sys; sys.modules['trl'] = None\nimport core.integrations.trl"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=CLI_ENV, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and "ImportError: core.integrations.trl: the trl backend needs TRL" in out.stderr
+
+
+def test_a_constraint_without_a_verifier_is_one_clear_error(prompt_file, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    record = {"key": "x", "task": "Write a note.", "constraints": [{"family": "no:such_family", "kwargs": {}}]}
+    bad.write_text(prompt_file.read_text() + json.dumps(record) + "\n")
+    out = cli("--backend", "trl" if HAS_TRL else "builtin", "--prompt-set", str(bad),
+              "--runs-dir", str(tmp_path / "runs"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no:such_family" in out.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@needs_trl
+def test_trainer_refuses_bad_rows_and_config_values_before_writing(micro, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_row
+
+    path, tok, ds = micro
+    row = {"prompt": [{"role": "user", "content": "Write a note."}], "key": "bad", "task": "",
+           "constraints": '[{"family": "no:such_family", "kwargs": {}}]'}
+    with pytest.raises(ConfigError, match="train_dataset: row 4: unknown .*no:such_family"):
+        MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), args=trl_args(tmp_path, runs_dir=str(tmp_path / "r")),
+                     train_dataset=ds.add_item(row), processing_class=tok)
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(ConfigError, match="routing: unknown value 'replayy'"):
+        trl_args(tmp_path, routing="replayy")
+    with pytest.raises(ConfigError, match="loss_type: vespo"):
+        trl_args(tmp_path, loss_type="vespo")
+    with pytest.raises(ConfigError, match="family_weights: unknown reward name"):
+        MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), args=trl_args(tmp_path, family_weights={"nope": 2}),
+                     train_dataset=ds, processing_class=tok)
+    with pytest.raises(TypeError, match="MRTPOConfig"):
+        MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), args=None, train_dataset=ds)
+    # a native row whose prompt is not its task + constraint sentences cannot give contrastive prompts
+    with pytest.raises(ValueError, match="does not contain the task"):
+        prompt_row({"prompt": "Something else.", "task": "Write a note.", "constraints": "[]"})
+    assert isinstance(MRTPOConfig, type)
+
+
+@needs_trl
+def test_contrastive_prompts_keep_the_row_template(micro):
+    from core.integrations.trl import prompt_row
+
+    row = prompt_row({"prompt": "Q: Write a note. Do not use any commas.\nA:", "task": "Write a note.",
+                      "constraints": [{"family": "punctuation:no_comma", "kwargs": {"unused": None}}]})
+    assert row.contrastive("punctuation:no_comma") == "Q: Write a note.\nA:"
+    assert row.contrastive("keywords:existence") is None
+    chat = prompt_row({"prompt": [{"role": "system", "content": "Be brief."},
+                                  {"role": "user", "content": "What is 3 plus 4? Use only lowercase letters."}],
+                       "constraints": [{"family": "task:arithmetic", "kwargs": {"answer": 7}},
+                                       {"family": "change_case:english_lowercase", "kwargs": {}}], "task": "What is 3 plus 4?"})
+    assert chat.contrastive("task:arithmetic") == [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": "Use only lowercase letters."}]
+    # the one-message prompts of `prompt_dataset` tokenize as the built-in trainer encodes its prompts
+    from core.model import encode_prompt
+
+    _, tok, ds = micro
+    assert tok.apply_chat_template(ds[0]["prompt"], add_generation_prompt=True, tokenize=True,
+                                   return_dict=True)["input_ids"] == encode_prompt(tok, ds[0]["prompt"][0]["content"])
+
+
+def test_launch_form_offers_backend_and_process_count():
+    from mrtpo_viz import form, launcher
+
+    fields = {f.name: f for f in form.form_fields()}
+    assert fields["backend"].kind == "select" and fields["backend"].options == ("builtin", "trl")
+    assert fields["nproc"].kind == "int" and fields["nproc"].default == 1
+    _, errors = launcher.validate({"backend": "builtin", "nproc": 2}, check_prompts=False)
+    assert "single-process reference" in errors["nproc"]
