@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "model": ("core.tools.bench_model", "load time and one teacher-forced pass of a model"),
     "app": ("mrtpo_viz.tools.bench_app", "render times of the app's pages"),
     "efficiency": ("core.tools.efficiency", "the sample-efficiency study (GRPO, GDPO, MRTPO variants)"),
+    "trl": ("core.tools.bench_trl", "MRTPOTrainer vs TRL's GDPO on the same batches, 1 vs N processes"),
 }
 SUBCOMMANDS["bench"] = ("core.cli", "benchmarks that print numbers: " + ", ".join(BENCHMARKS))
 

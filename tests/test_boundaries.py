@@ -104,3 +104,18 @@ def test_algorithms_never_load_models_or_files():
         text = src.read_text()
         for call in ("from_pretrained", "open(", "read_text", "torch.load"):
             assert call not in text, f"{src} calls {call}"
+
+
+def test_integrations_are_imported_only_when_used():
+    """Only the command that selects an engine imports its integration, inside the function that runs it (so
+    `mrtpo train` with the built-in backend, the app and the library never load TRL); tools may use them."""
+    for src in sorted([*(ROOT / "core").rglob("*.py"), *(ROOT / "mrtpo_viz").rglob("*.py"), ROOT / "app.py"]):
+        module = ".".join(src.relative_to(ROOT).with_suffix("").parts)
+        if module.startswith(("core.integrations", *TOOLS)):
+            continue
+        tree = ast.parse(src.read_text(), filename=str(src))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = {a.name for n in top for a in n.names} | {n.module or "" for n in top if isinstance(n, ast.ImportFrom)}
+        assert not any(n.startswith(("core.integrations", "trl")) for n in names), f"{module} imports {names}"
+    mods = loaded_modules("import core.cli, core.run.train_cli, core.run.lifecycle, core.run.step")
+    assert "trl" not in mods and "core.integrations.trl" not in mods

@@ -371,3 +371,18 @@ def test_launch_form_offers_backend_and_process_count():
     assert fields["nproc"].kind == "int" and fields["nproc"].default == 1
     _, errors = launcher.validate({"backend": "builtin", "nproc": 2}, check_prompts=False)
     assert "single-process reference" in errors["nproc"]
+
+
+@needs_trl
+def test_the_example_script_trains_and_writes_a_run_store(micro_model, tmp_path):
+    spec = importlib.util.spec_from_file_location("trl_mrtpo_example", ROOT / "examples" / "trl_mrtpo.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    trainer = example.main(["--model", str(micro_model), "--max-steps", "1", "--per-device-batch", "8",
+                            "--num-generations", "4", "--max-completion-length", "8", "--output-dir",
+                            str(tmp_path / "hf"), "--runs-dir", str(tmp_path / "runs"), "--run-name", "example"])
+    store = RunStore(tmp_path / "runs" / "example")
+    assert store.status()["state"] == "completed" and store.credit_steps() == [1]
+    assert store.config()["reward_weights"] == {"task:arithmetic": 2.0} and store.config()["backend"] == "trl"
+    assert trainer.reward_names == ["keywords:existence", "punctuation:no_comma", "task:arithmetic",
+                                    "change_case:english_lowercase", "startend:end_checker"]

@@ -18,6 +18,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
 
 from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_dataset  # noqa: E402
 from core.tasks import load_prompt_set  # noqa: E402

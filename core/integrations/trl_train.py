@@ -34,38 +34,54 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -> MRTPOConfig:
-    """The MRTPOConfig of a TrainConfig run on `processes` processes: each takes an equal share of the
+def grpo_fields(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -> dict:
+    """GRPOConfig fields of a TrainConfig run on `processes` processes: each takes an equal share of the
     prompts_per_step x group_size batch; one generation batch per run-store step, `inner_epochs` optimizer
     steps on it (TRL's num_iterations)."""
     batch = cfg.prompts_per_step * cfg.group_size
-    return MRTPOConfig(
+    return dict(
         output_dir=output_dir, use_cpu=use_cpu, bf16=not use_cpu, seed=cfg.seed,
         per_device_train_batch_size=batch // processes, num_generations=cfg.group_size,
         max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature,
         max_steps=cfg.steps * cfg.inner_epochs, num_iterations=cfg.inner_epochs, learning_rate=cfg.lr,
         epsilon=cfg.clip_range, beta=cfg.kl_beta, max_grad_norm=cfg.max_grad_norm,
-        method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
-        w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
-        replay_chunk=cfg.replay_chunk, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
-        checkpoint_every=cfg.checkpoint_every, **FIXED,
+        multi_objective_aggregation="normalize_then_sum", **FIXED,
     )
 
 
-def run(cfg: TrainConfig) -> Path | None:
-    """Train on this process's share; returns the run folder on process 0 (None on the others)."""
+def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -> MRTPOConfig:
+    """The MRTPOConfig of a TrainConfig run: `grpo_fields` plus the method's fields."""
+    return MRTPOConfig(
+        **grpo_fields(cfg, output_dir, use_cpu, processes),
+        method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
+        w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
+        replay_chunk=cfg.replay_chunk, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
+        checkpoint_every=cfg.checkpoint_every,
+    )
+
+
+def use_cpu(cfg: TrainConfig) -> bool:
+    """True when the run trains on CPU (device cpu, or auto without CUDA); cuda without a GPU is an error."""
     import torch
 
     from core import model as model_lib
 
+    if cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):
+        return True
+    model_lib.resolve_device("cuda")  # a clear error when cuda was asked for and is absent
+    return False
+
+
+def run(cfg: TrainConfig) -> Path | None:
+    """Train on this process's share; returns the run folder on process 0 (None on the others)."""
+    from core import model as model_lib
+
     items, names = cfg.load_prompts()
+    on_cpu = use_cpu(cfg)
     model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
-    use_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
-    if not use_cpu:
-        model_lib.resolve_device("cuda")  # a clear error when cuda was asked for and is absent
     output_dir = tempfile.mkdtemp(prefix="mrtpo-trl-")  # HF's own output folder; the run store is elsewhere
     try:
-        args = trl_args(cfg, output_dir, use_cpu, world_size())
+        args = trl_args(cfg, output_dir, on_cpu, world_size())
         trainer = MRTPOTrainer(
             model, reward_funcs=None, args=args, train_dataset=prompt_dataset(items, tokenizer),
             processing_class=tokenizer, store_config={**cfg.to_dict(), "nproc": world_size()},
