@@ -386,3 +386,29 @@ def test_the_example_script_trains_and_writes_a_run_store(micro_model, tmp_path)
     assert store.config()["reward_weights"] == {"task:arithmetic": 2.0} and store.config()["backend"] == "trl"
     assert trainer.reward_names == ["keywords:existence", "punctuation:no_comma", "task:arithmetic",
                                     "change_case:english_lowercase", "startend:end_checker"]
+
+
+@needs_trl
+@pytest.mark.parametrize("flags", [
+    ["--method", "grpo"],
+    ["--routing", "span", "--checkpoint-every", "1"],
+    ["--relevance", "js_specific", "--kl-beta", "0.1", "--inner-epochs", "2"],
+], ids=["grpo", "span", "js_specific-kl-inner2"])
+def test_cli_backend_trl_runs_every_method_and_option(micro_model, prompt_file, tmp_path, flags, capsys):
+    from core.cli import main
+
+    code = main(["train", "--backend", "trl", "--model", str(micro_model), "--prompt-set", str(prompt_file),
+                 "--steps", "2", "--runs-dir", str(tmp_path), "--run-name", "opt", "--device", "cpu", *flags,
+                 *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]])
+    assert code == 0, capsys.readouterr()
+    store = RunStore(tmp_path / "opt")
+    assert store.status()["state"] == "completed" and store.metrics()["step"].tolist() == [1, 2]
+    cfg = store.config()
+    assert cfg["backend"] == "trl" and cfg["nproc"] == 1 and set(cfg) >= set(TrainConfig.__dataclass_fields__)
+    metrics = store.metrics()
+    if "--kl-beta" in flags:
+        assert (metrics["loss/kl"] > 0).all()  # TRL's k3 KL to the frozen reference
+    if "--checkpoint-every" in flags:
+        assert [p.name for p in store.checkpoints()] == ["step_000001", "step_000002"]
+    has_js = metrics.filter(like="js/").notna().any().any() if metrics.filter(like="js/").size else False
+    assert has_js == ("--routing" not in flags and "--method" not in flags)

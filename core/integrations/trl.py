@@ -342,12 +342,24 @@ class MRTPOConfig(GRPOConfig):
 # ----------------------------------------------------------------------------------------------- one batch
 
 
+@dataclass(frozen=True)
+class PromptView:
+    """What a credit map records of a sample's prompt (`PromptItem.key`, `PromptItem.prompt()`), without the
+    verifiers: it crosses processes (a custom verifier module need not be importable by pickle)."""
+
+    key: str
+    text: str
+
+    def prompt(self) -> str:
+        return self.text
+
+
 @dataclass
 class LocalBatch:
     """What one process's rows of a generation batch leave for the record (CPU tensors): gathered to
     process 0, concatenated in process order, they are the batch's `core.run.record.StepRecord` pieces."""
 
-    items: list
+    items: list[PromptView]
     prompt_ids: list[list[int]]
     response_ids: Tensor  # (b, T)
     mask: Tensor  # (b, T)
@@ -426,10 +438,10 @@ class MRTPOTrainer(GRPOTrainer):
             if message:
                 raise ConfigError("family_weights", message)
             args.reward_weights = [float(args.family_weights.get(n, 1.0)) for n in names]
-        if getattr(args, "fsdp", None) or getattr(args, "fsdp_config", None) and args.fsdp_config.get("fsdp_version"):
+        super().__init__(model, reward_funcs, args, train_dataset, eval_dataset, processing_class, **kwargs)
+        if self.is_fsdp_enabled:
             raise ConfigError("fsdp", "the contrastive replay runs a data-dependent number of forward passes per "
                                       "process, which FSDP cannot keep in step; use DDP or DeepSpeed")
-        super().__init__(model, reward_funcs, args, train_dataset, eval_dataset, processing_class, **kwargs)
         if self.is_deepspeed_enabled and not args.ds3_gather_for_generation:
             ds = getattr(self.accelerator.state, "deepspeed_plugin", None)
             if ds is not None and getattr(ds, "zero_stage", 0) == 3:
@@ -569,7 +581,8 @@ class MRTPOTrainer(GRPOTrainer):
                                       args.eps, rows=rows)  # (b, T), (b, K, T): rows of the whole batch's result
         times["time/advantages"] = time.perf_counter() - t1
         return LocalBatch(
-            items=[r.item for r in prompt_rows], prompt_ids=prompt_ids, response_ids=ids, mask=mask, texts=texts,
+            items=[PromptView(r.item.key, r.item.prompt()) for r in prompt_rows], prompt_ids=prompt_ids,
+            response_ids=ids, mask=mask, texts=texts,
             tokens=tokens, offsets=offsets, span_mask=span_mask, weights=weights, js=js, token_adv=token_adv,
             credit=credit,
         )
