@@ -155,8 +155,11 @@ def test_two_steps_token_advantages_and_a_complete_run_store(trl_run):
     assert metrics["step"].tolist() == [1, 2] and store.credit_steps() == [1, 2]
     frame = store.credit(2)
     assert frame["sample"].tolist() == sorted(frame["sample"].tolist()) and frame["sample"].max() == 15
-    stated = frame["score"].notna()
-    assert np.isfinite(frame.loc[stated, "js"]).all() and frame.loc[~stated, "js"].isna().all()  # replay ran
+    # replay ran for the stated rewards whose group advantage is nonzero, the others are marked skipped
+    replayed = frame["score"].notna() & ~frame["js_skipped"]
+    assert replayed.any() and np.isfinite(frame.loc[replayed, "js"]).all() and frame.loc[~replayed, "js"].isna().all()
+    assert (frame.loc[frame["js_skipped"], "group_adv"] == 0).all()
+    assert 0 < metrics["replay/pass_share"].iloc[-1] <= 1
     assert (frame["weight"] >= 0).all()
     # the credit terms add up to the token advantage (docs/METHOD.md): sum_k credit - mu / (sigma + eps) = A
     per_token = frame.groupby(["sample", "t"]).agg(credit=("credit", "sum"), adv=("token_adv", "first"))
@@ -178,25 +181,34 @@ def test_trl_run_store_has_the_built_in_schema(trl_run, builtin_run):
 
 @needs_trl
 def test_the_app_shows_a_trl_run_like_a_built_in_one(trl_run, builtin_run):
+    """Every inspect page opens on the TRL run and draws the panels it draws for the built-in run."""
     from streamlit.testing.v1 import AppTest
+
+    def open_page(name: str, run: str, runs: list[str]) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.session_state["mrtpo_run"] = run
+        at.session_state["mrtpo_runs"] = runs
+        at.run()
+        assert not at.exception, at.exception
+        if name != "runs":
+            at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
+            assert not at.exception, (name, at.exception)
+        return at
+
+    def charts(at: AppTest) -> list[str]:
+        return [c.key for c in at.get("plotly_chart")]
 
     trl, ref = str(trl_run[0]), str(builtin_run)
     os.environ["MRTPO_RUNS_DIR"] = str(Path(trl).parent)
     try:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-        at.session_state["mrtpo_run"] = trl
-        at.session_state["mrtpo_runs"] = [trl, ref]
-        at.run()
-        assert not at.exception
-        assert "trl-two" in at.dataframe[0].value["run"].tolist()
-        for name, check in (("curves", lambda a: len(a.get("plotly_chart")) >= 9),
-                            ("credit", lambda a: '<span class="tok" ' in "".join(h.proto.body for h in a.get("html"))),
-                            ("js", lambda a: len(a.get("plotly_chart")) >= 1),
-                            ("debugger", lambda a: len(a.get("plotly_chart")) >= 1),
-                            ("compare", lambda a: a.dataframe[0].value["run"].tolist() == ["trl-two", "builtin-one"])):
-            at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
-            assert not at.exception, (name, at.exception)
-            assert check(at), name
+        assert "trl-two" in open_page("runs", trl, [trl]).dataframe[0].value["run"].tolist()
+        for name in ("curves", "js", "debugger"):
+            shown = charts(open_page(name, trl, [trl]))
+            assert shown and shown == charts(open_page(name, ref, [ref])), name
+        html = "".join(h.proto.body for h in open_page("credit", trl, [trl]).get("html"))
+        assert html.count('<span class="tok" ') > 0 and "credit of " in html
+        compare = open_page("compare", trl, [trl, ref])
+        assert compare.dataframe[0].value["run"].tolist() == ["trl-two", "builtin-one"]
     finally:
         os.environ.pop("MRTPO_RUNS_DIR", None)
 

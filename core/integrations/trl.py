@@ -268,8 +268,8 @@ def verifier_rewards(dataset: Iterable[Mapping]) -> list[Callable[..., list[floa
 # ----------------------------------------------------------------------------------------------- config
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
-SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "run_name",
-                 "checkpoint_every")
+SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
+                 "run_name", "checkpoint_every")
 
 
 @dataclass
@@ -294,6 +294,9 @@ class MRTPOConfig(GRPOConfig):
                                         "out get 1.0. Sets TRL's reward_weights, so give one or the other"})
     eps: float = field(default=1e-4, metadata={"help": "added to every standard deviation of the normalisations"})
     replay_chunk: int = field(default=16, metadata={"help": "samples per forward pass of the contrastive replay"})
+    replay_pairs: str = field(default="nonzero_adv", metadata={"help": "nonzero_adv: replay only the (sample, reward) "
+                                                                       "pairs whose group advantage is nonzero (the "
+                                                                       "others cannot change an advantage); all"})
     runs_dir: str | None = field(default="runs", metadata={"help": "where process 0 writes the run store the app "
                                                                      "reads (None: no run store)"})
     run_name: str = field(default="", metadata={"help": "run folder name ([A-Za-z0-9._-]); empty: automatic"})
@@ -368,7 +371,8 @@ class LocalBatch:
     offsets: list[list[tuple[int, int]]]
     span_mask: Tensor  # (b, K, T)
     weights: Tensor | None  # (b, K, T)
-    js: Tensor | None  # (b, K, T)
+    js: Tensor | None  # (b, K, T), NaN where not computed
+    replayed: Tensor | None  # (b, K) bool: pairs whose contrastive pass ran
     token_adv: Tensor  # (b, T)
     credit: Tensor  # (b, K, T)
 
@@ -393,8 +397,9 @@ def merge_batches(parts: list[LocalBatch], rewards: Tensor, group_adv: Tensor) -
         offsets=[x for p in parts for x in p.offsets],
     )
     scores = step_lib.Scores(rewards, _pad_cat([p.span_mask for p in parts], width).bool())
-    routing = step_lib.Routing(torch.zeros(mask.shape), _pad_cat([p.weights for p in parts], width),
-                               _pad_cat([p.js for p in parts], width))
+    replayed = None if any(p.replayed is None for p in parts) else torch.cat([p.replayed for p in parts], 0)
+    routing = step_lib.Routing(_pad_cat([p.weights for p in parts], width), _pad_cat([p.js for p in parts], width),
+                               replayed)
     adv = step_lib.Advantages(_pad_cat([p.token_adv for p in parts], width), _pad_cat([p.credit for p in parts], width),
                               group_adv)
     return rollout, scores, routing, adv
@@ -571,8 +576,9 @@ class MRTPOTrainer(GRPOTrainer):
         times["time/verify"] = time.perf_counter() - t1
 
         t1 = time.perf_counter()
-        rewards = rewards_all[rows]  # (b, K)
-        weights, js = self._route(prompt_rows, prompt_ids, ids, mask, span_mask, ~torch.isnan(rewards))
+        group_adv = adv_lib.group_normalized(rewards_all, self.num_generations, args.eps)[rows]  # (b, K), global stats
+        weights, js, replayed = self._route(prompt_rows, prompt_ids, ids, mask, span_mask, group_adv,
+                                            ~torch.isnan(rewards_all[rows]))
         times["time/replay"] = time.perf_counter() - t1
 
         t1 = time.perf_counter()
@@ -583,22 +589,30 @@ class MRTPOTrainer(GRPOTrainer):
         return LocalBatch(
             items=[PromptView(r.item.key, r.item.prompt()) for r in prompt_rows], prompt_ids=prompt_ids,
             response_ids=ids, mask=mask, texts=texts,
-            tokens=tokens, offsets=offsets, span_mask=span_mask, weights=weights, js=js, token_adv=token_adv,
-            credit=credit,
+            tokens=tokens, offsets=offsets, span_mask=span_mask, weights=weights, js=js, replayed=replayed,
+            token_adv=token_adv, credit=credit,
         )
 
     def _route(self, prompt_rows: list[PromptRow], prompt_ids: list[list[int]], ids: Tensor, mask: Tensor,
-               span_mask: Tensor, applicable: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        """Routing weights (b, K, T) and relevance d (b, K, T) of the local rows from the config's routing source
-        (`core.algos.routing.ROUTING`); (None, None) for estimators that ignore routing."""
+               span_mask: Tensor, group_adv: Tensor, applicable: Tensor
+               ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """Routing weights (b, K, T), relevance d (b, K, T) and the replayed pairs (b, K) of the local rows, as
+        docs/CONTRACTS.md ("Routing for a trainer") says: `replay_pairs` on the group advantages of the global
+        statistics, then the config's routing source (`core.algos.routing.ROUTING`); (None, None, None) for
+        estimators that ignore routing."""
         args = self.args
         source = step_lib.routing_source(args)
         if source is None:
-            return None, None
+            return None, None, None
+        pairs = None
+        if source == "replay":
+            pairs = applicable if args.replay_pairs == "all" else routing_lib.replay_pairs(group_adv, applicable,
+                                                                                             args.relevance)
         pad = self.processing_class.pad_token_id if self.processing_class.pad_token_id is not None else 0
 
-        def contrastive_js() -> Tensor:
-            variants = [[row.contrastive(name) for name in self.reward_names] for row in prompt_rows]
+        def contrastive_js(chosen: Tensor) -> Tensor:
+            variants = [[row.contrastive(name) if bool(chosen[i, k]) else None
+                         for k, name in enumerate(self.reward_names)] for i, row in enumerate(prompt_rows)]
             flat = [v for vs in variants for v in vs if v is not None]
             flat_ids = iter(self._token_ids(flat)) if flat else iter(())
             contrastive_ids = [[None if v is None else next(flat_ids) for v in vs] for vs in variants]  # (b, K)
@@ -618,11 +632,11 @@ class MRTPOTrainer(GRPOTrainer):
 
         inputs = routing_lib.RoutingInputs(
             mask=mask, span_mask=span_mask, applicable=applicable, lam=args.lam, w_max=args.w_max,
-            sharpen=args.sharpen, relevance=args.relevance, contrastive_js=contrastive_js,
+            sharpen=args.sharpen, relevance=args.relevance, contrastive_js=contrastive_js, replay=pairs,
         )
         with torch.no_grad():
             weights, js = routing_lib.get_routing(source)(inputs)
-        return weights.float(), js
+        return weights.float(), js, None if js is None else pairs & applicable
 
     # ------------------------------------------------------------------ the run store
 
@@ -652,7 +666,8 @@ class MRTPOTrainer(GRPOTrainer):
             "max_new_tokens": args.max_completion_length, "temperature": args.temperature,
             "steps": self.total_record_steps(), "lr": args.learning_rate, "clip_range": args.epsilon,
             "kl_beta": args.beta, "inner_epochs": args.num_iterations, "max_grad_norm": args.max_grad_norm,
-            "seed": args.seed, "replay_chunk": args.replay_chunk, "runs_dir": str(args.runs_dir),
+            "seed": args.seed, "replay_chunk": args.replay_chunk, "replay_pairs": args.replay_pairs,
+            "runs_dir": str(args.runs_dir),
             "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
             "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
         }

@@ -17,6 +17,7 @@ from transformers import PrinterCallback
 
 from core.config import TrainConfig
 from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_dataset
+from core.run.store import phase_line
 
 # What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
 # update (the built-in keeps the policy in eval mode), token-mean over the whole batch (dapo), the full
@@ -55,7 +56,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         **grpo_fields(cfg, output_dir, use_cpu, processes),
         method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
-        replay_chunk=cfg.replay_chunk, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
+        replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
         checkpoint_every=cfg.checkpoint_every,
     )
 
@@ -76,6 +77,9 @@ def run(cfg: TrainConfig) -> Path | None:
     """Train on this process's share; returns the run folder on process 0 (None on the others)."""
     from core import model as model_lib
 
+    first = os.environ.get("RANK", "0") == "0"
+    if first:
+        print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), flush=True)
     items, names = cfg.load_prompts()
     on_cpu = use_cpu(cfg)
     model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
@@ -89,6 +93,9 @@ def run(cfg: TrainConfig) -> Path | None:
         if trainer.reward_names != names:
             raise RuntimeError(f"TRL rewards {trainer.reward_names} differ from the prompt set's {names}")
         trainer.remove_callback(PrinterCallback)  # the run prints its own line per step, not HF's log dicts
+        if first:
+            print(phase_line(f"step 1 of {cfg.steps}: sampling {cfg.prompts_per_step * cfg.group_size} responses "
+                             f"on {world_size()} process{'es' if world_size() > 1 else ''}"), flush=True)
         trainer.train()
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)

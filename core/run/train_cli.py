@@ -189,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
     """One process of a trl run; process 0 reports the run's final state."""
+    from core.run.store import phase_line
+
+    if not rank:
+        print(phase_line("importing torch, transformers and TRL"), flush=True)
     from core.model import ModelLoadError
 
     try:
