@@ -57,7 +57,35 @@ VERIFIER_SPECS = [
     ("detectable_content:postscript", {"postscript_marker": "P.P.S"}),
     ("detectable_content:postscript", {"postscript_marker": "Note:"}),
     ("task:arithmetic", {"answer": 7}),
+    ("keywords:letter_frequency", {"letter": "a", "let_frequency": 3, "let_relation": "at least"}),
+    ("keywords:letter_frequency", {"letter": "i", "let_frequency": 2, "let_relation": "less than"}),
+    ("change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": "at least"}),
+    ("change_case:capital_word_frequency", {"capital_frequency": 1, "capital_relation": "less than"}),
+    ("language:response_language", {"language": "en"}),
+    ("language:response_language", {"language": "fr"}),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 2}),
+    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "ab"}),
+    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 1, "nth_paragraph": 1, "first_word": "a"}),
+    ("detectable_format:multiple_sections", {"section_spliter": "SECTION", "num_sections": 2}),
+    ("detectable_format:multiple_sections", {"section_spliter": "Section", "num_sections": 1}),
+    ("detectable_format:constrained_response", {}),
+    ("startend:quotation", {}),
+    ("combination:two_responses", {}),
+    ("combination:repeat_prompt", {"prompt_to_repeat": "Say a b."}),
+    ("combination:repeat_prompt", {"prompt_to_repeat": "İ a"}),
 ]
+# The 25 instruction ids of IFEval (google-research instruction_following_eval).
+IFEVAL_IDS = [
+    "keywords:existence", "keywords:frequency", "keywords:forbidden_words", "keywords:letter_frequency",
+    "language:response_language", "length_constraints:number_sentences", "length_constraints:number_paragraphs",
+    "length_constraints:number_words", "length_constraints:nth_paragraph_first_word",
+    "detectable_content:number_placeholders", "detectable_content:postscript",
+    "detectable_format:number_bullet_lists", "detectable_format:constrained_response",
+    "detectable_format:number_highlighted_sections", "detectable_format:multiple_sections",
+    "detectable_format:json_format", "detectable_format:title", "combination:two_responses",
+    "combination:repeat_prompt", "startend:end_checker", "change_case:capital_word_frequency",
+    "change_case:english_capital", "change_case:english_lowercase", "punctuation:no_comma", "startend:quotation",
+]  # fmt: skip
 
 
 def assert_well_formed(result, text):

@@ -4,7 +4,7 @@ the inspected spans, graded variants and bad specs."""
 from __future__ import annotations
 
 import pytest
-from helpers import VERIFIER_SPECS, assert_well_formed
+from helpers import IFEVAL_IDS, VERIFIER_SPECS, assert_well_formed
 
 from core.verifiers import VerifierSpecError, VerifyResult, build, count_sentences, count_words, families
 
@@ -297,6 +297,153 @@ def test_arithmetic_first_integer():
 
 
 # ---------------------------------------------------------------------------------------------
+# the rest of IFEval's ids
+
+
+def test_all_25_ifeval_ids_are_registered():
+    assert len(IFEVAL_IDS) == len(set(IFEVAL_IDS)) == 25
+    assert set(IFEVAL_IDS) <= set(families())
+    assert set(families()) - set(IFEVAL_IDS) == {"startend:start_checker", "task:arithmetic"}
+
+
+def test_letter_frequency_counts_the_lowercased_letter():
+    ver = v("keywords:letter_frequency", letter="A", let_frequency=3, let_relation="at least")
+    assert ver.kwargs["letter"] == "a"  # IFEval lower-cases the argument
+    text = "A banana"
+    result = ver.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["A", "a", "a", "a"]
+    assert ver.verify("a cat").score == 0.0
+    less = v("keywords:letter_frequency", letter="a", let_frequency=2, let_relation="less than")
+    assert less.verify("a cat").score == 0.0 and less.verify("one").score == 1.0
+    assert v("keywords:letter_frequency", letter="i", let_frequency=1, let_relation="at least").verify("İ").spans == (
+        (0, 1),
+    )  # 'İ'.lower() is 'i' + a combining dot: IFEval counts an i
+    graded = v("keywords:letter_frequency", letter="a", let_frequency=8, let_relation="at least", graded=True)
+    assert graded.verify(text).score == 0.5
+    assert ver.sentence() == "Use the letter a at least 3 times."
+    with pytest.raises(VerifierSpecError, match="single letter"):
+        build("keywords:letter_frequency", letter="ab", let_frequency=1, let_relation="at least")
+
+
+def test_capital_word_frequency_uses_treebank_tokens():
+    ver = v("change_case:capital_word_frequency", capital_frequency=4, capital_relation="at least")
+    text = "DON'T stop, WELL-KNOWN I."
+    result = ver.verify(text)
+    # Treebank: DO | N'T | stop | , | WELL-KNOWN | I | .  -> four capital words
+    assert result.score == 1.0 and spans_text(text, result) == ["DO", "N'T", "WELL-KNOWN", "I"]
+    assert ver.verify("Mixed Case Words only").score == 0.0
+    less = v("change_case:capital_word_frequency", capital_frequency=2, capital_relation="less than")
+    assert less.verify('He said "NO" twice.').score == 1.0
+    assert less.verify('He said "NO" and "NEVER".').score == 0.0
+    assert v("change_case:capital_word_frequency", capital_frequency=0, capital_relation="at least").verify("") == (
+        VerifyResult(1.0, ())
+    )
+
+
+def test_response_language_detects_and_passes_featureless_text():
+    fr = v("language:response_language", language="fr")
+    text = "Le chat dort sur le canapé depuis ce matin et ne veut pas bouger."
+    assert fr.verify(text) == VerifyResult(1.0, ((0, len(text)),))
+    en = v("language:response_language", language="en")
+    assert en.verify(text).score == 0.0
+    assert en.verify("The river runs past the old mill every single morning.").score == 1.0
+    assert en.verify("123 456 !!") == VerifyResult(1.0, ((0, 10),))  # nothing to detect: followed, as IFEval
+    assert en.verify("") == VerifyResult(1.0, ())
+    assert fr.sentence() == "Your entire response should be in French, no other language."
+    with pytest.raises(VerifierSpecError, match="valid choices: 'en'"):
+        build("language:response_language", language="english")
+
+
+def test_language_names_are_detector_codes():
+    from core.verifiers.language import LANGUAGE_NAMES, detector_languages
+
+    assert set(LANGUAGE_NAMES) <= set(detector_languages())
+
+
+def test_number_paragraphs_divider_rules():
+    ver = v("length_constraints:number_paragraphs", num_paragraphs=3)
+    text = "One.\n***\nTwo.\n***\nThree."
+    result = ver.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["\n***\n", "\n***\n"]
+    assert ver.verify("***\nOne.\n***\nTwo.\n***\nThree.\n***").score == 1.0  # blank ends do not count
+    assert ver.verify("One.\n***\n\n***\nTwo.\n***\nThree.").score == 0.0  # a blank middle piece fails
+    assert ver.verify("One.\n***\nTwo.").score == 0.0
+    assert v("length_constraints:number_paragraphs", num_paragraphs=1).verify("Just one.") == VerifyResult(1.0, ())
+    graded = v("length_constraints:number_paragraphs", num_paragraphs=4, graded=True)
+    assert graded.verify(text).score == 0.75
+
+
+def test_nth_paragraph_first_word():
+    ver = v("length_constraints:nth_paragraph_first_word", num_paragraphs=3, nth_paragraph=2, first_word="Coffee")
+    text = "Morning.\n\n\"Coffee, please.\"\n\nThen work."
+    result = ver.verify(text)
+    assert result.score == 1.0
+    assert spans_text(text, result) == ["\n\n", "Coffee", "\n\n"]
+    assert ver.verify("Morning.\n\nTea, please.\n\nThen work.").score == 0.0  # wrong word
+    assert ver.verify("Morning.\n\nCoffee.").score == 0.0  # two paragraphs, not three
+    # IFEval indexes the raw pieces: a blank piece before the nth one shifts it
+    assert ver.verify("Morning.\n\n\n\nCoffee.\n\nThen.").score == 0.0
+    assert ver.verify("").score == 0.0
+    assert ver.sentence() == (
+        "Write 3 paragraphs separated by blank lines; paragraph 2 must start with the word coffee."
+    )
+
+
+def test_multiple_sections():
+    ver = v("detectable_format:multiple_sections", section_spliter="SECTION", num_sections=2)
+    text = "SECTION 1\nRivers.\nSECTION 2\nLakes."
+    result = ver.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["SECTION 1", "SECTION 2"]
+    assert ver.verify("Section 1\nRivers.\nSection 2\nLakes.").score == 0.0  # case-sensitive
+    assert ver.verify("SECTION 1 only").score == 0.0
+    assert v("detectable_format:multiple_sections", section_spliter="S.", num_sections=1).verify("SX1").score == 0.0
+    graded = v("detectable_format:multiple_sections", section_spliter="SECTION", num_sections=4, graded=True)
+    assert graded.verify(text).score == 0.5
+
+
+def test_constrained_response_and_quotation():
+    ver = v("detectable_format:constrained_response")
+    text = "Well. My answer is maybe."
+    assert ver.verify(text) == VerifyResult(1.0, ((6, 25),))
+    assert ver.verify("my answer is yes.").score == 0.0  # case-sensitive, as IFEval
+    assert ver.verify("Yes.") == VerifyResult(0.0, ())
+    quote = v("startend:quotation")
+    assert quote.verify('  "Rivers run."\n') == VerifyResult(1.0, ((2, 3), (14, 15)))
+    assert quote.verify('"Rivers run.') == VerifyResult(0.0, ((0, 1), (11, 12)))
+    assert quote.verify('"') == VerifyResult(0.0, ((0, 1),))
+    assert quote.verify("   ") == VerifyResult(0.0, ())
+
+
+def test_two_responses():
+    ver = v("combination:two_responses")
+    text = "Rivers run.\n******\nLakes rest."
+    assert ver.verify(text) == VerifyResult(1.0, ((12, 18),))
+    assert ver.verify("Same.\n******\nSame.").score == 0.0  # the two must differ
+    assert ver.verify("A\n******\n\n******\nB").score == 0.0  # a blank middle response
+    assert ver.verify("******A\n******\nB").score == 1.0  # a blank first piece is allowed
+    assert ver.verify("Only one.").score == 0.0
+
+
+def test_repeat_prompt_and_its_default_from_the_task():
+    ver = v("combination:repeat_prompt", prompt_to_repeat="Name a river.")
+    text = "  name a RIVER. The Nile."
+    result = ver.verify(text)
+    assert result.score == 1.0 and spans_text(text, result) == ["name a RIVER."]
+    assert ver.verify("Sure! Name a river. The Nile.").score == 0.0
+    assert ver.verify('"Name a river." The Nile.').score == 0.0  # no quote stripping, unlike end_checker
+    with pytest.raises(VerifierSpecError, match="missing argument 'prompt_to_repeat'"):
+        build("combination:repeat_prompt")
+    from core.tasks import item_from_record
+
+    record = {"key": "r", "task": "Name a river.", "constraints": [{"family": "combination:repeat_prompt"}]}
+    item = item_from_record(record)
+    assert item.constraints[0].kwargs == {"prompt_to_repeat": "Name a river."}
+    assert item.prompt() == (
+        "Name a river. First repeat the request word for word without change, then give your answer."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # sentences, specs, robustness
 
 
@@ -330,8 +477,18 @@ def test_every_family_has_a_sentence_and_roundtrips_its_spec():
         "detectable_content:number_placeholders": {"num_placeholders": 1},
         "detectable_content:postscript": {"postscript_marker": "P.S."},
         "task:arithmetic": {"answer": 4},
+        "keywords:letter_frequency": {"letter": "q", "let_frequency": 3, "let_relation": "at least"},
+        "change_case:capital_word_frequency": {"capital_frequency": 2, "capital_relation": "less than"},
+        "language:response_language": {"language": "de"},
+        "length_constraints:number_paragraphs": {"num_paragraphs": 3},
+        "length_constraints:nth_paragraph_first_word": {"num_paragraphs": 3, "nth_paragraph": 2, "first_word": "so"},
+        "detectable_format:multiple_sections": {"section_spliter": "Section", "num_sections": 2},
+        "detectable_format:constrained_response": {},
+        "startend:quotation": {},
+        "combination:two_responses": {},
+        "combination:repeat_prompt": {"prompt_to_repeat": "Name a river."},
     }
-    assert set(specs) <= set(families())
+    assert set(specs) == set(families())
     for family, kwargs in specs.items():
         ver = build(family, **kwargs)
         assert ver.family == family and ver.kwargs == kwargs and ver.graded is False

@@ -4,6 +4,7 @@ re-statement of IFEval's strict checks (string operations, no span bookkeeping).
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 
@@ -18,7 +19,10 @@ SPECS = VERIFIER_SPECS
 GRADED = [(f, k) for f, k in SPECS if build(f, **k).has_graded]
 
 # Text built from the characters the checks care about, plus arbitrary unicode.
-SPECIAL = list("aAbB lightLIGHT,.!?*-<>[]{}\n\t\"':PpSs70İǅ") + ["```json", "That is all.", "P.S.", "**", "* ", "- "]
+SPECIAL = list("aAbB lightLIGHT,.!?*-<>[]{}\n\t\"':PpSs70İǅ") + ["```json", "That is all.", "P.S.", "**", "* ", "- "] + [
+    "***", "******", "\n\n", "SECTION 1", "Section 2", "My answer is yes.", "DON'T", "AB ", "ab", "Say a b.",
+    "le chat dort ", "the river runs ",
+]
 texts = st.one_of(
     st.text(max_size=80),
     st.lists(st.sampled_from(SPECIAL), max_size=40).map("".join),
@@ -96,6 +100,67 @@ def ifeval_reference(family, kwargs, value):
             marker, r"\s*" + re.escape(marker.lower()) + r".*$"
         )
         return bool(re.findall(pattern, value.lower(), flags=re.MULTILINE))
+    if family == "keywords:letter_frequency":
+        n = collections.Counter(value.lower())[kwargs["letter"]]
+        return n < kwargs["let_frequency"] if kwargs["let_relation"] == "less than" else n >= kwargs["let_frequency"]
+    if family == "change_case:capital_word_frequency":
+        from nltk.tokenize import word_tokenize
+
+        n = len([w for w in word_tokenize(value, preserve_line=True) if w.isupper()])
+        target = kwargs["capital_frequency"]
+        return n < target if kwargs["capital_relation"] == "less than" else n >= target
+    if family == "language:response_language":
+        import py3langid
+
+        if not any(c.isalpha() for c in value):  # langdetect finds no features: IFEval counts it followed
+            return True
+        code, score = py3langid.classify(value)
+        return code == kwargs["language"] or code == "zxx" or score == py3langid.langid.RAW_FLOOR
+    if family == "length_constraints:number_paragraphs":
+        paragraphs = re.split(r"\s?\*\*\*\s?", value)
+        n = len(paragraphs)
+        for i, paragraph in enumerate(paragraphs):
+            if not paragraph.strip():
+                if i in (0, len(paragraphs) - 1):
+                    n -= 1
+                else:
+                    return False
+        return n == kwargs["num_paragraphs"]
+    if family == "length_constraints:nth_paragraph_first_word":
+        paragraphs = re.split(r"\n\n", value)
+        n = sum(1 for p in paragraphs if p.strip())
+        if kwargs["nth_paragraph"] > n:
+            return False
+        paragraph = paragraphs[kwargs["nth_paragraph"] - 1].strip()
+        if not paragraph:
+            return False
+        word = paragraph.split()[0].strip().lstrip("'").lstrip('"')
+        first = ""
+        for letter in word:
+            if letter in {".", ",", "?", "!", "'", '"'}:
+                break
+            first += letter.lower()
+        return n == kwargs["num_paragraphs"] and first == kwargs["first_word"]
+    if family == "detectable_format:multiple_sections":
+        sections = re.split(r"\s?" + re.escape(kwargs["section_spliter"]) + r"\s?\d+\s?", value)
+        return len(sections) - 1 >= kwargs["num_sections"]
+    if family == "detectable_format:constrained_response":
+        return any(o in value.strip() for o in ("My answer is yes.", "My answer is no.", "My answer is maybe."))
+    if family == "startend:quotation":
+        value = value.strip()
+        return len(value) > 1 and value[0] == '"' and value[-1] == '"'
+    if family == "combination:two_responses":
+        valid = []
+        responses = value.split("******")
+        for i, response in enumerate(responses):
+            if not response.strip():
+                if i not in (0, len(responses) - 1):
+                    return False
+            else:
+                valid.append(response)
+        return len(valid) == 2 and valid[0].strip() != valid[1].strip()
+    if family == "combination:repeat_prompt":
+        return value.strip().lower().startswith(kwargs["prompt_to_repeat"].strip().lower())
     return None
 
 
@@ -107,6 +172,19 @@ IFEVAL_SPECS = [(f, k) for f, k in SPECS if ifeval_reference(f, k, "") is not No
 @given(text=texts)
 def test_verdicts_equal_ifeval_strict(family, kwargs, text):
     assert build(family, **kwargs).verify(text).score == float(ifeval_reference(family, kwargs, text))
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_capital_words_do_not_depend_on_the_sentence_split(text):
+    """IFEval tokenizes each Punkt sentence; the verifier tokenizes the whole text. Splitting into sentences
+    only moves sentence-final periods into tokens of their own, so the capital-word count is the same."""
+    from nltk.tokenize import word_tokenize
+
+    from core.verifiers.text import capital_words
+
+    per_sentence = [w for s in re.split(r"(?<=[.!?])\s+", text) for w in word_tokenize(s, preserve_line=True)]
+    assert capital_words(text)[0] == sum(1 for w in per_sentence if w.isupper())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,6 +209,19 @@ def test_case_rules_span_whole_text_when_they_hold(text):
         for start, end in result.spans:
             if (start, end) != (0, len(text)):
                 assert all(c.isupper() or c.istitle() for c in text[start:end])
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_counting_spans_hold_the_counted_units(text):
+    letters = build("keywords:letter_frequency", letter="a", let_frequency=1, let_relation="at least").verify(text)
+    assert all(text[s:e].lower() == "a" for s, e in letters.spans)
+    capitals = build("change_case:capital_word_frequency", capital_frequency=1, capital_relation="at least")
+    assert all(text[s:e].isupper() for s, e in capitals.verify(text).spans)
+    dividers = build("length_constraints:number_paragraphs", num_paragraphs=1).verify(text)
+    assert all(text[s:e].strip() == "***" for s, e in dividers.spans)
+    sections = build("detectable_format:multiple_sections", section_spliter="SECTION", num_sections=1).verify(text)
+    assert all(re.fullmatch(r"SECTION\s?\d+", text[s:e]) for s, e in sections.spans)
 
 
 @settings(max_examples=100, deadline=None)

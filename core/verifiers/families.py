@@ -8,6 +8,11 @@ Verdicts follow IFEval's strict checks (google-research `instruction_following_e
   keywords and custom markers into a regular expression unescaped, so the two differ only for
   arguments holding regex metacharacters.
 - `length_constraints:number_sentences` uses our own Punkt-like splitter (see `text.py`).
+- `language:response_language` uses py3langid instead of langdetect (see `language.py`); the two can
+  disagree on short or mixed-language texts. A text with no letter passes, as a langdetect error does.
+- `change_case:capital_word_frequency` tokenizes with NLTK's Treebank tokenizer on the whole text
+  rather than per Punkt sentence; the count is the same (see `text.py`).
+- `detectable_format:multiple_sections` matches the splitter literally (IFEval: unescaped in a regex).
 
 Spans (what the check inspected), by kind of rule:
 - presence rules (keywords, title, placeholders, highlights, bullets, postscript): the items
@@ -16,11 +21,20 @@ Spans (what the check inspected), by kind of rule:
   verifier's span only exists when the rule is broken");
 - all-text rules (lowercase, capitals): the offending characters, or the whole text when the
   rule holds (every letter was inspected) or when the text has no letter at all;
-- counting rules (words, sentences, keyword frequency): every counted unit;
-- position rules (start/end phrase): the part of the text compared with the phrase, whether it
-  matched or not;
+- counting rules (words, sentences, keyword / letter / capital-word frequency, section headers): every
+  counted unit;
+- separator rules (paragraphs split by `***` or by blank lines, two responses split by `******`): the
+  separators, which decide the count (empty when there is none); `nth_paragraph_first_word` adds the
+  first word it compared;
+- position rules (start/end phrase, repeated request, quotation marks): the part of the text compared
+  (phrase or request: as many characters as it has; quotation: the first and last characters),
+  whether it matched or not;
+- whole-text rules (response language): the whole text;
 - JSON: the block that was parsed; `task:arithmetic`: the first integer, or the whole text when
   it holds none (the whole text was searched).
+
+A family that needs the prompt (`combination:repeat_prompt`) names its argument in `prompt_arg`;
+`core.tasks` fills it with the task text when a prompt-set record leaves it out.
 
 Graded variants (`graded=True`) where a family has one; binary otherwise (asking for a graded
 variant of a binary-only family raises `VerifierSpecError`).
@@ -34,7 +48,8 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from core.verifiers.base import Param, Span, Verifier, as_choice, as_int, as_text, as_word_list, register
-from core.verifiers.text import sentence_spans, word_spans
+from core.verifiers.language import LANGUAGE_NAMES, detect_language
+from core.verifiers.text import capital_words, sentence_spans, word_spans
 
 RELATIONS = ("less than", "at least")
 
@@ -674,3 +689,367 @@ class Arithmetic(Verifier):
         except ValueError:  # more digits than int() accepts from a string: not the answer
             return 0.0, [m.span()]
         return float(value == self.kwargs["answer"]), [m.span()]
+
+
+# ---------------------------------------------------------------------------------------------
+# The rest of IFEval's 25 instruction ids
+
+
+def _letter(value: object) -> str:
+    text = as_text(value).strip()
+    if len(text) != 1:
+        raise ValueError(f"expected a single letter, got {value!r}")
+    return text.lower()
+
+
+@register("keywords:letter_frequency")
+class LetterFrequency(Verifier):
+    """The letter occurs (in the lower-cased text, as IFEval's `Counter(value.lower())`) `< let_frequency`
+    or `>= let_frequency` times. Graded: see `_graded_count`. Spans: every counted occurrence.
+
+    >>> LetterFrequency(letter="a", let_frequency=2, let_relation="at least").verify("A cat")
+    VerifyResult(score=1.0, spans=((0, 1), (3, 4)))
+    """
+
+    has_graded = True
+    params: ClassVar = {
+        "letter": Param(_letter, help="one letter"),
+        "let_frequency": Param(as_int(0), help="an integer >= 0"),
+        "let_relation": _relation_param(),
+    }
+    cue_words = {"letter": 2, "times": 1, "appear": 1}
+
+    def sentence(self) -> str:
+        k = self.kwargs
+        return f"Use the letter {k['letter']} {k['let_relation']} {k['let_frequency']} times."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        k = self.kwargs
+        lowered, index = _lower_map(text)
+        positions = [i for i, c in enumerate(lowered) if c == k["letter"]]
+        spans = sorted({(index[i], index[i] + 1) for i in positions})  # İ -> i̇ counts once per lowered 'i'
+        count = len(positions)
+        if self.graded:
+            return _graded_count(count, k["let_relation"], k["let_frequency"]), spans
+        return float(_compare(count, k["let_relation"], k["let_frequency"])), spans
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        k = self.kwargs
+        return [f"letter {k['letter']}", f"{k['let_relation']} {k['let_frequency']}"], dict(self.cue_words)
+
+
+@register("change_case:capital_word_frequency")
+class CapitalWordFrequency(Verifier):
+    """Words in all capital letters (Treebank tokens with `token.isupper()`, as IFEval over
+    `nltk.word_tokenize`; see `core.verifiers.text.capital_words`) number `< capital_frequency` or
+    `>= capital_frequency`. Graded: see `_graded_count`. Spans: every counted capital word.
+
+    >>> CapitalWordFrequency(capital_frequency=2, capital_relation="at least").verify("GO NOW, ok")
+    VerifyResult(score=1.0, spans=((0, 2), (3, 6)))
+    """
+
+    has_graded = True
+    params: ClassVar = {
+        "capital_frequency": Param(as_int(0), help="an integer >= 0"),
+        "capital_relation": _relation_param(),
+    }
+    cue_words = {"capital": 2, "all caps": 2, "times": 1}
+
+    def sentence(self) -> str:
+        k = self.kwargs
+        return f"Use words in all capital letters {k['capital_relation']} {k['capital_frequency']} times."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        k = self.kwargs
+        count, spans = capital_words(text)
+        if self.graded:
+            return _graded_count(count, k["capital_relation"], k["capital_frequency"]), spans
+        return float(_compare(count, k["capital_relation"], k["capital_frequency"])), spans
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        k = self.kwargs
+        return [f"{k['capital_relation']} {k['capital_frequency']}"], dict(self.cue_words)
+
+
+def _language(value: object) -> str:
+    code = as_text(value).strip()
+    if code not in LANGUAGE_NAMES:
+        raise ValueError(f"got {value!r}")
+    return code
+
+
+@register("language:response_language")
+class ResponseLanguage(Verifier):
+    """The detector (py3langid, see `core.verifiers.language`) says the response is in `language` (an
+    ISO 639-1 code); a text with nothing to detect (empty, digits, punctuation) passes, as in IFEval.
+    IFEval uses langdetect: the two detectors can disagree on short or mixed-language texts.
+    Spans: the whole text (the detector reads all of it); none for an empty text.
+
+    >>> ResponseLanguage(language="fr").verify("Le chat dort sur le canapé depuis ce matin.").score
+    1.0
+    """
+
+    params: ClassVar = {
+        "language": Param(_language, choices=tuple(LANGUAGE_NAMES), help="an ISO 639-1 language code")
+    }
+    cue_words = {"language": 2, "entire response": 1}
+
+    def sentence(self) -> str:
+        return f"Your entire response should be in {LANGUAGE_NAMES[self.kwargs['language']]}, no other language."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        detected = detect_language(text)
+        return float(detected is None or detected == self.kwargs["language"]), [(0, len(text))]
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [LANGUAGE_NAMES[self.kwargs["language"]]], dict(self.cue_words)
+
+
+_DIVIDER_RE = re.compile(r"\s?\*\*\*\s?")
+
+
+def _pieces(text: str, separators: list[Span]) -> list[Span]:
+    """The ranges between (and around) the separator matches: len(separators) + 1 pieces."""
+    bounds = [0] + [p for span in separators for p in span] + [len(text)]
+    return list(zip(bounds[::2], bounds[1::2], strict=True))
+
+
+@register("length_constraints:number_paragraphs")
+class NumberParagraphs(Verifier):
+    """Exactly `num_paragraphs` paragraphs separated by the markdown divider `***` (IFEval:
+    `re.split(r"\\s?\\*\\*\\*\\s?")`; blank first or last pieces do not count, a blank piece between two
+    dividers fails the check). Graded: max(0, 1 - |count - N| / max(N, 1)), 0 with a blank middle piece.
+    Spans: the dividers (they decide the count), empty when there is none.
+
+    >>> NumberParagraphs(num_paragraphs=2).verify("One.\\n***\\nTwo.")
+    VerifyResult(score=1.0, spans=((4, 9),))
+    """
+
+    has_graded = True
+    params: ClassVar = {"num_paragraphs": Param(as_int(0), help="an integer >= 0")}
+    cue_words = {"paragraphs": 2, "***": 1, "divider": 1}
+
+    def sentence(self) -> str:
+        return f"Write {self.kwargs['num_paragraphs']} paragraphs separated by the markdown divider ***."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        dividers = [m.span() for m in _DIVIDER_RE.finditer(text)]
+        pieces = _pieces(text, dividers)
+        count, broken = len(pieces), False
+        for i, (start, end) in enumerate(pieces):
+            if not text[start:end].strip():
+                if i in (0, len(pieces) - 1):
+                    count -= 1
+                else:
+                    broken = True
+        target = self.kwargs["num_paragraphs"]
+        if broken:
+            return 0.0, dividers
+        if self.graded:
+            return max(0.0, 1 - abs(count - target) / max(target, 1)), dividers
+        return float(count == target), dividers
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"{self.kwargs['num_paragraphs']} paragraphs"], dict(self.cue_words)
+
+
+_FIRST_WORD_STOP = frozenset(".,?!'\"")
+
+
+@register("length_constraints:nth_paragraph_first_word")
+class NthParagraphFirstWord(Verifier):
+    """Exactly `num_paragraphs` paragraphs separated by blank lines (`\\n\\n`; blank pieces do not count),
+    and paragraph `nth_paragraph` (counted among all pieces, blank ones included, as IFEval indexes
+    them) starts with `first_word`: its first whitespace token, leading quotes removed, cut at the
+    first of `. , ? ! ' "`, lower-cased. Spans: the `\\n\\n` separators (they decide the count) and the
+    first word compared (when that paragraph exists and is not blank).
+
+    >>> NthParagraphFirstWord(num_paragraphs=2, nth_paragraph=2, first_word="then").verify("A.\\n\\nThen, b.")
+    VerifyResult(score=1.0, spans=((2, 4), (4, 8)))
+    """
+
+    params: ClassVar = {
+        "num_paragraphs": Param(as_int(1), help="an integer >= 1"),
+        "nth_paragraph": Param(as_int(1), help="an integer >= 1 (1 is the first paragraph)"),
+        "first_word": Param(lambda v: as_text(v).strip().lower(), help="a word"),
+    }
+    cue_words = {"paragraph": 2, "start with": 1, "\\n\\n": 1}
+
+    def sentence(self) -> str:
+        k = self.kwargs
+        return (
+            f"Write {k['num_paragraphs']} paragraphs separated by blank lines; paragraph {k['nth_paragraph']}"
+            f" must start with the word {k['first_word']}."
+        )
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        k = self.kwargs
+        separators = [m.span() for m in re.finditer(r"\n\n", text)]
+        pieces = _pieces(text, separators)
+        count = sum(1 for s, e in pieces if text[s:e].strip())
+        spans = list(separators)
+        if k["nth_paragraph"] > count:
+            return 0.0, spans
+        start, end = pieces[k["nth_paragraph"] - 1]
+        paragraph = text[start:end]
+        if not paragraph.strip():
+            return 0.0, spans
+        token = re.search(r"\S+", paragraph)
+        word_start = start + token.start()
+        raw = token.group()
+        stripped = raw.lstrip("'").lstrip('"')
+        word_start += len(raw) - len(stripped)
+        length = next((i for i, c in enumerate(stripped) if c in _FIRST_WORD_STOP), len(stripped))
+        first_word = stripped[:length].lower()
+        spans.append((word_start, word_start + max(length, 1)))
+        return float(count == k["num_paragraphs"] and first_word == k["first_word"]), spans
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        k = self.kwargs
+        return [f"{k['num_paragraphs']} paragraphs", k["first_word"]], dict(self.cue_words)
+
+
+@register("detectable_format:multiple_sections")
+class MultipleSections(Verifier):
+    """At least `num_sections` section headers: the splitter (`section_spliter`, e.g. "Section" or
+    "SECTION", case-sensitive, matched literally) then a number (IFEval: `re.split(r"\\s?" + spliter +
+    r"\\s?\\d+\\s?")`, sections = pieces - 1). Graded: min(1, count / N). Spans: each header found.
+
+    >>> MultipleSections(section_spliter="SECTION", num_sections=2).verify("SECTION 1\\na\\nSECTION 2\\nb")
+    VerifyResult(score=1.0, spans=((0, 9), (12, 21)))
+    """
+
+    has_graded = True
+    params: ClassVar = {
+        "section_spliter": Param(lambda v: as_text(v).strip(), help='a word such as "Section" or "SECTION"'),
+        "num_sections": Param(as_int(0), help="an integer >= 0"),
+    }
+    cue_words = {"section": 2}
+
+    def sentence(self) -> str:
+        k = self.kwargs
+        return (
+            f"Your response must have {k['num_sections']} sections; mark the beginning of each with"
+            f" {k['section_spliter']} X, such as {k['section_spliter']} 1."
+        )
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        pattern = r"\s?" + re.escape(self.kwargs["section_spliter"]) + r"\s?\d+\s?"
+        spans = []
+        for m in re.finditer(pattern, text):
+            start, end = m.span()
+            while start < end and text[start].isspace():
+                start += 1
+            while end > start and text[end - 1].isspace():
+                end -= 1
+            spans.append((start, end))
+        count, target = len(spans), self.kwargs["num_sections"]
+        if self.graded:
+            return (1.0 if target <= 0 else min(1.0, count / target)), spans
+        return float(count >= target), spans
+
+    def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
+        return [f"{self.kwargs['num_sections']} sections", self.kwargs["section_spliter"]], dict(self.cue_words)
+
+
+CONSTRAINED_OPTIONS = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
+
+
+@register("detectable_format:constrained_response")
+class ConstrainedResponse(Verifier):
+    """The response contains one of IFEval's three options ("My answer is yes.", "... no.", "... maybe.";
+    case-sensitive substring). Spans: every occurrence of an option; empty when none is there."""
+
+    params: ClassVar = {}
+    cue_words = {"my answer is": 2, "options": 1}
+
+    def sentence(self) -> str:
+        return "Answer with one of the following options: " + ", ".join(f'"{o}"' for o in CONSTRAINED_OPTIONS) + "."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        spans = [m.span() for option in CONSTRAINED_OPTIONS for m in re.finditer(re.escape(option), text)]
+        return float(bool(spans)), spans
+
+
+@register("startend:quotation")
+class Quotation(Verifier):
+    """The response, stripped of whitespace, is longer than one character and starts and ends with a
+    double quote `"`. Spans: its first and last characters (the ones compared), whether they match or not.
+
+    >>> Quotation().verify(' "Hi." ')
+    VerifyResult(score=1.0, spans=((1, 2), (5, 6)))
+    """
+
+    params: ClassVar = {}
+    cue_words = {"quotation": 2, "double quot": 2, "wrap": 1}
+
+    def sentence(self) -> str:
+        return "Wrap your entire response with double quotation marks."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+        if start >= end:
+            return 0.0, []
+        ok = end - start > 1 and text[start] == '"' and text[end - 1] == '"'
+        return float(ok), [(start, start + 1), (end - 1, end)]
+
+
+@register("combination:two_responses")
+class TwoResponses(Verifier):
+    """Two different responses separated by six asterisks `******` (IFEval: split on it; a blank piece
+    is allowed only first or last; exactly two non-blank pieces, different once stripped).
+    Spans: the separators.
+
+    >>> TwoResponses().verify("Yes.\\n******\\nNo.")
+    VerifyResult(score=1.0, spans=((5, 11),))
+    """
+
+    params: ClassVar = {}
+    cue_words = {"two different responses": 2, "******": 2, "asterisk": 1}
+
+    def sentence(self) -> str:
+        return "Give two different responses separated by six asterisk symbols: ******."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        separators, pos = [], 0
+        while (found := text.find("******", pos)) != -1:
+            separators.append((found, found + 6))
+            pos = found + 6
+        pieces = [text[s:e] for s, e in _pieces(text, separators)]
+        valid = []
+        for i, piece in enumerate(pieces):
+            if piece.strip():
+                valid.append(piece.strip())
+            elif i not in (0, len(pieces) - 1):
+                return 0.0, separators
+        return float(len(valid) == 2 and valid[0] != valid[1]), separators
+
+
+@register("combination:repeat_prompt")
+class RepeatPrompt(Verifier):
+    """The response starts with the request, repeated word for word (IFEval: the stripped, lower-cased
+    response starts with the stripped, lower-cased `prompt_to_repeat`). In a prompt set whose record
+    leaves `prompt_to_repeat` out, the loader fills in the prompt's task text (the request without the
+    constraint sentences, as IFEval's instruction asks). Spans: the start of the text compared with the
+    request (as many characters as the request).
+
+    >>> RepeatPrompt(prompt_to_repeat="Name a river.").verify("name a river. The Nile.")
+    VerifyResult(score=1.0, spans=((0, 13),))
+    """
+
+    params: ClassVar = {
+        "prompt_to_repeat": Param(as_text, help="the request to repeat (default in a prompt set: the task)")
+    }
+    prompt_arg: ClassVar[str] = "prompt_to_repeat"
+    cue_words = {"repeat the request": 2, "word for word": 2, "repeat": 1}
+
+    def sentence(self) -> str:
+        return "First repeat the request word for word without change, then give your answer."
+
+    def check(self, text: str) -> tuple[float, Iterable[Span]]:
+        request = self.kwargs["prompt_to_repeat"].strip().lower()
+        stripped = text.strip()
+        lead = len(text) - len(text.lstrip())
+        low_head, index = _lower_map(stripped[: len(request)])
+        span = (lead, lead + index[min(len(low_head), len(request))])
+        return float(stripped.lower().startswith(request)), [span]

@@ -1,4 +1,4 @@
-"""Deterministic word and sentence tokenizers (no NLTK, no data downloads).
+"""Deterministic word and sentence tokenizers (no NLTK data, nothing downloaded).
 
 IFEval counts words with NLTK's `RegexpTokenizer(r"\\w+")`: `word_spans` is the same regex, so
 word counts are identical on every text.
@@ -15,10 +15,17 @@ Where it may differ from Punkt: abbreviations outside the list (Punkt's model kn
 initials and ordinal numbers before a capitalised word (Punkt uses learned orthographic
 statistics there), and period-less breaks Punkt makes after unusual punctuation. On ordinary
 prose (sentences ending in `.`, `!`, `?` followed by a space) the counts are the same.
+
+IFEval counts capital words (`change_case:capital_word_frequency`) over `nltk.word_tokenize`: Punkt's
+sentence split, then the Treebank word tokenizer on each sentence. `treebank_tokens` runs NLTK's
+Treebank tokenizer (`NLTKWordTokenizer`, pure regular expressions, no data) on the whole text; per
+sentence it would split off each sentence's final period as a token of its own, which never changes
+whether a token is all capitals (a period is not a cased character), so the count is the same.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 Span = tuple[int, int]
@@ -87,3 +94,49 @@ def sentence_spans(text: str) -> list[Span]:
 def count_sentences(text: str) -> int:
     """Number of sentences (approximates IFEval's Punkt-based `count_sentences`)."""
     return len(sentence_spans(text))
+
+
+@functools.lru_cache(maxsize=1)
+def _treebank():
+    from nltk.tokenize.destructive import NLTKWordTokenizer  # imported on first use (about 1 s)
+
+    return NLTKWordTokenizer()
+
+
+def treebank_tokens(text: str) -> list[str]:
+    """The tokens of NLTK's Treebank word tokenizer on the whole text (see the module docstring)."""
+    return _treebank().tokenize(text)
+
+
+def _align(text: str, tokens: list[str]) -> list[Span | None]:
+    """Each token's character range in `text`, in order (None where it is not verbatim in the text: the
+    tokenizer writes double quotes as `` or '')."""
+    spans: list[Span | None] = []
+    pos = 0
+    for token in tokens:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if text.startswith(token, pos):
+            start = pos
+        elif token in ("``", "''"):
+            width = 1 if text.startswith('"', pos) else 2 if text.startswith(("``", "''"), pos) else 0
+            spans.append((pos, pos + width) if width else None)
+            pos += width
+            continue
+        else:
+            start = text.find(token, pos)
+            if start == -1:
+                spans.append(None)
+                continue
+        spans.append((start, start + len(token)))
+        pos = start + len(token)
+    return spans
+
+
+def capital_words(text: str) -> tuple[int, list[Span]]:
+    """(count, character ranges) of the Treebank tokens that are all capitals (`token.isupper()`, as IFEval
+    counts them: "DON'T" is two, "WELL-KNOWN" one)."""
+    tokens = treebank_tokens(text)
+    spans = _align(text, tokens)
+    capital = [span for token, span in zip(tokens, spans, strict=True) if token.isupper()]
+    return len(capital), [span for span in capital if span is not None]
