@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build
+from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, families, family_class
 from core.verifiers.text import sentence_spans
 
 Span = tuple[int, int]
@@ -204,10 +204,20 @@ def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: st
         kwargs = spec.get("kwargs") or {}
         if not isinstance(kwargs, dict):
             raise ValueError(f"constraint {spec['family']!r}: 'kwargs' must be an object")
-        constraints.append(build(spec["family"], **kwargs))
+        constraints.append(build_for_prompt(spec["family"], kwargs, task))
     _check_distinct(constraints)
     text = record.get("prompt") if isinstance(record.get("prompt"), str) else None
     return PromptItem(key=key, task=task, constraints=constraints, text=text)
+
+
+def build_for_prompt(family: str, kwargs: dict[str, Any], task: str) -> Verifier:
+    """`build(family, **kwargs)`, giving a family that reads the prompt (its class names the argument in
+    `prompt_arg`, e.g. `combination:repeat_prompt`'s `prompt_to_repeat`) the task text when the record
+    leaves that argument out."""
+    arg = getattr(family_class(family), "prompt_arg", None) if family in families() else None
+    if arg and arg not in kwargs:
+        kwargs = {**kwargs, arg: task}
+    return build(family, **kwargs)
 
 
 def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str) -> PromptItem | None:
@@ -224,7 +234,7 @@ def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str
     for family, kwargs in zip(ids, all_kwargs, strict=True):
         kwargs = {k: v for k, v in (kwargs or {}).items() if v is not None}
         try:
-            constraints.append(build(family, **kwargs))
+            constraints.append(build_for_prompt(family, kwargs, prompt))
         except VerifierSpecError:
             if skip_unknown and not _is_registered(family):
                 continue
@@ -237,8 +247,6 @@ def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str
 
 
 def _is_registered(family: Any) -> bool:
-    from core.verifiers import families
-
     return family in families()
 
 

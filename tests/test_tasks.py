@@ -79,22 +79,31 @@ def test_save_and_load_roundtrip(tmp_path, prompt_file):
 # IFEval format
 
 
-def test_ifeval_unknown_family_is_an_error_naming_file_line_and_choices():
+UNKNOWN_ID = '{"key": 1009, "prompt": "Say hi twice.", "instruction_id_list": ["combination:say_twice"], "kwargs": [{}]}'
+
+
+@pytest.fixture
+def ifeval_with_unknown(tmp_path):
+    """The IFEval sample plus a record of an id no IFEval version has (line 9)."""
+    return write_lines(tmp_path, [*IFEVAL.read_text().splitlines(), UNKNOWN_ID], "ifeval.jsonl")
+
+
+def test_ifeval_unknown_family_is_an_error_naming_file_line_and_choices(ifeval_with_unknown):
     with pytest.raises(PromptSetError) as info:
-        load_prompt_set(IFEVAL)
+        load_prompt_set(ifeval_with_unknown)
     message = str(info.value)
-    assert f"{IFEVAL}:8:" in message
-    assert "detectable_format:multiple_sections" in message and "keywords:existence" in message
+    assert f"{ifeval_with_unknown}:9:" in message
+    assert "combination:say_twice" in message and "detectable_format:multiple_sections" in message
 
 
-def test_ifeval_loads_with_none_kwargs_dropped():
-    items = load_prompt_set(IFEVAL, skip_unknown=True)
-    assert [i.key for i in items] == [str(k) for k in range(1001, 1009)]
+def test_ifeval_loads_with_none_kwargs_dropped(ifeval_with_unknown):
+    items = load_prompt_set(ifeval_with_unknown, skip_unknown=True)
+    assert [i.key for i in items] == [str(k) for k in range(1001, 1009)]  # 1009 had no known constraint
     assert items[0].constraints == [
         build("length_constraints:number_sentences", num_sentences=5, relation="at least"),
         build("keywords:forbidden_words", forbidden_words=["storm", "wave"]),
     ]
-    assert items[7].families() == ["change_case:english_capital"]  # multiple_sections skipped
+    assert items[7].families() == ["change_case:english_capital", "detectable_format:multiple_sections"]
     raw = json.loads(IFEVAL.read_text().splitlines()[1])
     assert items[1].prompt() == raw["prompt"]  # the prompt is kept verbatim
     assert reward_names(items)[:3] == [
@@ -147,6 +156,7 @@ IFEVAL_CONTRASTIVE = {
         "Tell me about the history of Rome. Your response must have 2 sections. Mark the beginning of each section"
         " with SECTION X."
     ),
+    ("1008", 1): "Tell me about the history of Rome. Your entire response should be in English, and in all capital letters.",
 }
 
 
@@ -154,6 +164,23 @@ def test_ifeval_contrastive_prompts_remove_the_constraint_sentences():
     items = {i.key: i for i in load_prompt_set(IFEVAL, skip_unknown=True)}
     for (key, k), expected in IFEVAL_CONTRASTIVE.items():
         assert items[key].contrastive_prompt(k) == expected, (key, k)
+
+
+IFEVAL_ALL = DATA / "ifeval_all25.jsonl"
+
+
+def test_ifeval_file_with_all_25_ids_loads_and_finds_each_instruction():
+    from helpers import IFEVAL_IDS
+
+    items = load_prompt_set(IFEVAL_ALL)
+    assert sorted(reward_names(items)) == sorted(IFEVAL_IDS)
+    for item in items:
+        for k in range(len(item.constraints)):
+            start, end = item.constraint_part(k)  # every instruction's sentence is found (never None)
+            assert item.contrastive_prompt(k) != item.prompt()
+            assert len(item.contrastive_prompt(k)) < len(item.prompt()) - (end - start) + 2, (item.key, k)
+    repeat = next(i for i in items if i.families() == ["combination:repeat_prompt"])
+    assert repeat.constraints[0].kwargs["prompt_to_repeat"] == "Write a haiku about rain."
 
 
 def test_ifeval_fallback_when_no_sentence_states_the_constraint():

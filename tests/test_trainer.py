@@ -281,3 +281,23 @@ def test_replay_p_t_from_sampling_logits_equals_a_teacher_forced_pass(make_cfg):
     assert torch.allclose(from_sampling.logp_full[m], from_pass.logp_full[m], atol=1e-5)
     assert torch.allclose(from_sampling.token_logp, from_pass.token_logp, atol=1e-5)
     assert step_lib.collect_rollout(lifecycle.build_state(make_cfg(method="gdpo")), 1).logits is None
+
+
+def test_an_ifeval_file_with_all_25_ids_trains(micro_model, tmp_path):
+    """An IFEval-format JSONL with every one of IFEval's 25 instruction ids loads and trains (2 MRTPO steps)."""
+    from helpers import IFEVAL_IDS
+
+    from core.run import lifecycle
+
+    cfg = TrainConfig(model=str(micro_model), prompt_set="tests/data/ifeval_all25.jsonl", runs_dir=str(tmp_path),
+                      run_name="ifeval", group_size=2, prompts_per_step=13, max_new_tokens=6, steps=2, lr=1e-2,
+                      checkpoint_every=0, device="cpu")
+    store = RunStore(lifecycle.train(cfg))
+    assert store.status()["state"] == "completed"
+    assert sorted(store.config()["reward_names"]) == sorted(IFEVAL_IDS)
+    metrics = store.metrics()
+    assert list(metrics["step"]) == [1, 2]
+    for name in IFEVAL_IDS:
+        assert math.isfinite(metrics[f"reward/{name}"].iloc[0]), name
+    credit = store.credit(2)
+    assert set(credit["reward"]) == set(IFEVAL_IDS)
