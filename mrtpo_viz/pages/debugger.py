@@ -21,7 +21,11 @@ CREDIT_PAGE = "mrtpo_viz/pages/credit.py"
 EXAMPLE_ARGS = {"keywords": ["river"], "forbidden_words": ["bad"], "keyword": "river", "frequency": 2,
                 "relation": "at least", "num_sentences": 2, "num_words": 10, "num_placeholders": 1,
                 "postscript_marker": "P.S.", "num_bullets": 3, "num_highlights": 2,
-                "end_phrase": "Is there anything else?", "start_phrase": "Hello", "answer": 7}
+                "end_phrase": "Is there anything else?", "start_phrase": "Hello", "answer": 7,
+                "letter": "r", "let_frequency": 3, "let_relation": "at least", "capital_frequency": 2,
+                "capital_relation": "at least", "language": "en", "num_paragraphs": 2, "nth_paragraph": 1,
+                "first_word": "the", "section_spliter": "SECTION", "num_sections": 2,
+                "prompt_to_repeat": "Describe a river."}
 
 st.title("Verifier debugger")
 tab_runs, tab_play = st.tabs(["Credit vs spans in a run", "Verifier playground"])
