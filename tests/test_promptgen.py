@@ -75,7 +75,7 @@ def test_constraint_count_options_for_the_bootstrap_corpus():
 
 def test_shipped_files_are_the_generator_output(tmp_path):
     promptgen.main(["--out", str(tmp_path)])
-    for name in ("default.jsonl", "heldout.jsonl"):
+    for name in ("default.jsonl", "heldout.jsonl", "multi.jsonl", "multi-heldout.jsonl"):
         assert (tmp_path / name).read_text() == (PROMPTS / name).read_text(), f"regenerate {name}"
     default = load_prompt_set(PROMPTS / "default.jsonl")
     heldout = load_prompt_set(PROMPTS / "heldout.jsonl")
@@ -83,3 +83,63 @@ def test_shipped_files_are_the_generator_output(tmp_path):
     assert set(reward_names(default)) == DEFAULT_FAMILIES == set(reward_names(heldout))
     first = json.loads((PROMPTS / "default.jsonl").read_text().splitlines()[0])
     assert set(first) == {"key", "task", "constraints"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the multi setting
+
+
+def _kind(family):
+    return next(kind for kind, fams in promptgen.KINDS.items() if family in fams)
+
+
+@pytest.mark.parametrize("split", ["train", "heldout"])
+def test_multi_prompts_carry_four_to_six_constraints_of_several_kinds(split):
+    records = generate_prompts(300, seed=0, split=split, setting="multi")
+    assert records == generate_prompts(300, seed=0, split=split, setting="multi")
+    assert records != generate_prompts(300, seed=0, split=split)  # not the tiny set
+    topics = TOPICS if split == "train" else HELDOUT_TOPICS
+    conflicts = writing = 0
+    for r in records:
+        item = item_from_record(r)
+        families = item.families()
+        assert 4 <= len(families) <= 6 and len(set(families)) == len(families)
+        kinds = {_kind(f) for f in families}
+        assert {"format", "safety", "style"} <= kinds  # every prompt: format, safety and style at once
+        arithmetic = families[0] == "task:arithmetic"
+        assert arithmetic == ("correctness" in kinds)
+        forbidden = item.verifier_for("keywords:forbidden_words").kwargs["forbidden_words"]
+        if arithmetic:
+            assert forbidden == ["sum"]  # what an answer to "What is a plus b?" invites
+        else:
+            writing += 1
+            topic = re.fullmatch(r"Write a short note about (.+)\.", r["task"]).group(1)
+            assert topic in topics and forbidden == [promptgen.INVITED_WORDS[topic]]
+            conflicts += set(promptgen.CONFLICT) <= set(families)
+        limit = item.verifier_for("length_constraints:number_words")
+        if limit is not None:
+            assert limit.kwargs["relation"] == "less than" and limit.kwargs["num_words"] in promptgen.WORD_LIMITS
+        start = item.verifier_for("startend:start_checker")
+        assert start is None or start.kwargs["start_phrase"] in promptgen.START_PHRASES
+    assert 0.2 <= conflicts / writing <= 0.45  # the word limit against keyword + end phrase: about 30%
+    assert {_kind(f) for r in records for f in item_from_record(r).families()} == set(promptgen.KINDS)
+
+
+def test_invited_words_cover_every_topic_and_are_no_keyword():
+    assert set(promptgen.INVITED_WORDS) == set(TOPICS) | set(HELDOUT_TOPICS)
+    words = list(promptgen.INVITED_WORDS.values()) + [promptgen.ARITHMETIC_INVITED]
+    assert len(set(words)) == len(words)
+    assert not any(k in w or w in k for k in KEYWORDS + HELDOUT_KEYWORDS for w in words)
+
+
+def test_shipped_multi_files():
+    train = load_prompt_set(PROMPTS / "multi.jsonl")
+    heldout = load_prompt_set(PROMPTS / "multi-heldout.jsonl")
+    assert len(train) == 200 and len(heldout) == 60
+    expected = set(promptgen.MULTI_FAMILIES) | {"task:arithmetic"}
+    assert set(reward_names(train)) == expected == set(reward_names(heldout))
+
+
+def test_unknown_setting_names_the_choices():
+    with pytest.raises(ValueError, match="valid choices: tiny, multi"):
+        generate_prompts(3, setting="hard")

@@ -1,14 +1,19 @@
-"""The default prompt set's generator (for the tiny-instruct model).
+"""The prompt-set generator: the default set (setting `tiny`, for tiny-instruct) and the harder `multi` set.
 
 Writing prompts: task "Write a short note about {topic}." plus 2-4 constraints from four
 families (include a keyword, end with a phrase, all lowercase, no commas); arithmetic prompts:
 "What is {a} plus {b}?" (a, b in 1..9, family `task:arithmetic`) plus 1-3 of those constraints.
 The held-out split uses other topics and other keywords (same end phrases and families).
 
+The `multi` setting (for tiny-multi, see `Setting`): 4-6 constraints per prompt from four kinds at once:
+format (start phrase, end phrase, title, postscript), safety (do not use the word the topic invites),
+style (lowercase, no commas, a word limit) and content (a keyword), plus correctness on arithmetic prompts;
+about 30% of its writing prompts pair a word limit with a keyword and an end phrase (they pull against each other).
+
 The vocabulary is small on purpose: a 1M-parameter model must learn to copy the stated keyword
 and end phrase from the prompt. Deterministic for a given (n, seed, split).
 
-    python -m core.tools.promptgen --out sample_data/prompts      # rewrites default.jsonl, heldout.jsonl
+    python -m core.tools.promptgen --out sample_data/prompts      # rewrites every setting's two files
 
 Never imports torch.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +61,69 @@ WRITING_FAMILIES = (
 )
 SPLITS = ("train", "heldout")
 
+# --- the `multi` setting: four kinds of verifiers at once -----------------------------------------------------
+START_PHRASES = ("Dear reader", "Hello friend", "Good day", "Well now")
+# Each topic invites one word (the template notes mention it): the `keywords:forbidden_words` constraint of
+# the multi setting forbids exactly that word, so obeying it takes a decision, not luck.
+INVITED_WORDS = {
+    "rivers": "water", "mountains": "peak", "the sea": "waves", "cats": "fur", "dogs": "bark", "bread": "flour",
+    "rain": "umbrella", "the moon": "night", "trees": "leaves", "music": "song", "trains": "tracks",
+    "gardens": "flowers", "winter": "cold", "books": "pages", "birds": "wings", "coffee": "cup",
+    "the city": "streets", "bees": "honey", "the desert": "sand", "bicycles": "wheels",
+    "clocks": "tick", "islands": "beach", "horses": "saddle", "candles": "flame", "bridges": "arch",
+    "snow": "white", "apples": "juice", "kites": "wind", "the forest": "wood", "boats": "sail",
+}  # fmt: skip
+ARITHMETIC_INVITED = "sum"  # what an answer to "What is a plus b?" invites
+WORD_LIMITS = (20, 25, 30)
+# Kinds of verifiers (the issue's four, plus content for the keyword); the multi setting draws every prompt's
+# constraints so that format, safety and style each appear in it.
+KINDS = {
+    "format": ("startend:start_checker", "startend:end_checker", "detectable_format:title",
+               "detectable_content:postscript"),
+    "safety": ("keywords:forbidden_words",),
+    "style": ("change_case:english_lowercase", "punctuation:no_comma", "length_constraints:number_words"),
+    "content": ("keywords:existence",),
+    "correctness": ("task:arithmetic",),
+}  # fmt: skip
+MULTI_FAMILIES = tuple(f for kind in ("format", "safety", "style", "content") for f in KINDS[kind])
+# The conflicting triple: a word limit against "include the keyword and end with the phrase".
+CONFLICT = ("length_constraints:number_words", "keywords:existence", "startend:end_checker")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A family of prompt sets: which constraint families a prompt draws, how many, and its file names.
+
+    `tiny` is the default set (tiny-instruct's); `multi` carries 4-6 constraints from format, safety,
+    style and content (+ correctness on arithmetic prompts); with probability `conflict_share` a writing
+    prompt also gets the conflicting triple (word limit, keyword, end phrase) when it still fits after the
+    required kinds (about 30% of the multi set's writing prompts carry it)."""
+
+    name: str
+    families: tuple[str, ...]
+    writing_constraints: tuple[int, int]
+    arithmetic_constraints: tuple[int, int]
+    arithmetic_share: float
+    files: tuple[str, str]  # train, held-out file names in sample_data/prompts
+    required_kinds: tuple[str, ...] = ()  # a prompt with enough constraints has one of each of these kinds
+    conflict_share: float = 0.0
+    model: str = "tiny-instruct"  # the embedded model trained on this distribution
+    max_new_tokens: int | None = None  # longest response its model writes (None: the trainer's default, 48)
+
+
+SETTINGS = {
+    "tiny": Setting("tiny", WRITING_FAMILIES, (2, 4), (1, 3), 0.2, ("default.jsonl", "heldout.jsonl")),
+    "multi": Setting("multi", MULTI_FAMILIES, (4, 6), (3, 5), 0.4, ("multi.jsonl", "multi-heldout.jsonl"),
+                     required_kinds=("format", "safety", "style"), conflict_share=0.5, model="tiny-multi",
+                     max_new_tokens=96),
+}
+
+
+def get_setting(name: str) -> Setting:
+    if name not in SETTINGS:
+        raise ValueError(f"unknown setting {name!r}; valid choices: {', '.join(SETTINGS)}")
+    return SETTINGS[name]
+
 
 def _constraint(family: str, rng: random.Random, keywords: tuple[str, ...], topic: str) -> dict[str, Any]:
     if family == "keywords:existence":
@@ -63,7 +132,34 @@ def _constraint(family: str, rng: random.Random, keywords: tuple[str, ...], topi
         return {"family": family, "kwargs": {"keywords": [rng.choice(choices)]}}
     if family == "startend:end_checker":
         return {"family": family, "kwargs": {"end_phrase": rng.choice(END_PHRASES)}}
+    if family == "startend:start_checker":
+        return {"family": family, "kwargs": {"start_phrase": rng.choice(START_PHRASES)}}
+    if family == "keywords:forbidden_words":
+        return {"family": family, "kwargs": {"forbidden_words": [INVITED_WORDS.get(topic, ARITHMETIC_INVITED)]}}
+    if family == "detectable_content:postscript":
+        return {"family": family, "kwargs": {"postscript_marker": "P.S."}}
+    if family == "length_constraints:number_words":
+        return {"family": family, "kwargs": {"num_words": rng.choice(WORD_LIMITS), "relation": "less than"}}
     return {"family": family, "kwargs": {}}
+
+
+def _choose_families(setting: Setting, rng: random.Random, count: int, arithmetic: bool) -> list[str]:
+    """`count` distinct families of the setting. tiny: a uniform sample. With required kinds: one family of each
+    required kind first (as many as `count` allows), then the conflict triple (writing prompts, with probability
+    conflict_share, when it fits), then uniform; returned in random order."""
+    if not setting.required_kinds:
+        return rng.sample(setting.families, count)
+    chosen: list[str] = []
+    for kind in rng.sample(setting.required_kinds, len(setting.required_kinds))[:count]:
+        chosen.append(rng.choice(KINDS[kind]))
+    if not arithmetic and rng.random() < setting.conflict_share:
+        extra = [f for f in CONFLICT if f not in chosen]
+        if len(chosen) + len(extra) <= count:
+            chosen += extra
+    rest = [f for f in setting.families if f not in chosen]
+    chosen += rng.sample(rest, max(0, count - len(chosen)))
+    rng.shuffle(chosen)
+    return chosen
 
 
 def generate_prompts(
@@ -71,19 +167,25 @@ def generate_prompts(
     seed: int = 0,
     split: str = "train",
     *,
-    arithmetic_share: float = 0.2,
-    writing_constraints: tuple[int, int] = (2, 4),
-    arithmetic_constraints: tuple[int, int] = (1, 3),
+    setting: str = "tiny",
+    arithmetic_share: float | None = None,
+    writing_constraints: tuple[int, int] | None = None,
+    arithmetic_constraints: tuple[int, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """`n` prompts as native JSONL records (`key`, `task`, `constraints`).
+    """`n` prompts of a setting (`tiny`, the default set, or `multi`) as native JSONL records (`key`, `task`,
+    `constraints`).
 
     `round(n * arithmetic_share)` of them (at random positions) are arithmetic prompts. The
-    number of format constraints is drawn uniformly from the inclusive ranges given (the
-    bootstrap corpus uses (0, 3) so that a contrastive prompt is one the model has seen).
+    number of other constraints is drawn uniformly from the inclusive ranges given (default: the
+    setting's; the bootstrap corpus uses ranges from 0 so that a contrastive prompt is one the model has seen).
 
     >>> generate_prompts(1, seed=0, arithmetic_share=0.0)[0]["task"]
     'Write a short note about cats.'
     """
+    spec = get_setting(setting)
+    arithmetic_share = spec.arithmetic_share if arithmetic_share is None else arithmetic_share
+    writing_constraints = writing_constraints or spec.writing_constraints
+    arithmetic_constraints = arithmetic_constraints or spec.arithmetic_constraints
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if n < 0:
@@ -94,12 +196,12 @@ def generate_prompts(
         ("writing_constraints", writing_constraints),
         ("arithmetic_constraints", arithmetic_constraints),
     ):
-        if not 0 <= lo <= hi <= len(WRITING_FAMILIES):
-            raise ValueError(f"{name} must satisfy 0 <= low <= high <= {len(WRITING_FAMILIES)}, got {(lo, hi)}")
+        if not 0 <= lo <= hi <= len(spec.families):
+            raise ValueError(f"{name} must satisfy 0 <= low <= high <= {len(spec.families)}, got {(lo, hi)}")
     topics, keywords = (TOPICS, KEYWORDS) if split == "train" else (HELDOUT_TOPICS, HELDOUT_KEYWORDS)
-    rng = random.Random(f"{split}:{seed}")
+    rng = random.Random(f"{split}:{seed}" if setting == "tiny" else f"{setting}:{split}:{seed}")
     arithmetic = set(rng.sample(range(n), round(n * arithmetic_share)))
-    prefix = "p" if split == "train" else "h"
+    prefix = ("p" if split == "train" else "h") if setting == "tiny" else ("m" if split == "train" else "mh")
     records = []
     for i in range(n):
         if i in arithmetic:
@@ -112,30 +214,36 @@ def generate_prompts(
             task = f"Write a short note about {topic}."
             lo, hi = writing_constraints
             constraints = []
-        chosen = rng.sample(WRITING_FAMILIES, rng.randint(lo, hi))
+        chosen = _choose_families(spec, rng, rng.randint(lo, hi), bool(constraints))
         constraints += [_constraint(family, rng, keywords, topic) for family in chosen]
         records.append({"key": f"{prefix}{i + 1:04d}", "task": task, "constraints": constraints})
     return records
 
 
-def write_default_sets(out_dir: str | Path, n_train: int = 200, n_heldout: int = 60, seed: int = 0) -> list[Path]:
-    """Write `default.jsonl` (train split) and `heldout.jsonl` into `out_dir`."""
+def write_default_sets(out_dir: str | Path, n_train: int = 200, n_heldout: int = 60, seed: int = 0,
+                       setting: str = "tiny") -> list[Path]:
+    """Write a setting's train and held-out files (tiny: `default.jsonl`, `heldout.jsonl`; multi: `multi.jsonl`,
+    `multi-heldout.jsonl`) into `out_dir`."""
     out_dir = Path(out_dir)
-    paths = [out_dir / "default.jsonl", out_dir / "heldout.jsonl"]
-    save_prompt_set(generate_prompts(n_train, seed, "train"), paths[0])
-    save_prompt_set(generate_prompts(n_heldout, seed, "heldout"), paths[1])
+    spec = get_setting(setting)
+    paths = [out_dir / spec.files[0], out_dir / spec.files[1]]
+    save_prompt_set(generate_prompts(n_train, seed, "train", setting=setting), paths[0])
+    save_prompt_set(generate_prompts(n_heldout, seed, "heldout", setting=setting), paths[1])
     return paths
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.tools.promptgen", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="folder for default.jsonl and heldout.jsonl")
+    parser.add_argument("--out", required=True, help="folder for the prompt files")
+    parser.add_argument("--setting", choices=[*SETTINGS, "all"], default="all",
+                        help="which setting's files to write (default: all)")
     parser.add_argument("--n", type=int, default=200, help="train prompts (default 200)")
     parser.add_argument("--heldout-n", type=int, default=60, help="held-out prompts (default 60)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for path in write_default_sets(args.out, args.n, args.heldout_n, args.seed):
-        print(f"wrote {path}")
+    for setting in SETTINGS if args.setting == "all" else [args.setting]:
+        for path in write_default_sets(args.out, args.n, args.heldout_n, args.seed, setting):
+            print(f"wrote {path}")
     return 0
 
 
