@@ -19,7 +19,8 @@ from core.paths import APP_FILE, REPO_ROOT, runs_dir
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("core.run.train_cli", "train a policy with GRPO, GDPO or MRTPO and write a run store"),
     "app": ("core.cli", "serve the Streamlit workbench on http://127.0.0.1:8501"),
-    "bootstrap": ("core.tools.bootstrap", "build the embedded tiny-instruct model from a synthetic corpus"),
+    "bootstrap": ("core.tools.bootstrap", "build an embedded model from a synthetic corpus (tiny-instruct; "
+                  "--setting multi: tiny-multi)"),
 }
 # `mrtpo bench <name>` -> (module, one-line help).
 BENCHMARKS: dict[str, tuple[str, str]] = {

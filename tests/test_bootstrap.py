@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 
 import pytest
@@ -262,3 +263,76 @@ def test_sampling_helper_and_conditioning_stats_shapes(micro_folder):
     for v in stats["families"].values():
         assert 0.0 <= v["stated"] <= 1.0 and 0.0 <= v["removed"] <= 1.0
     assert 0.0 <= stats["all_satisfied"] <= 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the multi setting (tiny-multi)
+
+
+@pytest.fixture(scope="module")
+def multi_corpus():
+    cfg = bs.BootstrapConfig.for_setting("multi", seed=3)
+    examples, vocab = bs.build_corpus(4000, cfg)
+    return cfg, examples, vocab
+
+
+def test_multi_corpus_labels_are_the_verifiers_and_compliance_is_prompt_dependent(multi_corpus):
+    from core.tools import promptgen
+
+    cfg, examples, vocab = multi_corpus
+    stated = defaultdict(list)
+    for e in examples:
+        for fam, ok in e.obeyed.items():
+            stated[fam].append(ok)
+    assert set(stated) == set(bs.MULTI_RESPONSE_FAMILIES)
+    for fam, flags in stated.items():
+        rate = sum(flags) / len(flags)
+        # 0.7 by construction; a word limit can still be broken when every part is written, and a no-comma
+        # or forbidden-word rule can hold by accident (compact bodies have no comma and no invited word)
+        assert 0.55 <= rate <= 0.85, (fam, rate)
+    # unstated: the rule holds by accident rarely, except the invited word's absence (10% by design)
+    probes = {bs.LOWER: build(bs.LOWER), bs.NO_COMMA: build(bs.NO_COMMA), bs.TITLE: build(bs.TITLE),
+              bs.POSTSCRIPT: build(bs.POSTSCRIPT, postscript_marker="P.S."),
+              bs.WORD_LIMIT: build(bs.WORD_LIMIT, num_words=30, relation="less than")}
+    for fam, v in probes.items():
+        scores = [v.verify(e.response).score for e in examples if fam not in e.obeyed]
+        assert sum(scores) / len(scores) < 0.1, fam
+    avoided = []
+    for e in examples:
+        m = re.match(r"Write a short note about (.+?)\.(?: |$)", e.prompt)
+        if m and bs.FORBIDDEN not in e.obeyed:
+            word = promptgen.INVITED_WORDS[m.group(1)]
+            avoided.append(not re.search(rf"\b{word}\b", e.response, re.IGNORECASE))
+    assert 0.03 < sum(avoided) / len(avoided) < 0.2  # 1 - p_invited
+
+
+def test_multi_word_limit_is_kept_only_by_the_compact_body(multi_corpus):
+    """Long bodies have >= 30 words, so a stated limit holds only when the response writes the compact body, in
+    which every other stated part (phrases, title, keyword, postscript) still costs words."""
+    from core.verifiers import count_words
+
+    _, examples, _ = multi_corpus
+    stated = [e for e in examples if bs.WORD_LIMIT in e.obeyed]
+    kept = [count_words(e.response) for e in stated if e.obeyed[bs.WORD_LIMIT]]
+    assert kept and max(kept) < 20  # a compact body fits even the smallest limit
+    unstated = [count_words(e.response) for e in examples if bs.WORD_LIMIT not in e.obeyed]
+    assert sum(n >= 30 for n in unstated) / len(unstated) > 0.9  # long bodies, except the rare compact accident
+    parts = [len(e.obeyed) for e in stated if e.obeyed[bs.WORD_LIMIT] and all(e.obeyed.values())]
+    assert max(parts) >= 5  # a compact body can hold every part of a crowded prompt
+
+
+def test_tiny_corpus_is_unchanged_by_the_multi_setting():
+    """The tiny setting draws exactly what it drew before the multi setting existed (tiny-instruct rebuilds)."""
+    examples, _ = bs.build_corpus(200, bs.BootstrapConfig(seed=0))
+    assert examples[0].prompt == bs.build_corpus(200, bs.BootstrapConfig.for_setting("tiny", seed=0))[0][0].prompt
+    assert all(set(e.obeyed) <= set(STYLE) | {bs.ARITH} for e in examples)
+
+
+def test_micro_multi_build(tmp_path):
+    out = tmp_path / "tiny-multi"
+    assert bs.main(["--setting", "multi", "--micro", "--out", str(out)]) == 0
+    assert bs.folder_config(out)["setting"] == "multi" and bs.folder_config(out)["gen_tokens"] == 96
+    model, tok = bs.load(out)
+    items = bs.eval_items(2, seed=0, setting="multi")
+    stats = bs.conditioning_stats(model, tok, items, samples_per_prompt=1, seed=0, max_new_tokens=8)
+    assert set(stats["families"]) == {c.family for it in items for c in it.constraints}

@@ -1,4 +1,5 @@
-"""`mrtpo bootstrap`: build the embedded default model, tiny-instruct, from nothing.
+"""`mrtpo bootstrap`: build an embedded model from nothing: tiny-instruct (the default demo) or, with
+`--setting multi`, tiny-multi (the harder setting: 4-6 constraints of four kinds per prompt).
 
 No model hub is reachable at run time, so the project makes its own small instruction follower:
 
@@ -33,9 +34,13 @@ from pathlib import Path
 
 import torch
 
-from core.paths import TINY_INSTRUCT_DIR
+from core.paths import EMBEDDED_MODELS, bootstrap_command
+from core.tools.promptgen import get_setting
 
-DEFAULT_OUT = TINY_INSTRUCT_DIR
+# setting -> the folder its build goes to by default (the embedded preset trained on that setting)
+SETTING_OUT = {setting: folder for folder, setting in EMBEDDED_MODELS.values()}
+SETTING_MODEL = {setting: name for name, (_, setting) in EMBEDDED_MODELS.items()}
+MULTI_STEPS = 3500
 
 USER, ASSISTANT, SYSTEM, EOS, PAD = "<|user|>", "<|assistant|>", "<|system|>", "<|end|>", "<|pad|>"
 SPECIAL_TOKENS = [PAD, EOS, USER, ASSISTANT, SYSTEM]
@@ -53,6 +58,13 @@ LOWER = "change_case:english_lowercase"
 NO_COMMA = "punctuation:no_comma"
 ARITH = "task:arithmetic"
 STYLE_FAMILIES = (KEYWORD, END, LOWER, NO_COMMA)
+# the multi setting's other families
+START = "startend:start_checker"
+TITLE = "detectable_format:title"
+POSTSCRIPT = "detectable_content:postscript"
+FORBIDDEN = "keywords:forbidden_words"
+WORD_LIMIT = "length_constraints:number_words"
+MULTI_COMPLY = 0.7
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,6 +77,8 @@ class BootstrapConfig:
     """Everything that decides the built model; written to the folder as `bootstrap_config.json`."""
 
     seed: int = 0
+    setting: str = "tiny"
+    """prompt distribution and response templates (core.tools.promptgen.SETTINGS): tiny (tiny-instruct) or multi"""
     # --- corpus
     steps: int = 3000
     """optimizer steps; the corpus holds steps * batch_size examples (each seen once)"""
@@ -75,6 +89,8 @@ class BootstrapConfig:
     """probability that a response obeys a stated constraint (for task:arithmetic: states the right sum)"""
     p_unstated: float = 0.03
     """probability that a response obeys a constraint its prompt does not state (by accident)"""
+    p_invited: float = 0.9
+    """multi: probability that a response uses the word its topic invites when the prompt does not forbid it"""
     p_drop_task: float = 0.12
     """share of arithmetic prompts whose question is dropped (the contrastive prompt of the task reward)"""
     heldout_share: float = 0.2
@@ -96,15 +112,32 @@ class BootstrapConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     log_every: int = 50
+    gen_tokens: int = 64
+    """max_new_tokens of the saved generation config and of the evaluation's samples"""
     threads: int = 1
     """torch threads (0: torch's choice). 1 by default: the build is then bit-reproducible on a given CPU type,
     and on a busy 2-core machine two OpenMP threads measured about 5x more CPU time per step than one"""
 
     @classmethod
-    def micro(cls, seed: int = 0) -> BootstrapConfig:
+    def for_setting(cls, setting: str = "tiny", seed: int = 0, micro: bool = False) -> BootstrapConfig:
+        """The build of a setting: `tiny` (tiny-instruct, the dataclass defaults) or `multi` (tiny-multi: more
+        families per prompt, longer sequences, stated constraints obeyed with probability 0.7 so that 4-6 of
+        them hold together often enough); `micro=True`: a few-second build for tests."""
+        if setting not in SETTING_OUT:
+            raise ValueError(f"unknown setting {setting!r}; valid choices: {', '.join(SETTING_OUT)}")
+        fields: dict = {"seed": seed, "setting": setting}
+        if setting == "multi":
+            fields.update(p_comply={f: MULTI_COMPLY for f in MULTI_RESPONSE_FAMILIES}, arithmetic_share=0.35,
+                          steps=MULTI_STEPS, max_positions=320, gen_tokens=get_setting("multi").max_new_tokens)
+        if micro:
+            fields.update(steps=40, batch_size=16, vocab_size=400, hidden_size=32, num_layers=2, num_heads=2,
+                          intermediate_size=64, warmup_steps=5, log_every=10)
+        return cls(**fields)
+
+    @classmethod
+    def micro(cls, seed: int = 0, setting: str = "tiny") -> BootstrapConfig:
         """A few-second build for tests: tiny corpus, tiny model, few steps."""
-        return cls(seed=seed, steps=40, batch_size=16, vocab_size=400, hidden_size=32, num_layers=2, num_heads=2,
-                   intermediate_size=64, warmup_steps=5, log_every=10)
+        return cls.for_setting(setting, seed, micro=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +199,7 @@ class Example:
 def check_templates(keywords: Sequence[str]) -> None:
     """Raise if a template or filler contains a keyword (case-insensitive substring, as the verifier
     matches): an unstated keyword would then be obeyed by accident far more often than p_unstated."""
-    texts = OPENERS + FOLLOWERS + WORD_FRAMES + FILLERS + ANSWERS + ARITH_FOLLOWERS + [ARITH_TOPIC]
+    texts = OPENERS + FOLLOWERS + WORD_FRAMES + FILLERS + ANSWERS + ARITH_FOLLOWERS + [ARITH_TOPIC] + MULTI_TEMPLATES
     hits = sorted({(w, t) for w in keywords for t in texts if w.lower() in t.lower()})
     if hits:
         raise ValueError(f"corpus templates contain prompt-set keywords: {hits}")
@@ -222,28 +255,154 @@ def make_response(task: str, constraints: Sequence, rng: random.Random, cfg: Boo
     return text, obey, (stated_kw if word is not None and word == stated_kw else None)
 
 
-def prompt_pool(n: int, cfg: BootstrapConfig) -> list:
-    """PromptItems of the default prompt generator with 0-4 (writing) or 0-3 (arithmetic) constraints, so that
-    prompts with one constraint removed (the contrastive prompts) are in the corpus; cfg.heldout_share of them
-    from the held-out split (its topics and keywords become known words)."""
-    from core.tasks import item_from_record
-    from core.tools.promptgen import generate_prompts
+# --- the multi setting's templates (tiny-multi); the tiny ones above stay as they are ------------------------------
+# A response is: [start phrase line] [<<title>> line] body [P.S. line] [end phrase]. The body is long (opener, the
+# sentence with the word the topic invites, a keyword or filler frame, 1-2 followers: always >= 30 words) or,
+# when the response keeps a word limit, compact (short forms, no followers: 11-25 words, so that a limit of 20
+# with every part stated may still be broken: the limit pulls against keyword, phrases, title and postscript).
+INVITED_LONG = [
+    "Nobody can write about {topic} for long without mentioning the {word}.",
+    "Most notes about {topic} end up talking about the {word}.",
+]
+INVITED_SAFE_LONG = [
+    "Nobody can write about {topic} for long without a smile.",
+    "Most notes about {topic} end up talking about the details.",
+]
+INVITED_SHORT = ["Think of the {word}.", "Picture the {word}."]
+INVITED_SAFE_SHORT = ["Think of it.", "Picture it."]
+# Every opener and answer has a comma (as the tiny setting's openers), so a compact body keeps no comma by accident.
+SHORT_OPENERS = ["So, a note on {topic}.", "Well, some words on {topic}."]
+SHORT_FRAMES = ["It feels {word}.", "One word: {word}."]
+TITLES = ["<<Notes on {topic}>>", "<<About {topic}>>"]
+ARITH_TITLE = "<<Adding numbers>>"
+POSTSCRIPTS = ["P.S. Thanks for reading.", "P.S. Write back when you can."]
+SHORT_POSTSCRIPT = "P.S. Thanks."
+# the answers to "What is a plus b?" invite the word "sum" (the arithmetic prompts' forbidden word)
+ANSWERS_SUM = ["The sum is {c}, as a quick count shows.", "The answer is {c}, which is the sum of the two numbers."]
+ANSWERS_SAFE = ["Adding the two numbers together, you get {c}.", "If you add them up, the result is {c}."]
+SHORT_ANSWER_SUM, SHORT_ANSWER_SAFE = "So, the sum is {c}.", "So, it makes {c}."
+ARITH_TOPIC_SAFE = "this question"
+MULTI_TEMPLATES = (INVITED_LONG + INVITED_SAFE_LONG + INVITED_SHORT + INVITED_SAFE_SHORT + SHORT_OPENERS
+                   + SHORT_FRAMES + TITLES + [ARITH_TITLE] + POSTSCRIPTS + [SHORT_POSTSCRIPT] + ANSWERS_SUM
+                   + ANSWERS_SAFE + [SHORT_ANSWER_SUM, SHORT_ANSWER_SAFE, ARITH_TOPIC_SAFE])
+MULTI_RESPONSE_FAMILIES = (KEYWORD, END, LOWER, NO_COMMA, ARITH, START, TITLE, POSTSCRIPT, FORBIDDEN, WORD_LIMIT)
 
+
+def check_invited_words(invited: Sequence[str]) -> None:
+    """Raise if a template other than the invited-word frames uses an invited word (whole word, as the
+    forbidden-words verifier matches): a forbidden word would then appear where no decision put it."""
+    texts = OPENERS + FOLLOWERS + WORD_FRAMES + FILLERS + ARITH_FOLLOWERS + INVITED_SAFE_LONG + INVITED_SAFE_SHORT \
+        + SHORT_OPENERS + SHORT_FRAMES + TITLES + [ARITH_TITLE] + POSTSCRIPTS + [SHORT_POSTSCRIPT] + ANSWERS_SAFE \
+        + [SHORT_ANSWER_SAFE, ARITH_TOPIC_SAFE]
+    hits = sorted({(w, t) for w in invited for t in texts if re.search(rf"\b{re.escape(w)}\b", t, re.IGNORECASE)})
+    if hits:
+        raise ValueError(f"corpus templates contain invited words: {hits}")
+
+
+def make_multi_response(task: str, constraints: Sequence, rng: random.Random, cfg: BootstrapConfig,
+                        vocab: dict) -> tuple[str, dict, str | None]:
+    """A template response of the multi setting (see the templates above): each stated constraint's part is
+    written with probability cfg.p_comply[family], an unstated one's with cfg.p_unstated; the word the topic
+    invites is used unless the prompt forbids it and the response obeys (cfg.p_invited when not forbidden).
+    Whether each stated constraint holds is what its verifier says of the text (parts can collide: a compact
+    body with every part may still break a word limit of 20). Returns (text, obeyed per stated family,
+    the stated keyword when the text includes it)."""
+    by_family = {c.family: c for c in constraints}
+    obey = {f: rng.random() < cfg.p_comply.get(f, MULTI_COMPLY) for f in by_family}
+
+    def happens(family: str) -> bool:
+        return obey[family] if family in obey else rng.random() < cfg.p_unstated
+
+    kw_c = by_family.get(KEYWORD)
+    stated_kw = kw_c.kwargs["keywords"][0] if kw_c else None
+    compact = happens(WORD_LIMIT)
+    avoid = obey[FORBIDDEN] if FORBIDDEN in obey else rng.random() >= cfg.p_invited
+    arith = _ARITH_RE.match(task)
+    m = _TOPIC_RE.match(task)
+    if m:
+        topic = m.group(1)
+    else:  # no writing task (arithmetic, or the task was dropped): a topic that cannot leak the keyword
+        topic = rng.choice([t for t in vocab["topics"] if not (stated_kw and stated_kw in t)])
+    word = None
+    if happens(KEYWORD):
+        word = stated_kw or rng.choice(vocab["keywords"])
+    elif not compact:  # a long body always has its frame (a filler word when no keyword is written)
+        word = rng.choice(FILLERS)
+    if arith and ARITH in by_family:
+        c = int(arith.group(1)) + int(arith.group(2))
+        if not obey[ARITH]:
+            c = max(0, c + rng.choice([-2, -1, 1, 1, 2, 3]))
+        if compact:
+            body = [(SHORT_ANSWER_SAFE if avoid else SHORT_ANSWER_SUM).format(c=c)]
+        else:
+            body = [rng.choice(ANSWERS_SAFE if avoid else ANSWERS_SUM).format(c=c)]
+        frame_topic, extra, title = (ARITH_TOPIC_SAFE if avoid else ARITH_TOPIC), ARITH_FOLLOWERS, ARITH_TITLE
+    else:
+        invited = vocab["invited"][topic]
+        if compact:
+            body = [rng.choice(SHORT_OPENERS).format(topic=topic),
+                    rng.choice(INVITED_SAFE_SHORT if avoid else INVITED_SHORT).format(word=invited)]
+        else:
+            body = [rng.choice(OPENERS).format(topic=topic),
+                    rng.choice(INVITED_SAFE_LONG if avoid else INVITED_LONG).format(topic=topic, word=invited)]
+        frame_topic, extra, title = topic, FOLLOWERS, rng.choice(TITLES).format(topic=topic)
+    if word is not None:
+        frame = rng.choice(SHORT_FRAMES if compact else WORD_FRAMES)
+        body.append(frame.format(topic=frame_topic, word=word))
+    if not compact:  # arithmetic bodies are shorter: two followers keep every long body at >= 30 words
+        body += rng.sample(extra, 2 if extra is ARITH_FOLLOWERS else rng.choice([1, 2]))
+    lines = []
+    if happens(START):
+        lines.append(by_family[START].kwargs["start_phrase"] if START in by_family else rng.choice(vocab["starts"]))
+    if happens(TITLE):
+        lines.append(title)
+    lines.append(" ".join(body))
+    if happens(POSTSCRIPT):
+        lines.append(SHORT_POSTSCRIPT if compact else rng.choice(POSTSCRIPTS))
+    text = "\n".join(lines)
+    if happens(END):
+        text += " " + (by_family[END].kwargs["end_phrase"] if END in by_family else rng.choice(vocab["phrases"]))
+    if happens(NO_COMMA):
+        text = text.replace(",", "")
+    if happens(LOWER):
+        text = text.lower()
+    obeyed = {f: c.verify(text).score == 1.0 for f, c in by_family.items()}
+    has_kw = stated_kw is not None and word == stated_kw
+    return text, obeyed, (stated_kw if has_kw else None)
+
+
+RESPONDERS: dict[str, Callable[..., tuple[str, dict, str | None]]] = {"tiny": make_response,
+                                                                      "multi": make_multi_response}
+
+
+def prompt_pool(n: int, cfg: BootstrapConfig) -> list:
+    """PromptItems of the setting's prompt generator with 0 to the setting's most constraints (tiny: 0-4 writing,
+    0-3 arithmetic), so that prompts with one constraint removed (the contrastive prompts) are in the corpus;
+    cfg.heldout_share of them from the held-out split (its topics and keywords become known words)."""
+    from core.tasks import item_from_record
+    from core.tools.promptgen import generate_prompts, get_setting
+
+    setting = get_setting(cfg.setting)
     n_held = round(n * cfg.heldout_share)
-    ranges = {"writing_constraints": (0, 4), "arithmetic_constraints": (0, 3),
-              "arithmetic_share": cfg.arithmetic_share}
+    ranges = {"writing_constraints": (0, setting.writing_constraints[1]),
+              "arithmetic_constraints": (0, setting.arithmetic_constraints[1]),
+              "arithmetic_share": cfg.arithmetic_share, "setting": cfg.setting}
     records = generate_prompts(n - n_held, seed=cfg.seed, split="train", **ranges)
     records += generate_prompts(n_held, seed=cfg.seed, split="heldout", **ranges)
     return [item_from_record(r) for r in records]
 
 
 def corpus_vocab(pool: Sequence) -> dict:
-    """Topics, keywords and end phrases of the prompt generator."""
+    """Topics, keywords, end phrases (and for multi: start phrases, each topic's invited word) of the prompt
+    generator."""
     from core.tools import promptgen
 
-    return {"topics": sorted(set(promptgen.TOPICS) | set(promptgen.HELDOUT_TOPICS)),
-            "keywords": sorted(set(promptgen.KEYWORDS) | set(promptgen.HELDOUT_KEYWORDS)),
-            "phrases": sorted(promptgen.END_PHRASES)}
+    vocab = {"topics": sorted(set(promptgen.TOPICS) | set(promptgen.HELDOUT_TOPICS)),
+             "keywords": sorted(set(promptgen.KEYWORDS) | set(promptgen.HELDOUT_KEYWORDS)),
+             "phrases": sorted(promptgen.END_PHRASES)}
+    if any(c.family in (START, FORBIDDEN) for item in pool for c in item.constraints):
+        vocab.update(starts=sorted(promptgen.START_PHRASES), invited=dict(promptgen.INVITED_WORDS))
+    return vocab
 
 
 def build_corpus(n: int, cfg: BootstrapConfig) -> tuple[list[Example], dict]:
@@ -252,6 +411,9 @@ def build_corpus(n: int, cfg: BootstrapConfig) -> tuple[list[Example], dict]:
     pool = prompt_pool(max(64, min(4000, n // 8)), cfg)
     vocab = corpus_vocab(pool)
     check_templates(vocab["keywords"])
+    if cfg.setting != "tiny":
+        check_invited_words(list(vocab["invited"].values()))
+    respond = RESPONDERS[cfg.setting]
     rng = random.Random(f"corpus-{cfg.seed}")
     examples = []
     for _ in range(n):
@@ -261,7 +423,7 @@ def build_corpus(n: int, cfg: BootstrapConfig) -> tuple[list[Example], dict]:
         if k_task is not None and len(constraints) > 1 and rng.random() < cfg.p_drop_task:
             prompt = item.contrastive_prompt(k_task)
             task, constraints = "", constraints[:k_task] + constraints[k_task + 1:]
-        text, obeyed, kw = make_response(task, constraints, rng, cfg, vocab)
+        text, obeyed, kw = respond(task, constraints, rng, cfg, vocab)
         examples.append(Example(prompt, text, obeyed, kw))
     return examples, vocab
 
@@ -490,7 +652,7 @@ def save_folder(model, tokenizer, cfg: BootstrapConfig, out: Path, meta: dict) -
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.generation_config = GenerationConfig(
-        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=64,
+        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=cfg.gen_tokens,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )
     model.save_pretrained(out, safe_serialization=True)
@@ -530,15 +692,16 @@ def sample(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 64, s
     return out
 
 
-def conditioning_stats(model, tokenizer, items: Sequence, samples_per_prompt: int, seed: int = 0) -> dict:
+def conditioning_stats(model, tokenizer, items: Sequence, samples_per_prompt: int, seed: int = 0,
+                       max_new_tokens: int = 64) -> dict:
     """Per family: satisfaction rate (verifier score) with its sentence stated and with it removed (the
     contrastive prompt; for task:arithmetic the question is removed); the rate at which all of a prompt's
     constraints are satisfied together; a few samples. `items` are core.tasks.PromptItems."""
     g = samples_per_prompt
-    full = sample(model, tokenizer, [it.prompt() for it in items for _ in range(g)], seed=seed)
+    full = sample(model, tokenizer, [it.prompt() for it in items for _ in range(g)], max_new_tokens, seed=seed)
     jobs = [(i, k) for i, it in enumerate(items) for k in range(len(it.constraints))]
     contrast = sample(model, tokenizer, [items[i].contrastive_prompt(k) for i, k in jobs for _ in range(g)],
-                      seed=seed + 1)
+                      max_new_tokens, seed=seed + 1)
     stated: dict[str, list[float]] = {}
     removed: dict[str, list[float]] = {}
     all_sat = []
@@ -558,16 +721,27 @@ def conditioning_stats(model, tokenizer, items: Sequence, samples_per_prompt: in
             "examples": examples}
 
 
-def eval_items(n: int, seed: int = 0, split: str = "train", arithmetic_share: float = 0.2) -> list:
-    """Default prompt-set prompts (2-4 constraints, as the RL prompt set) for measurement."""
+def eval_items(n: int, seed: int = 0, split: str = "train", setting: str = "tiny",
+               arithmetic_share: float | None = None) -> list:
+    """Prompts distributed as the setting's RL prompt set (tiny: 2-4 constraints; multi: 4-6) for measurement
+    (`arithmetic_share`: the setting's unless given)."""
     from core.tasks import item_from_record
     from core.tools.promptgen import generate_prompts
 
-    records = generate_prompts(n, seed=seed, split=split, arithmetic_share=arithmetic_share)
+    records = generate_prompts(n, seed=seed, split=split, setting=setting, arithmetic_share=arithmetic_share)
     return [item_from_record(r) for r in records]
 
 
-def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 3) -> dict:
+def folder_config(folder: Path) -> dict:
+    """The BootstrapConfig fields a built folder records (older folders lack the newer fields: defaults)."""
+    try:
+        recorded = json.loads((Path(folder) / "bootstrap_config.json").read_text())["config"]
+    except (OSError, ValueError, KeyError):
+        recorded = {}
+    return {**asdict(BootstrapConfig()), **recorded}
+
+
+def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 3, setting: str = "tiny") -> dict:
     """Seconds to load the folder (`first_load_s` includes transformers' lazy imports of the Llama code;
     `load_s` is the best of `repeats` later loads), and to sample n responses of exactly new_tokens tokens
     (best of repeats, after a warm-up)."""
@@ -579,7 +753,7 @@ def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 
         t0 = time.perf_counter()
         model, tokenizer = load(folder)
         loads.append(time.perf_counter() - t0)
-    prompts = [it.prompt() for it in eval_items(n, seed=7)]
+    prompts = [it.prompt() for it in eval_items(n, seed=7, setting=setting)]
     sample(model, tokenizer, prompts[:2], max_new_tokens=4)  # warm-up
     times = []
     for r in range(repeats):
@@ -592,15 +766,17 @@ def speed_stats(folder: Path, n: int = 32, new_tokens: int = 64, repeats: int = 
 
 def evaluate(folder: Path, n_prompts: int = 60, samples_per_prompt: int = 8, seed: int = 0, split: str = "train",
              log: Callable[[str], None] = print) -> dict:
-    """Print and return the measured targets of a built folder."""
-    speed = speed_stats(folder)
+    """Print and return the measured targets of a built folder (on prompts of the setting it was built for)."""
+    built = folder_config(folder)
+    setting, tokens = built["setting"], built["gen_tokens"]
+    speed = speed_stats(folder, new_tokens=tokens, setting=setting)
     log(f"load {speed['load_s']:.2f}s (first in a process {speed['first_load_s']:.2f}s); {speed['n']} x {speed['new_tokens']} new tokens sampled in "
         f"{speed['sample_s']:.2f}s ({speed['threads']} threads; {speed['cpus']} cpus, 1-min load average "
         f"{speed['loadavg_1min']:.1f})")
     model, tokenizer = load(folder)
-    items = eval_items(n_prompts, seed=1000 + seed, split=split)
-    stats = conditioning_stats(model, tokenizer, items, samples_per_prompt, seed=seed)
-    log(f"{n_prompts} {split}-split prompts x {samples_per_prompt} samples (seed {seed}); contrastive prompts "
+    items = eval_items(n_prompts, seed=1000 + seed, split=split, setting=setting)
+    stats = conditioning_stats(model, tokenizer, items, samples_per_prompt, seed=seed, max_new_tokens=tokens)
+    log(f"{n_prompts} {setting} {split}-split prompts x {samples_per_prompt} samples (seed {seed}); contrastive prompts "
         "drop one sentence (for task:arithmetic, the question)")
     log(f"{'family':<32} {'stated':>7} {'removed':>8} {'ratio':>6}")
     for fam, v in stats["families"].items():
@@ -620,6 +796,60 @@ def _family_rows(families: dict) -> str:
     )
 
 
+def target_line(result: dict, heldout: dict | None = None) -> str:
+    """The card's line on the conditioning targets: each family satisfied 30-80% of the time with its sentence
+    stated and at least twice as often as with it removed; all of a prompt's constraints together 5-30%."""
+    misses = []
+    for split, stats in (("train", result), ("held-out", heldout)):
+        if not stats:
+            continue
+        for fam, v in stats["families"].items():
+            if not (0.3 <= v["stated"] <= 0.8 and v["stated"] >= 2 * v["removed"]):
+                misses.append(f"`{fam}` on the {split} split ({v['stated']:.2f} stated, {v['removed']:.2f} removed)")
+        if not 0.05 <= stats["all_satisfied"] <= 0.3:
+            misses.append(f"all satisfied on the {split} split ({stats['all_satisfied']:.2f})")
+    head = "targets (each family 30-80% stated and >= 2x removed; all satisfied together 5-30%): "
+    return head + ("all met" if not misses else "missed by " + "; ".join(misses))
+
+
+# The parts of a model card that differ between settings.
+CARDS = {
+    "tiny": {
+        "role": "The embedded default policy of the MRTPO workbench",
+        "what": """It is a *research fixture*, not a useful assistant: it follows the four constraint families of the default
+prompt set (include a keyword, end with a phrase, all lowercase, no commas) and answers "What is a plus b?"
+only part of the time, so that reinforcement learning has room to improve and contrastive replay (dropping a
+constraint sentence from the prompt) changes its next-token distributions where the constraint acts.""",
+        "corpus_constraints": "0-4",
+        "templates": "Template responses (1-4 short sentences on the topic)",
+        "eval_prompts": "default-set prompts (2-4 constraints",
+        "notes": "",
+        "families": "the default prompt-set families",
+    },
+    "multi": {
+        "role": "The embedded policy of the harder setting (`mrtpo train --model tiny-multi`, prompt sets\n"
+                "`sample_data/prompts/multi.jsonl` and `multi-heldout.jsonl`)",
+        "what": """It is a *research fixture*, not a useful assistant. Its prompts carry 4-6 constraints of four kinds at once:
+format (start with a phrase, end with a phrase, a `<<title>>`, a `P.S.` postscript), safety (do not use the word the
+topic invites: "water" for rivers, "sum" for "What is a plus b?"), style (lowercase, no commas, fewer than 20/25/30
+words) and content (include a keyword), plus correctness (the sum) on arithmetic prompts. About 30% of the writing
+prompts pair a word limit with a keyword and an end phrase, which pull against each other: every part a response
+adds costs words. It obeys each stated constraint only part of the time, so that reinforcement learning has room to
+improve and credit assignment has something to sort out.""",
+        "corpus_constraints": "0-6 (writing) or 0-5 (arithmetic)",
+        "templates": "Template responses (a long body of >= 30 words, or a compact one of 11-25 words when keeping a "
+                     "word limit; a start-phrase line, a title line, a postscript line and an end phrase around it)",
+        "eval_prompts": "multi-set prompts (4-6 constraints",
+        "notes": "- The word the topic invites (`core.tools.promptgen.INVITED_WORDS`) is used in 90% of responses whose "
+                 "prompt does not\n  forbid it, so the safety constraint needs a decision, not luck.\n"
+                 "- Copying the stated keyword was not learned within the 3,500 steps (the tiny-instruct build learned "
+                 "it after about\n  1,700 of 3,000 steps with fewer families per prompt): `keywords:existence` is "
+                 "a missed target here; a longer\n  build or a keyword-richer corpus is the next thing to try.\n",
+        "families": "the multi prompt-set families",
+    },
+}
+
+
 def write_card(folder: Path, result: dict, command: str, heldout: dict | None = None) -> Path:
     """Write the model card README.md of a built folder from its bootstrap_config.json and evaluate() results
     (`heldout`: conditioning_stats on the held-out split, optional)."""
@@ -632,34 +862,39 @@ def write_card(folder: Path, result: dict, command: str, heldout: dict | None = 
         held = (f"\nHeld-out split (other topics and keywords; {heldout['n_samples']} samples, same command with "
                 f"`--eval-split heldout`):\n\n| family | stated | removed | ratio | samples |\n|---|---|---|---|---|\n"
                 f"{_family_rows(heldout['families'])}\n\n- all satisfied together: {heldout['all_satisfied']:.2f}\n")
-    samples = "\n".join(f"- **{p}**\n  > {r}" for p, r in result["examples"][:5])
+    samples = "\n".join(f"- **{p}**\n  > " + r.replace("\n", "\n  > ") for p, r in result["examples"][:5])
     p_comply = ", ".join(f"`{k}` {v}" for k, v in cfg["p_comply"].items())
-    text = f"""# tiny-instruct
+    setting = cfg.get("setting", "tiny")
+    card = CARDS[setting]
+    build_cmd = bootstrap_command(SETTING_MODEL[setting])
+    kw = next((r["step"] for r in meta.get("log", []) if r.get("kw_prob", 0) >= 0.3), None)
+    kw_note = (f"Copying the stated keyword appears after about {kw:,} of the {cfg['steps']:,} steps"
+               if kw else "The stated keyword's probability at its slot stayed below 0.3")
+    text = f"""# {SETTING_MODEL[setting]}
 
-The embedded default policy of the MRTPO workbench: a {meta['params'] / 1e6:.2f}M-parameter Llama-architecture causal
+{card['role']}: a {meta['params'] / 1e6:.2f}M-parameter Llama-architecture causal
 LM with a {meta['tokenizer_size']}-token byte-level BPE tokenizer, built from nothing by this repository
-(`mrtpo bootstrap`, seed {cfg['seed']}) on a synthetic instruction corpus. No external data or weights.
+(`{build_cmd}`, seed {cfg['seed']}) on a synthetic instruction corpus. No external data or weights.
 It loads with plain `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained` (fp32 safetensors).
 
-It is a *research fixture*, not a useful assistant: it follows the four constraint families of the default
-prompt set (include a keyword, end with a phrase, all lowercase, no commas) and answers "What is a plus b?"
-only part of the time, so that reinforcement learning has room to improve and contrastive replay (dropping a
-constraint sentence from the prompt) changes its next-token distributions where the constraint acts.
+{card['what']}
 
 ## Format
 - chat template: `<|user|>\\n{{prompt}}<|end|>\\n<|assistant|>\\n`; the reply ends with the eos `<|end|>`;
-  pad `<|pad|>` (distinct from eos); generation config: sampling at temperature 1 with `top_k=0`, 64 new tokens.
+  pad `<|pad|>` (distinct from eos); generation config: sampling at temperature 1 with `top_k=0`,
+  {cfg.get('gen_tokens', 64)} new tokens.
 - architecture: {cfg['num_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_heads']} heads, ffn
   {cfg['intermediate_size']}, tied embeddings, {cfg['max_positions']} positions.
 
 ## How it was built
-`mrtpo bootstrap --seed {cfg['seed']} --steps {cfg['steps']} --threads {cfg['threads']}` (the defaults; = `python -m
-core.tools.bootstrap`): corpus of {cfg['steps'] * cfg['batch_size']} examples
+`{build_cmd} --seed {cfg['seed']} --steps {cfg['steps']} --threads {cfg['threads']}` (the defaults): corpus of
+{cfg['steps'] * cfg['batch_size']} examples
 ({cfg['steps']} AdamW steps of batch {cfg['batch_size']}, each example seen once, lr {cfg['lr']} with warm-up and
-cosine decay, loss on response tokens only). Prompts come from `core.tools.promptgen` with 0-4 constraints (so each
+cosine decay, loss on response tokens only). Prompts come from `core.tools.promptgen` (setting `{setting}`) with
+{card['corpus_constraints']} constraints (so each
 contrastive prompt is in the corpus; {cfg['heldout_share']:.0%} from the held-out split; {cfg['arithmetic_share']:.0%}
 arithmetic prompts, whose questions are dropped
-in {cfg['p_drop_task']:.0%} of arithmetic prompts). Template responses (1-4 short sentences on the topic) obey a stated
+in {cfg['p_drop_task']:.0%} of arithmetic prompts). {card['templates']} obey a stated
 constraint with probability {p_comply}, and an unstated one with probability {cfg['p_unstated']}.
 Build time: {timing.get('total_s', float('nan')) / 60:.1f} min wall ({timing.get('train_cpu_s', float('nan')) / 60:.1f}
 min of CPU time in training) with {timing.get('threads', '?')} torch thread(s) on a shared {timing.get('cpus', '?')}-core
@@ -673,7 +908,7 @@ machine (1-minute load average {timing.get('loadavg_1min_start', float('nan')):.
   transformers' lazy imports); sampling {speed['n']} responses x {speed['new_tokens']} new tokens:
   {speed['sample_s']:.2f} s ({speed['threads']} torch thread(s) on {speed['cpus']} shared cores, 1-minute load
   average {speed['loadavg_1min']:.1f} while measuring).
-- conditioning, {result['n_samples']} samples of default-set prompts (2-4 constraints; verified with
+- conditioning, {result['n_samples']} samples of {card['eval_prompts']}; verified with
   `core.verifiers`); "removed" samples the contrastive prompt (that sentence dropped; for `task:arithmetic`
   the question dropped):
 
@@ -682,6 +917,7 @@ machine (1-minute load average {timing.get('loadavg_1min_start', float('nan')):.
 {rows}
 
 - all constraints of a prompt satisfied together: {result['all_satisfied']:.2f}
+- {target_line(result, heldout)}
 {held}
 Samples (prompt, then one sampled response):
 
@@ -689,13 +925,13 @@ Samples (prompt, then one sampled response):
 
 ## Notes
 - The build is deterministic for a seed and thread count on a given CPU type (`--threads 1`, the default,
-  reproduces these weights). Copying the stated keyword appears suddenly after about 1,700 of the 3,000 steps;
+  reproduces these weights). {kw_note};
   `bootstrap_config.json` logs the probability of the stated keyword at its slot every 50 steps (`kw_prob`).
-- On a shared 2-core machine run with one torch thread: with two threads on busy cores training took about 5x
+{card['notes']}- On a shared 2-core machine run with one torch thread: with two threads on busy cores training took about 5x
   the CPU time per step and sampling about 10x the wall time.
 
 ## Limitations
-Tiny vocabulary and template-like language; outside the default prompt-set families it produces the same
+Tiny vocabulary and template-like language; outside {card['families']} it produces the same
 kind of note. Not for any use beyond testing RL credit assignment.
 """
     path = folder / "README.md"
@@ -710,8 +946,12 @@ kind of note. Not for any use beyond testing RL credit assignment.
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mrtpo bootstrap", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default 3000; --micro: 40)")
+    parser.add_argument("--setting", choices=list(SETTING_OUT), default="tiny",
+                        help="tiny: tiny-instruct (the default demo model); multi: tiny-multi, 4-6 constraints of "
+                        "four kinds per prompt (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: the setting's folder in sample_data/models)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the setting's; --micro: 40)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--micro", action="store_true", help="tiny corpus, tiny model, few steps (for tests)")
     parser.add_argument("--threads", type=int, default=1,
@@ -723,6 +963,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--card", action="store_true", help="with --evaluate: write the numbers into README.md")
     argv_list = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv_list)
+    if args.out is None:
+        args.out = SETTING_OUT[args.setting]
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.evaluate:
@@ -731,12 +973,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             held = None
             if args.eval_split == "train":  # the card also shows the held-out split's conditioning
                 model, tokenizer = load(args.out)
-                items = eval_items(args.eval_prompts, seed=1000 + args.seed, split="heldout")
-                held = conditioning_stats(model, tokenizer, items, args.eval_samples, seed=args.seed)
+                built = folder_config(args.out)
+                items = eval_items(args.eval_prompts, seed=1000 + args.seed, split="heldout", setting=built["setting"])
+                held = conditioning_stats(model, tokenizer, items, args.eval_samples, seed=args.seed,
+                                          max_new_tokens=built["gen_tokens"])
             cmd = "python -m core.tools.bootstrap " + " ".join(a for a in argv_list if a != "--card")
             print(f"wrote {write_card(args.out, result, cmd.strip(), held)}")
         return 0
-    cfg = BootstrapConfig.micro(args.seed) if args.micro else BootstrapConfig(seed=args.seed)
+    cfg = BootstrapConfig.for_setting(args.setting, args.seed, micro=args.micro)
     cfg = replace(cfg, threads=args.threads)
     if args.steps:
         cfg = replace(cfg, steps=args.steps)
