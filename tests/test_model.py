@@ -8,7 +8,6 @@ import torch
 from core.algos.teacher_forcing import response_logprobs
 from core.model import (
     PRESETS,
-    TINY_INSTRUCT_DIR,
     ModelLoadError,
     decode_with_offsets,
     encode_prompt,
@@ -18,6 +17,7 @@ from core.model import (
     resolve_model,
     response_mask,
 )
+from core.paths import EMBEDDED_MODELS, MODELS_DIR
 from core.tools.fixtures import make_micro_model
 
 
@@ -37,19 +37,22 @@ def test_load_local_folder(micro):
 
 
 def test_unknown_names_raise_with_the_presets(tmp_path):
-    with pytest.raises(ModelLoadError, match="tiny-instruct, smollm2-135m"):
+    with pytest.raises(ModelLoadError, match="tiny-instruct, tiny-multi, smollm2-135m"):
         resolve_model("no-such-model")
     with pytest.raises(ModelLoadError, match="without config.json"):
         resolve_model(tmp_path)
-    assert set(PRESETS) == {"tiny-instruct", "smollm2-135m"}
+    assert set(PRESETS) == {"tiny-instruct", "tiny-multi", "smollm2-135m"}
 
 
-def test_tiny_instruct_preset_points_at_sample_data():
-    if (TINY_INSTRUCT_DIR / "config.json").is_file():
-        assert resolve_model("tiny-instruct")[:2] == (TINY_INSTRUCT_DIR, "tiny-instruct")
+@pytest.mark.parametrize("preset", list(EMBEDDED_MODELS))
+def test_embedded_presets_point_at_sample_data(preset):
+    folder = EMBEDDED_MODELS[preset][0]
+    assert folder.parent == MODELS_DIR and folder.name == preset
+    if (folder / "config.json").is_file():
+        assert resolve_model(preset)[:2] == (folder, preset)
     else:
-        with pytest.raises(ModelLoadError, match="make bootstrap"):
-            resolve_model("tiny-instruct")
+        with pytest.raises(ModelLoadError, match="mrtpo bootstrap"):
+            resolve_model(preset)
 
 
 def test_resolve_device():
