@@ -90,8 +90,22 @@ def test_quick_fills_only_unset_flags(tmp_path):
     assert args.steps == 3 and args.seeds == eff.QUICK_DEFAULTS["seeds"]
     assert args.group_size == eff.QUICK_DEFAULTS["group_size"]
     full = eff.resolve_args(eff.build_parser().parse_args([]))
-    assert full.seeds == [0, 1, 2] and full.group_size == 8 and full.methods == list(eff.METHODS)
+    assert full.seeds == [0, 1, 2] and full.group_size == 8 and full.methods == eff.SETTING_METHODS["tiny"]
     assert full.jobs == 1 and args.jobs == 2
+    assert full.model == "tiny-instruct" and full.max_new_tokens == 48
+    assert full.prompt_set.endswith("default.jsonl") and full.heldout.endswith("heldout.jsonl")
+
+
+def test_setting_multi_picks_model_prompt_sets_tokens_and_methods(tmp_path):
+    args = eff.resolve_args(eff.build_parser().parse_args(["--setting", "multi", "--out", str(tmp_path)]))
+    assert args.model == "tiny-multi" and args.max_new_tokens == 96
+    assert args.prompt_set.endswith("multi.jsonl") and args.heldout.endswith("multi-heldout.jsonl")
+    assert args.methods == ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific"]
+    spec = eff.plan_runs(args)[-1]
+    assert spec.fields["relevance"] == "js_specific" and spec.fields["eval_prompt_set"].endswith("multi-heldout.jsonl")
+    mine = eff.resolve_args(eff.build_parser().parse_args(["--setting", "multi", "--max-new-tokens", "64",
+                                                           "--methods", "gdpo"]))
+    assert mine.max_new_tokens == 64 and mine.methods == ["gdpo"]  # flags override the setting
 
 
 def test_child_env_runs_one_thread():

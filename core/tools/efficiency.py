@@ -3,6 +3,12 @@
     mrtpo bench efficiency --seeds 0 1 2 --steps 60 --eval-every 5 --out runs/efficiency
     mrtpo bench efficiency --quick                       # 1 seed, few steps, small eval: minutes on a CPU
     mrtpo bench efficiency --model PATH --methods gdpo mrtpo-replay --jobs 2
+    mrtpo bench efficiency --setting multi --seeds 0 1 2 3 4 --steps 150 --out runs/efficiency-multi
+
+`--setting` picks the model, the prompt sets, the longest response and the default methods together
+(`core.tools.promptgen.SETTINGS`): `tiny` (tiny-instruct on default.jsonl / heldout.jsonl, the first
+study) or `multi` (tiny-multi on multi.jsonl / multi-heldout.jsonl: 4-6 constraints of four kinds per
+prompt); `--model`, `--prompt-set`, `--heldout`, `--max-new-tokens`, `--methods` override it.
 
 Every method trains on the same prompt set with the same budget (steps, G, prompts per step, lr,
 max_new_tokens) and seeds; each run scores sampled responses (the trainer's `eval_samples` per prompt, fixed seed) to the first `--eval-prompts` prompts
@@ -44,8 +50,9 @@ from typing import Any
 import pandas as pd
 
 from core.config import MODEL_PRESETS, ConfigError, TrainConfig, resume_argv, train_argv
-from core.paths import REPO_ROOT, TINY_INSTRUCT_DIR, missing_model_hint, resolve_path
+from core.paths import EMBEDDED_MODELS, PROMPTS_DIR, REPO_ROOT, missing_model_hint, resolve_path
 from core.run.store import ACTIVE_STATES, RunStore, pid_alive, read_tail, run_dir
+from core.tools.promptgen import SETTINGS, get_setting
 
 # Study label -> the TrainConfig fields that make the method. One place knows the names.
 METHODS: dict[str, dict[str, str]] = {
@@ -53,6 +60,12 @@ METHODS: dict[str, dict[str, str]] = {
     "gdpo": {"method": "gdpo"},
     "mrtpo-replay": {"method": "mrtpo", "routing": "replay"},
     "mrtpo-span": {"method": "mrtpo", "routing": "span"},
+    "mrtpo-js-specific": {"method": "mrtpo", "routing": "replay", "relevance": "js_specific"},
+}
+# The methods a study of each setting trains unless --methods says otherwise (tiny: the first study's four).
+SETTING_METHODS: dict[str, list[str]] = {
+    "tiny": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-span"],
+    "multi": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific"],
 }
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
 # where and with how many samples per forward pass it ran, which JS maps replay recorded (the training is the
@@ -167,7 +180,7 @@ def decide(spec: RunSpec, model_id: str | None = None, recorded_id: str | None =
 def model_identity(model: str) -> str | None:
     """sha256 over the model folder's weight files (name and bytes, in name order), or None when the model is
     not a local folder (the smollm2 preset). Tells a rebuilt tiny-instruct from the one a run was trained on."""
-    folder = TINY_INSTRUCT_DIR if model == "tiny-instruct" else Path(model)
+    folder = EMBEDDED_MODELS[model][0] if model in EMBEDDED_MODELS else Path(model)
     files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     if not folder.is_dir() or not files:
         return None
@@ -466,21 +479,25 @@ def build_parser() -> argparse.ArgumentParser:
         "in under 5 minutes on a 2-core CPU with tiny-instruct; flags given with --quick override its values.",
     )
     p.add_argument("--out", default="runs/efficiency", help="study folder: runs/, logs/, reports (default: %(default)s)")
-    p.add_argument("--model", default="tiny-instruct", help="preset or local model folder (default: %(default)s)")
-    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS), metavar="METHOD",
-                   help=f"methods to train (default: all of {', '.join(METHODS)})")
+    p.add_argument("--setting", choices=list(SETTINGS), default="tiny",
+                   help="model, prompt sets, longest response and methods of the study (default: %(default)s; "
+                   "multi: tiny-multi on multi.jsonl, 4-6 constraints of four kinds per prompt)")
+    p.add_argument("--model", help="preset or local model folder (default: the setting's model)")
+    p.add_argument("--methods", nargs="+", choices=list(METHODS), metavar="METHOD",
+                   help="methods to train, of " + ", ".join(METHODS) + " (default: the setting's: " + "; ".join(
+                       f"{k}: {' '.join(v)}" for k, v in SETTING_METHODS.items()) + ")")
     p.add_argument("--seeds", nargs="+", type=int, help=f"seeds (default: {FULL_DEFAULTS['seeds']})")
     p.add_argument("--steps", type=int, help=f"optimizer steps per run (default: {FULL_DEFAULTS['steps']})")
     p.add_argument("--eval-every", type=int, help=f"held-out evaluation every N steps (default: "
                    f"{FULL_DEFAULTS['eval_every']}; also at the last step and, once, before training)")
     p.add_argument("--eval-prompts", type=int, help=f"first N held-out prompts to score (default: "
                    f"{FULL_DEFAULTS['eval_prompts']})")
-    p.add_argument("--prompt-set", default="sample_data/prompts/default.jsonl")
-    p.add_argument("--heldout", default="sample_data/prompts/heldout.jsonl", help="held-out prompt set")
+    p.add_argument("--prompt-set", help="training prompt set (default: the setting's, e.g. sample_data/prompts/default.jsonl)")
+    p.add_argument("--heldout", help="held-out prompt set (default: the setting's, e.g. sample_data/prompts/heldout.jsonl)")
     p.add_argument("--group-size", type=int, help="G, responses per prompt (default: the trainer's, 8)")
     p.add_argument("--prompts-per-step", type=int, help="prompts per step (default: the trainer's, 4)")
     p.add_argument("--lr", type=float, help="learning rate (default: the trainer's)")
-    p.add_argument("--max-new-tokens", type=int, help="longest response (default: the trainer's)")
+    p.add_argument("--max-new-tokens", type=int, help="longest response (default: the setting's, else the trainer's)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--jobs", type=int, help="runs trained at once, one thread each (default: 1; 2 with --quick)")
     p.add_argument("--targets", nargs="+", type=float, default=[0.2, 0.3, 0.4],
@@ -495,7 +512,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill unset flags from --quick or the full-study defaults, then the trainer's own defaults."""
+    """Fill unset flags from the setting, from --quick or the full-study defaults, then the trainer's own defaults."""
+    setting = get_setting(getattr(args, "setting", None) or "tiny")
+    args.setting = setting.name
+    for key, value in (("model", setting.model), ("prompt_set", str(PROMPTS_DIR / setting.files[0])),
+                       ("heldout", str(PROMPTS_DIR / setting.files[1])), ("max_new_tokens", setting.max_new_tokens),
+                       ("methods", SETTING_METHODS[setting.name])):
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
     preset = {**FULL_DEFAULTS, **(QUICK_DEFAULTS if args.quick else {})}
     trainer_defaults = TrainConfig()
     for key in ("seeds", "steps", "eval_every", "eval_prompts", "group_size", "prompts_per_step", "lr",
