@@ -44,6 +44,18 @@ def test_js_matches_numpy_and_is_symmetric_bounded():
     assert np.allclose(d.numpy(), expected, atol=1e-5)
 
 
+def test_js_in_blocks_equals_one_block(monkeypatch):
+    from core.algos import routing
+
+    g = torch.Generator().manual_seed(1)
+    lp = torch.log_softmax(torch.randn(3, 7, 50, generator=g) * 3, -1)
+    lq = torch.log_softmax(torch.randn(3, 7, 50, generator=g) * 3, -1)
+    whole = js_distance(lp, lq)
+    monkeypatch.setattr(routing, "JS_BLOCK_ELEMENTS", 120)  # blocks of 2 rows
+    assert whole.shape == (3, 7) and torch.equal(js_distance(lp, lq), whole)
+    assert torch.equal(js_distance(lp[0, 0], lq[0, 0]), whole[0, 0])  # a single distribution
+
+
 def test_js_identical_and_disjoint():
     lp = torch.log_softmax(torch.randn(5, 100) * 3, -1)
     assert torch.equal(js_distance(lp, lp), torch.zeros(5))
