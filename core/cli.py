@@ -59,7 +59,8 @@ def app_main(argv: list[str]) -> int:
     # directory is fixed here, relative to where `mrtpo app` was started.
     env["MRTPO_RUNS_DIR"] = str(Path(args.runs_dir).resolve() if args.runs_dir else runs_dir())
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(APP_FILE),
+        # mrtpo_viz.serve warms the server (the pages' imports, Plotly's validators), then runs Streamlit.
+        sys.executable, "-m", "mrtpo_viz.serve", "run", str(APP_FILE),
         "--server.address", args.address, "--server.port", str(args.port),
     ]
     if args.headless:

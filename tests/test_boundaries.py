@@ -16,8 +16,8 @@ TORCH_FREE = [
     "app", "mrtpo_viz", "core", "core.paths", "core.config", "core.cli", "core.tasks", "core.verifiers",
     "core.run", "core.run.names", "core.run.store", "core.run.train_cli", "core.tools", "core.tools.promptgen",
     "core.verifiers.language",
-    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.tools.efficiency_report",
-    "mrtpo_viz.tools.synthetic",
+    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve",
+    "mrtpo_viz.tools.efficiency_report", "mrtpo_viz.tools.synthetic", "mrtpo_viz.tools.bench_app",
 ]
 TOOLS = ("core.tools", "mrtpo_viz.tools")
 
