@@ -143,3 +143,21 @@ def test_credit_maps_written_before_js_skipped_open_with_it_false(tmp_path):
     assert not c1["js_skipped"].any() and c1["js_skipped"].dtype == bool
     assert c2["js_skipped"].tolist() == new["js_skipped"].tolist() and c2.loc[c2["js_skipped"], "js"].isna().all()
     assert store.warnings == []
+
+
+def test_last_step_reads_the_tail_only(tmp_path, monkeypatch):
+    """The run list's step comes from the end of metrics.jsonl (a torn last line ignored), and equals what
+    reading the whole file gives; a file of one very long line still works."""
+    from core.run import store as store_lib
+
+    w = RunWriter.create(tmp_path, "r", {"steps": 500})
+    for step in range(1, 301):
+        w.append_metrics({"step": step, "reward/a": step / 300, "pad": "x" * 300})
+    with open(w.path / "metrics.jsonl", "a") as fh:
+        fh.write('{"step": 301, "rew')  # killed mid-line
+    store = RunStore(w.path)
+    assert store.last_step() == 300 == int(store.metrics()["step"].max())
+    assert {r.name: r.step for r in list_runs(tmp_path)}["r"] == 300
+    monkeypatch.setattr(store_lib, "_TAIL_BYTES", 100)  # shorter than one line: falls back to the whole file
+    assert RunStore(w.path).last_step() == 300
+    assert RunStore(tmp_path / "missing").last_step() == 0

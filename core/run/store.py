@@ -363,6 +363,8 @@ def write_notes(path: str | os.PathLike, tags: Iterable[str], notes: str) -> Non
 
 # --------------------------------------------------------------------------------------------- reader
 
+_TAIL_LINES, _TAIL_BYTES = 8, 65536  # how much of metrics.jsonl `RunStore.last_step` reads
+
 
 def _step_of(path: Path) -> int | None:
     m = re.match(r"^step_(\d+)$", path.stem)
@@ -452,7 +454,23 @@ class RunStore:
         return read_tail(self.path / "train.log", lines, max_bytes)
 
     def _last_metric_step(self) -> int:
-        df = self.metrics()
+        return self.last_step()
+
+    def last_step(self) -> int:
+        """The last completed step (0 when none): the largest `step` among the complete lines at the end of
+        metrics.jsonl (read from its tail, so a long run costs no more than a short one)."""
+        file = self.path / "metrics.jsonl"
+        steps = []
+        for line in read_tail(file, lines=_TAIL_LINES, max_bytes=_TAIL_BYTES).splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a torn last line, or the part of a line the byte limit cut (never a JSON object)
+            if isinstance(row, dict) and isinstance(row.get("step"), (int, float)):
+                steps.append(int(row["step"]))
+        if steps or not file.exists() or file.stat().st_size <= _TAIL_BYTES:
+            return max(steps, default=0)
+        df = self.metrics()  # lines longer than the tail: read them all
         return int(df["step"].max()) if len(df) else 0
 
     def metrics(self) -> pd.DataFrame:
@@ -533,8 +551,7 @@ def list_runs(*dirs: str | os.PathLike, labels: Iterable[str] | None = None) -> 
             cfg = store.config()
             if not (child / "config.json").exists() and not (child / "status.json").exists():
                 continue  # not a run folder at all
-            done = store.metrics()
-            step = int(done["step"].max()) if len(done) else int(st.get("step") or 0)
+            step = store.last_step() or int(st.get("step") or 0)
             out.append(
                 RunInfo(
                     name=child.name,
