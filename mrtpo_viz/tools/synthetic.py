@@ -8,6 +8,7 @@ reads a real run. Not used by training. Never imports torch.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -69,9 +70,10 @@ def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32
     adv = np.zeros_like(scores)
     for g0 in range(0, n_samples, group_size):
         blk = scores[:, g0:g0 + group_size]
-        mean = np.nanmean(np.where(np.isnan(blk), np.nan, blk), axis=1, keepdims=True) if blk.size else 0
-        std = np.nanstd(blk, axis=1, keepdims=True)
-        with np.errstate(invalid="ignore"):
+        with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # a reward that applies to no sample of the group
+            mean = np.nanmean(blk, axis=1, keepdims=True) if blk.size else 0
+            std = np.nanstd(blk, axis=1, keepdims=True)
             a = (blk - mean) / (std + 1e-4)
         adv[:, g0:g0 + group_size] = np.nan_to_num(a)
     s = adv.sum(axis=0)
