@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from mrtpo_viz.analysis import ema
@@ -31,6 +32,12 @@ TIME_PARTS = ("time/generate", "time/verify", "time/logprobs", "time/replay", "t
 LOSS_KEYS = ("loss/policy", "loss/kl", "loss/total")
 
 
+# Every figure uses plotly's white template (Streamlit's theme is applied over it in the browser).
+TEMPLATE = "plotly_white"
+# Above this many steps the step-time split is drawn as stacked areas, not bars (thousands of bars take the
+# browser seconds to draw; an area is one path per phase).
+MAX_BARS = 300
+
 LEGEND_ROW_PX = 22  # height of one row of a horizontal legend
 LEGEND_CHAR_PX = 7  # width of one character of a legend entry (12 px font)
 LEGEND_WIDTH_PX = 520  # the narrowest a figure is drawn (a half-width panel)
@@ -48,6 +55,19 @@ def legend_rows(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
     return rows
 
 
+def _white(fig: go.Figure) -> go.Figure:
+    """Give `fig` the TEMPLATE. Set as `template="plotly_white"`, plotly validates a fresh copy of the whole
+    template for every figure (~10-25 ms each, most of a small figure's cost); the registered template is
+    valid already, so it is assigned without validation, as plotly itself assigns its default template."""
+    layout = fig.layout
+    layout._validate = False
+    try:
+        layout.template = pio.templates[TEMPLATE]
+    finally:
+        layout._validate = True
+    return fig
+
+
 def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
     """Title, axis titles and the legend under the plot. The legend is placed in the figure's container, at its
     bottom edge (plotly then makes room for it under the axis title), so neither the x axis title nor rotated
@@ -60,8 +80,8 @@ def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str 
         margin=dict(l=50, r=20, t=40, b=10),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left"),
         hovermode="x unified",
-        template="plotly_white",
     )
+    _white(fig)
     fig.update_xaxes(title_text=xaxis_title, automargin=True)
     fig.update_yaxes(title_text=yaxis_title)
     return fig
@@ -220,6 +240,34 @@ def per_reward_lines(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: S
     return metric_lines(metrics_by_run, series, title, yaxis_title, colors, **style)
 
 
+def replay_training_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str]) -> go.Figure:
+    """Replay over training in one figure of four panels (a browser draws one chart much faster than four):
+    mean and max JS distance per reward, the routing mass inside the verifier's spans per reward, and the
+    share of (sample, reward) pairs replayed. One legend entry per reward toggles its lines in every panel."""
+    parts = [
+        per_reward_lines(metrics_by_run, reward_names, "js/{name}/mean", "Mean JS distance", "JS"),
+        per_reward_lines(metrics_by_run, reward_names, "js/{name}/max", "Max JS distance", "JS"),
+        per_reward_lines(metrics_by_run, reward_names, "span/{name}/mass_in", "Routing mass inside spans", "share"),
+        metric_lines(metrics_by_run, {"replay/pass_share": "pairs replayed"}, "Share of (sample, reward) pairs "
+                     "replayed", "share"),
+    ]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[p.layout.title.text for p in parts],
+                        horizontal_spacing=0.08, vertical_spacing=0.16)
+    fig.update_annotations(font_size=13)  # the panel titles
+    for i, part in enumerate(parts):
+        row, col = i // 2 + 1, i % 2 + 1
+        for tr in part.data:
+            tr.legendgroup = tr.name
+            tr.showlegend = i == 0 or (i == 3 and tr.name not in reward_names)
+            fig.add_trace(tr, row=row, col=col)
+        fig.update_yaxes(title_text=part.layout.yaxis.title.text, row=row, col=col)
+        if not part.data:
+            fig.add_annotation(text="no data", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
+                               xref=f"x{i + 1 if i else ''} domain", yref=f"y{i + 1 if i else ''} domain")
+    _layout(fig, "Replay over training", height=640)
+    return fig
+
+
 def loss_figure(metrics_by_run: Mapping[str, pd.DataFrame], with_kl: bool = True, **style) -> go.Figure:
     """Policy loss, KL term (only `with_kl`: runs with a reference model) and total loss."""
     series = {"loss/policy": "policy", "loss/kl": "KL to reference", "loss/total": "total"}
@@ -258,17 +306,23 @@ def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequenc
 
 
 def step_time_figure(metrics_by_run: Mapping[str, pd.DataFrame]) -> go.Figure:
-    """Step time split: stacked bars of the phases in TIME_PARTS for one run; lines for several."""
+    """Step time split: stacked bars of the phases in TIME_PARTS for one run (stacked areas beyond MAX_BARS
+    steps); lines for several."""
     labels = {k: k.split("/", 1)[1] for k in TIME_PARTS}
     if len(metrics_by_run) != 1:
         return metric_lines(metrics_by_run, labels, "Step time split", "seconds")
     (run, df), = metrics_by_run.items()
     fig = go.Figure()
+    areas = df is not None and len(df) > MAX_BARS
     for i, key in enumerate(TIME_PARTS):
         if df is None or key not in df.columns:
             continue
-        fig.add_trace(go.Bar(x=df["step"], y=pd.to_numeric(df[key], errors="coerce"), name=labels[key],
-                             marker_color=OTHER_PALETTE[i], meta=[run, key]))
+        y = pd.to_numeric(df[key], errors="coerce")
+        if areas:
+            fig.add_trace(go.Scatter(x=df["step"], y=y.fillna(0.0), name=labels[key], mode="lines", stackgroup="time",
+                                     line=dict(width=0, color=OTHER_PALETTE[i]), meta=[run, key]))
+        else:
+            fig.add_trace(go.Bar(x=df["step"], y=y, name=labels[key], marker_color=OTHER_PALETTE[i], meta=[run, key]))
     if df is not None and "time/step" in df.columns:
         fig.add_trace(go.Scatter(x=df["step"], y=df["time/step"], name="step total", mode="lines",
                                  line=dict(color=FOREGROUND, width=1.5), meta=[run, "time/step"]))
@@ -345,8 +399,9 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
             fig.add_annotation(text=f"JS {JS_SKIPPED_TEXT}", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
                                xref=f"x{'' if row == 1 else row} domain", yref=f"y{'' if row == 1 else row} domain")
     fig.update_layout(height=max(280, 150 * len(present) + 110), margin=dict(l=50, r=20, t=50, b=90),
-                      template="plotly_white", hovermode="closest",
+                      hovermode="closest",
                       title=dict(text="JS distance per response token (shaded: verifier's inspected spans)", x=0))
+    _white(fig)
     first = sample_df[sample_df["reward"] == present[0]].sort_values("t")
     vals, texts = token_ticks(first["t"].astype(int).tolist(), first["token"].astype(str).tolist())
     fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=texts, tickangle=-60, tickfont=dict(size=10))
