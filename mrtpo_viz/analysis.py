@@ -141,26 +141,30 @@ def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd
     mass_in = span_mass_in(weight, in_span), span_share = in-span tokens / tokens (what uniform routing puts
     inside), and disagreement = 1 - mass_in. Rows sorted by disagreement (largest first), then step.
     """
-    rows = []
+    parts = []
     for step, df in credit_frames.items():
         if df.empty:
             continue
-        for (sample, reward), d in df.groupby(["sample", "reward"], sort=False, observed=True):
-            spans = d["in_span"].astype(bool).to_numpy()
-            score = float(d["score"].iloc[0])
-            if not spans.any() or not math.isfinite(score) or float(d["group_adv"].iloc[0]) == 0.0:
-                continue
-            m = span_mass_in(d["weight"].to_numpy(), spans)
-            if not math.isfinite(m):
-                continue
-            rows.append({"step": int(step), "sample": int(sample), "reward": reward,
-                         "prompt_key": d["prompt_key"].iloc[0], "score": score,
-                         "group_adv": float(d["group_adv"].iloc[0]), "mass_in": m,
-                         "span_share": float(spans.mean()), "disagreement": 1.0 - m})
+        w = pd.to_numeric(df["weight"], errors="coerce").to_numpy(dtype="float64")
+        w = np.where(np.isfinite(w), w, 0.0)
+        span = df["in_span"].to_numpy(dtype=bool)
+        frame = pd.DataFrame({"sample": df["sample"].to_numpy(), "reward": df["reward"].astype(str).to_numpy(),
+                              "prompt_key": df["prompt_key"].astype(str).to_numpy(),
+                              "score": df["score"].to_numpy(dtype="float64"),
+                              "group_adv": df["group_adv"].to_numpy(dtype="float64"),
+                              "w": w, "w_in": w * span, "span": span.astype("float64")})
+        g = frame.groupby(["sample", "reward"], sort=False).agg(
+            prompt_key=("prompt_key", "first"), score=("score", "first"), group_adv=("group_adv", "first"),
+            w=("w", "sum"), w_in=("w_in", "sum"), span_share=("span", "mean"), any_span=("span", "max"))
+        g = g[(g["any_span"] > 0) & np.isfinite(g["score"]) & (g["group_adv"] != 0.0) & (g["w"] > 0)]
+        g = g.reset_index().assign(step=int(step), mass_in=lambda f: f["w_in"] / f["w"])
+        parts.append(g.assign(disagreement=1.0 - g["mass_in"]))
     cols = ["step", "sample", "reward", "prompt_key", "score", "group_adv", "mass_in", "span_share", "disagreement"]
-    if not rows:
+    parts = [p for p in parts if len(p)]
+    if not parts:
         return pd.DataFrame(columns=cols)
-    out = pd.DataFrame(rows, columns=cols)
+    out = pd.concat(parts, ignore_index=True)[cols]
+    out["sample"] = out["sample"].astype(int)
     return out.sort_values(["disagreement", "step", "sample"], ascending=[False, True, True]).head(top).reset_index(
         drop=True)
 
