@@ -202,6 +202,22 @@ def test_disagreement_ranks_lowest_span_mass_first_and_skips_uncredited_samples(
     assert row["mass_in"] == pytest.approx(w[m].sum() / w.sum())
 
 
+def test_disagreement_every_row_by_hand():
+    frames = {s: synthetic_credit_frame(s, 16, 12, (*REWARDS, "startend:end_checker"), 4, seed=s) for s in (1, 2)}
+    table = analysis.disagreement(frames, top=1000)
+    expected = []
+    for step, df in frames.items():
+        for (sample, reward), d in df.groupby(["sample", "reward"], sort=False):
+            w, m = d["weight"].to_numpy(float), d["in_span"].to_numpy(bool)
+            if m.any() and np.isfinite(d["score"].iloc[0]) and d["group_adv"].iloc[0] != 0 and w.sum() > 0:
+                expected.append((step, sample, reward, w[m].sum() / w.sum(), m.mean()))
+    got = sorted(zip(table["step"], table["sample"], table["reward"], table["mass_in"], table["span_share"],
+                     strict=True))
+    assert len(got) == len(expected) > 0
+    for g, e in zip(got, sorted(expected), strict=True):
+        assert g[:3] == e[:3] and g[3:] == pytest.approx(e[3:])
+
+
 def test_filter_samples_by_prompt_and_outcome():
     df = synthetic_credit_frame(1, n_samples=8, n_tokens=4, rewards=tuple(REWARDS), group_size=4, seed=2)
     per = df.drop_duplicates(["sample", "reward"])
@@ -306,3 +322,24 @@ def test_x_columns_samples_and_training_minutes():
     assert out["samples"].tolist() == [8, 16, 24]
     assert out["minutes"].tolist() == pytest.approx([0.5, 0.5, 2.0])
     assert "samples" not in analysis.with_x_columns(df, None).columns
+
+
+def test_figures_carry_the_white_template_whatever_the_default():
+    import plotly.io as pio
+    import streamlit.elements.plotly_chart  # noqa: F401  (sets plotly's default template to Streamlit's)
+
+    white = pio.templates["plotly_white"].to_plotly_json()
+    for fig in (figures.metric_lines({"r": metrics_frame()}, ["reward/all_satisfied"], "t"),
+                figures.js_positions_figure(synthetic_credit_frame(1, 4, 6, tuple(REWARDS), 2).query("sample == 0"),
+                                            REWARDS)):
+        assert fig.to_dict()["layout"]["template"] == white
+
+
+def test_step_time_of_a_long_run_is_stacked_areas_not_bars():
+    long = pd.concat([metrics_frame()] * 100, ignore_index=True).assign(step=lambda f: range(1, len(f) + 1))
+    assert len(long) > figures.MAX_BARS
+    fig = figures.step_time_figure({"r": long})
+    parts = [tr for tr in fig.data if tr.name != "step total"]
+    assert parts and all(tr.type == "scatter" and tr.stackgroup == "time" for tr in parts)
+    assert all(tr.type == "bar" for tr in figures.step_time_figure({"r": metrics_frame()}).data
+               if tr.name != "step total")
