@@ -18,6 +18,7 @@ Never imports torch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -326,6 +327,7 @@ def page_runs(with_credit: bool = False, mrtpo_first: bool = False, stop: bool =
     chosen run while it is active, whose first map is on its way; `mrtpo_first`: MRTPO runs, which route
     credit, first), and with none say so and stop the page (`stop=False`: return [] instead, for a page with
     other tabs)."""
+    prefetch_charts()
     runs = session_runs()
     if with_credit:
         chosen = st.session_state.get(RUN_KEY)
@@ -352,3 +354,39 @@ def rerun_when(ready: Callable[[], bool], active: bool = True) -> None:
             st.rerun()
 
     watch()
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def cached_figure(key: tuple, _build: Callable[[], object]):
+    """`_build()` once per `key`, shared by every session of the server: a figure costs tens of milliseconds
+    to build and is only read once built. `key` must name everything the figure depends on (the page's name
+    for it, the run's path and `loaders.file_key` of the files it reads, the step, sample and options)."""
+    return _build()
+
+
+PREFETCHED_KEY = "_charts_prefetched"
+
+
+@functools.cache
+def chart_module() -> str | None:
+    """The path (relative to the app's root URL) of the browser module Streamlit loads for its first Plotly
+    chart (`static/js/PlotlyChart.<hash>.js`: ~4.7 MB of JavaScript that a browser takes seconds to compile
+    and run), None when this Streamlit has no such file."""
+    folder = Path(st.__file__).parent / "static" / "static" / "js"
+    found = sorted(folder.glob("PlotlyChart.*.js"))
+    return f"static/js/{found[0].name}" if found else None
+
+
+def prefetch_charts() -> None:
+    """Once per session (a browser tab): when the browser is idle, load the Plotly chart module, so that the first
+    chart page the user opens from here does not wait for it. Streamlit imports the same URL later and gets the
+    module already loaded; a browser that cannot load it just loads it when a chart needs it."""
+    module = chart_module()
+    if module is None or st.session_state.get(PREFETCHED_KEY):
+        return
+    st.session_state[PREFETCHED_KEY] = True
+    st.sidebar.html(
+        "<script>(window.requestIdleCallback || setTimeout)(() => "
+        f"import(new URL({module!r}, document.baseURI).href).catch(() => {{}}));</script>",
+        unsafe_allow_javascript=True,
+    )

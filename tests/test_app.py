@@ -409,7 +409,7 @@ def test_token_credit_warns_on_a_corrupt_credit_map(runs_dir):
 
 def test_js_page(runs_dir):
     at = page("js", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert len(charts(at)) == 6
+    assert len(charts(at)) == 3  # per position, in/out of spans, replay over training (one figure)
     assert any("was not computed" in c.value and "group advantage of 0" in c.value for c in at.caption)
     table = at.dataframe[0].value
     assert table["reward"].tolist() == list(DEFAULT_REWARDS)

@@ -4,7 +4,8 @@ smoothing, x axis (step, samples seen, training time), log scale and a CSV of th
 
 While a chosen run is active the live part polls every 2 s; its figures are rebuilt only when a run's
 metrics or status changed (else the same figures are sent again, which costs a few milliseconds), so
-watching a run does not take CPU from its trainer. A run that has not finished a step shows what its
+watching a run does not take CPU from its trainer. Built figures are shared by every session of the server
+(a new visitor of a run that someone has viewed gets them without building them again). A run that has not finished a step shows what its
 trainer is doing (its startup phase and log tail). The page's state is its URL (a shareable link).
 """
 
@@ -18,7 +19,6 @@ from core.run.store import ACTIVE_STATES
 from mrtpo_viz import analysis, figures, launcher, loaders, panels, ui
 
 PAGE = "curves"
-CACHE_KEY = "_curves_figures"  # (data and style signature, figures, hidden reasons): the last figures drawn
 
 st.title("Training curves")
 runs = ui.page_runs()
@@ -61,6 +61,12 @@ def build() -> tuple[dict, list[str], dict[str, list[str]]]:
     return drawn, hidden, problems
 
 
+@st.cache_resource(show_spinner=False, max_entries=16)
+def built(key: tuple, run_labels: tuple) -> tuple[dict, list[str], dict[str, list[str]]]:
+    """`build()` once per signature and run labels, for every session (the figures are only read)."""
+    return build()
+
+
 @st.fragment(run_every=ui.REFRESH_S if active_at_start else None)
 def live_curves() -> None:
     states = {p: launcher.run_state(p) for p in paths}
@@ -81,12 +87,7 @@ def live_curves() -> None:
         st.caption(f"Live: checking every {ui.REFRESH_S:g} s while a run is active; the figures are redrawn when a "
                    "step is written.")
 
-    key = signature(states)
-    cached = st.session_state.get(CACHE_KEY)
-    if cached is None or cached[0] != key:
-        cached = (key, *build())
-        st.session_state[CACHE_KEY] = cached
-    _, drawn, hidden, problems = cached
+    drawn, hidden, problems = built(signature(states), tuple(labels.items()))
     for label, warnings in problems.items():
         ui.show_warnings(label, warnings)
 

@@ -49,11 +49,13 @@ with tab_runs:
         metrics, warnings = loaders.metrics(path)
         ui.show_warnings(loaders.run_label(run), warnings)
         mm = {loaders.run_label(run): metrics}
+        key = (path, loaders.run_label(run), loaders.file_key(run.path / "metrics.jsonl"), tuple(rewards))
         left, right = st.columns(2)
-        left.plotly_chart(figures.per_reward_lines(mm, rewards, "span/{name}/mass_in",
-                                                   "Routing mass inside the verifier's spans", "share"),
-                          key="fig_dbg_mass")
-        right.plotly_chart(figures.auc_figure(mm, rewards), key="fig_dbg_auc")
+        left.plotly_chart(ui.cached_figure(("dbg_mass", *key), lambda: figures.per_reward_lines(
+            mm, rewards, "span/{name}/mass_in", "Routing mass inside the verifier's spans", "share")),
+            key="fig_dbg_mass")
+        right.plotly_chart(ui.cached_figure(("dbg_auc", *key), lambda: figures.auc_figure(mm, rewards)),
+                           key="fig_dbg_auc")
 
         steps = loaders.credit_steps(path)
         if not steps:

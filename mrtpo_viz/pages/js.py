@@ -5,8 +5,11 @@ page's URL."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
+from core.run.store import credit_path
 from mrtpo_viz import analysis, figures, loaders, ui
 
 PAGE = "js"
@@ -62,8 +65,10 @@ ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": samp
 if sample is None:
     st.stop()
 sample_df = df[df["sample"] == sample]
+credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards))
 
-st.plotly_chart(figures.js_positions_figure(sample_df, rewards), key="fig_js_positions")
+st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
+                                 lambda: figures.js_positions_figure(sample_df, rewards)), key="fig_js_positions")
 unstated = [r for r in present if r not in analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}),
                                                                     present)]
 if unstated:
@@ -73,19 +78,14 @@ with st.expander("Response text of this sample"):
     st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
 
 left, right = st.columns(2)
-left.plotly_chart(figures.js_in_out_figure(df, rewards), key="fig_js_inout")
+left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key), lambda: figures.js_in_out_figure(df, rewards)),
+                  key="fig_js_inout")
+right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
+right.dataframe(analysis.js_in_out_table(df), hide_index=True, width="stretch")
 metrics, mwarn = loaders.metrics(path)
 ui.show_warnings(loaders.run_label(run), mwarn)
-mm = {loaders.run_label(run): metrics}
-right.plotly_chart(figures.per_reward_lines(mm, rewards, "js/{name}/mean", "Mean JS distance over training", "JS"),
-                   key="fig_js_mean")
-left, right = st.columns(2)
-left.plotly_chart(figures.per_reward_lines(mm, rewards, "js/{name}/max", "Max JS distance over training", "JS"),
-                  key="fig_js_max")
-right.plotly_chart(figures.per_reward_lines(mm, rewards, "span/{name}/mass_in",
-                                            "Span agreement: routing mass inside spans", "share"), key="fig_mass")
-left, _ = st.columns(2)
-left.plotly_chart(figures.metric_lines(mm, {"replay/pass_share": "contrastive passes run"},
-                                       "Share of (sample, reward) pairs replayed", "share"), key="fig_pass_share")
-st.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
-st.dataframe(analysis.js_in_out_table(df), hide_index=True, width="stretch")
+label = loaders.run_label(run)
+st.plotly_chart(ui.cached_figure(("js_training", path, label, loaders.file_key(Path(path) / "metrics.jsonl"),
+                                  tuple(rewards)),
+                                 lambda: figures.replay_training_figure({label: metrics}, rewards)),
+                key="fig_js_training")
