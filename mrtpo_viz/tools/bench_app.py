@@ -8,8 +8,16 @@ metrics and a credit map every step, 32 samples x 48 tokens x 5 rewards), so eve
 Then, per page:
   cold   a fresh `mrtpo app` server (up and healthy, no session yet: the app's own imports and every
          cache are cold) and a fresh headless Chromium context (empty HTTP cache) opening the page's URL;
-  warm   a second tab of the same browser on the same server (server imports and data caches warm,
-         HTTP cache warm, a new Streamlit session).
+  warm   coming back to the page inside the app, as a user does: from that tab, go to another page through
+         the sidebar, then click the page's sidebar link again; timed from the click (the Streamlit frontend
+         and the chart libraries are loaded, the server's caches are warm);
+  reload the page's URL opened in a new tab of the same browser (a new Streamlit session: the frontend and
+         its chart library are loaded and compiled again, only the HTTP cache is warm);
+  landing  the first visit as most users make it: another fresh server and browser context open the first
+         page (Runs), stay READ_S seconds on it, then click the page's sidebar link; timed from the click.
+A first row, `streamlit floor`, serves a one-line Streamlit script (`st.title`) the same way: what any
+Streamlit page costs in this browser on this machine, whatever the app does. The seconds from starting
+the server to its first healthy answer are printed too (`mrtpo app` warms the server before it listens).
 A page counts as shown when its script run has finished (`data-test-script-state` is notRunning), its
 title is drawn, no skeleton is left and every Plotly chart has drawn its SVG, and that has held for
 0.3 s; the time is from the start of navigation. Each number is the median of `--repeat` visits.
@@ -47,6 +55,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 # page name -> URL path (app.py's url_path of each page; "" is the default page)
 PAGES = {"runs": "", "launch": "launch", "curves": "curves", "credit": "credit", "js": "js", "debugger": "debugger",
          "compare": "compare"}
+TITLES = {"runs": "Runs", "launch": "Launch a training run", "curves": "Training curves", "credit": "Token credit",
+          "js": "JS divergence", "debugger": "Verifier debugger", "compare": "Compare runs"}
+KINDS = ("cold", "landing", "warm", "reload")
+READ_S = 2.0  # seconds a user spends on the first page before opening another (the `landing` visit)
 RUNS = {"tiny": "tiny-instruct-mrtpo-demo", "smollm2": "smollm2-135m-mrtpo-demo", "synthetic": None}
 STABLE_MS = 300
 
@@ -82,6 +94,45 @@ _SHOWN = """
 """
 
 
+# Clicks the sidebar link to `path` and resolves with the ms from the click until the page titled `title` is
+# shown (SHOWN's conditions, after the script has run for it) and has stayed so for stableMs.
+_NAVIGATE = """
+([path, title, stableMs, timeoutMs]) => new Promise((resolve, reject) => {
+  const links = [...document.querySelectorAll('[data-testid="stSidebarNavLink"]')];
+  const link = links.find(a => new URL(a.href).pathname.replace(/\\/$/, '') === '/' + path
+                               || (path === '' && new URL(a.href).pathname === '/'));
+  if (!link) return reject(new Error('no sidebar link to /' + path));
+  const shown = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    const h1 = document.querySelector('[data-testid="stMain"] h1');
+    if (!h1 || h1.textContent.trim() !== title) return false;
+    if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
+    if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
+    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"]')) {
+      if (!c.querySelector('.main-svg')) return false;
+    }
+    return true;
+  };
+  const t0 = performance.now();
+  link.click();
+  let since = null;
+  const tick = () => {
+    const now = performance.now();
+    if (shown()) {
+      if (since === null) since = now;
+      if (now - since >= stableMs) return resolve(since - t0);
+    } else {
+      since = null;
+    }
+    if (now - t0 > timeoutMs) return reject(new Error('page not shown after ' + timeoutMs + ' ms'));
+    setTimeout(tick, 10);
+  };
+  setTimeout(tick, 10);
+})
+"""
+
+
 @dataclass
 class Visit:
     page: str
@@ -95,24 +146,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """A fresh `mrtpo app` server on a free port, serving `app_root` with `runs_dir`."""
+FLOOR_PAGE = "floor"
+FLOOR_SCRIPT = 'import streamlit as st\n\nst.title("Floor")\n'
 
-    def __init__(self, app_root: Path, runs_dir: Path, log: Path):
+
+class Server:
+    """A fresh `mrtpo app` server on a free port, serving `app_root` with `runs_dir` (or, with `script`, a
+    plain `streamlit run script` from `app_root`); `startup_s`: seconds until it answered healthy."""
+
+    def __init__(self, app_root: Path, runs_dir: Path, log: Path, script: Path | None = None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "ab")
         env = {**os.environ, "MRTPO_RUNS_DIR": str(runs_dir), "OMP_NUM_THREADS": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.cli", "app", "--port", str(self.port), "--headless"],
-            cwd=app_root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        cmd = [sys.executable, "-m", "core.cli", "app", "--port", str(self.port), "--headless"]
+        if script is not None:
+            cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
+                   "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats",
+                   "false"]
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, cwd=app_root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the app server exited (see {log})")
             try:
                 urllib.request.urlopen(self.url + "/_stcore/health", timeout=1)
+                self.startup_s = time.perf_counter() - t0
                 return
             except OSError:
                 time.sleep(0.1)
@@ -130,14 +191,40 @@ class Server:
         self.log.close()
 
 
-def _visit(context, url: str, timeout_s: float) -> float:
+def _visit(context, url: str, timeout_s: float, keep_open: bool = False):
+    """Open `url` in a new tab: (seconds until shown, the tab when `keep_open`, else None)."""
     page = context.new_page()
     try:
         page.goto(url, wait_until="commit", timeout=timeout_s * 1000)
         shown_ms = page.evaluate(_SHOWN, [STABLE_MS, timeout_s * 1000])
-        return shown_ms / 1000.0
-    finally:
+    except BaseException:
         page.close()
+        raise
+    if not keep_open:
+        page.close()
+        return shown_ms / 1000.0, None
+    return shown_ms / 1000.0, page
+
+
+def _landing(browser, app_root: Path, runs_dir: Path, logs: Path, page: str, timeout_s: float) -> float | None:
+    """A fresh server and browser context: open the first page, stay READ_S s, click `page`'s sidebar link;
+    seconds from the click until it is shown (None for the first page itself and the floor)."""
+    if page not in PAGES or page == "runs":
+        return None
+    server = Server(app_root, runs_dir, logs / "server.log")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        _, tab = _visit(context, server.url + "/", timeout_s, keep_open=True)
+        tab.wait_for_timeout(READ_S * 1000)
+        return _navigate(tab, page, timeout_s)
+    finally:
+        context.close()
+        server.close()
+
+
+def _navigate(tab, page: str, timeout_s: float) -> float:
+    """Seconds from clicking `page`'s sidebar link in `tab` until it is shown."""
+    return tab.evaluate(_NAVIGATE, [PAGES[page], TITLES[page], STABLE_MS, timeout_s * 1000]) / 1000.0
 
 
 def runs_layout(root: Path, which: str, synthetic_steps: int) -> Path:
@@ -189,37 +276,57 @@ def write_long_run(runs: Path, name: str, steps: int, samples: int = 32, tokens:
 
 def measure(app_root: Path, runs_dir: Path, pages: list[str], repeat: int, timeout_s: float, logs: Path,
             progress) -> dict[str, dict[str, list[float | None]]]:
-    """{page: {"cold": [s, ...], "warm": [s, ...]}} (None where the page was not shown in time)."""
+    """{page: {"cold": [s, ...], "warm": [s, ...]}} (None where the page was not shown in time); the page
+    FLOOR_PAGE serves FLOOR_SCRIPT instead of the app; {"startup": {"s": [...]}} the servers' start-up."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, dict[str, list[float | None]]] = {p: {"cold": [], "warm": []} for p in pages}
+    out: dict[str, dict[str, list[float | None]]] = {p: {k: [] for k in KINDS} for p in pages}
+    out["startup"] = {"s": []}
+    floor = logs / "floor_app.py"
+    floor.write_text(FLOOR_SCRIPT)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             for page in pages:
                 for _ in range(repeat):
-                    server = Server(app_root, runs_dir, logs / "server.log")
+                    server = Server(app_root, runs_dir, logs / "server.log",
+                                    script=floor if page == FLOOR_PAGE else None)
+                    if page != FLOOR_PAGE:
+                        out["startup"]["s"].append(server.startup_s)
                     try:
                         context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                        url = f"{server.url}/{PAGES[page]}"
-                        for kind in ("cold", "warm"):
+                        url = f"{server.url}/{PAGES.get(page, '')}"
+                        tab = None
+                        for kind in KINDS:
                             try:
-                                out[page][kind].append(_visit(context, url, timeout_s))
+                                if kind == "landing":
+                                    seconds = _landing(browser, app_root, runs_dir, logs, page, timeout_s)
+                                elif kind == "cold":
+                                    seconds, tab = _visit(context, url, timeout_s, keep_open=page in PAGES)
+                                elif kind == "warm":
+                                    if tab is None:  # the floor has no sidebar: its warm visit is a reload
+                                        seconds = None
+                                    else:
+                                        _navigate(tab, "launch" if page == "runs" else "runs", timeout_s)
+                                        seconds = _navigate(tab, page, timeout_s)
+                                else:
+                                    seconds, _ = _visit(context, url, timeout_s)
+                                out[page][kind].append(seconds)
                             except PlaywrightError as exc:
                                 out[page][kind].append(None)
                                 progress(f"  {page} {kind}: not shown ({str(exc).splitlines()[0][:120]})")
                         context.close()
                     finally:
                         server.close()
-                    progress(f"  {page}: cold {_fmt(out[page]['cold'][-1])} warm {_fmt(out[page]['warm'][-1])}")
+                    progress(f"  {page}: " + " ".join(f"{k} {_fmt(out[page][k][-1])}" for k in KINDS))
         finally:
             browser.close()
     return out
 
 
 def _fmt(x: float | None) -> str:
-    return "  > limit" if x is None else f"{x:7.2f} s"
+    return "      n/a" if x is None else f"{x:7.2f} s"
 
 
 def _median(xs: list[float | None]) -> float | None:
@@ -228,18 +335,25 @@ def _median(xs: list[float | None]) -> float | None:
     return statistics.median(xs)
 
 
-def table(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str]) -> tuple[str, bool]:
-    """Markdown table: one row per page, cold and warm per run; and whether every target is met."""
+def table(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str],
+          floor: bool = False) -> tuple[str, bool]:
+    """Markdown table: one row per page, cold and warm per run (the floor row, measured once, under the first
+    run); and whether every target is met (the floor is not the app's, so it does not count)."""
     runs = list(results)
-    head = "| page | " + " | ".join(f"{r} cold | {r} warm" for r in runs) + " |"
-    lines = [head, "|" + "---|" * (1 + 2 * len(runs))]
+    head = "| page | " + " | ".join(f"{r} {k}" for r in runs for k in KINDS) + " |"
+    lines = [head, "|" + "---|" * (1 + len(KINDS) * len(runs))]
+    if floor:
+        first = results[runs[0]][FLOOR_PAGE]
+        cells = [_fmt(_median(first[k])).strip() for k in KINDS]
+        lines.append("| streamlit floor (one `st.title`) | " + " | ".join(cells + [""] * len(KINDS) * (len(runs) - 1))
+                     + " |")
     ok = True
     for page in pages:
         cells = []
         for r in runs:
             cold, warm = _median(results[r][page]["cold"]), _median(results[r][page]["warm"])
             ok &= cold is not None and warm is not None and cold < COLD_TARGET_S and warm < WARM_TARGET_S
-            cells += [_fmt(cold).strip(), _fmt(warm).strip()]
+            cells += [_fmt(_median(results[r][page][k])).strip() for k in KINDS]
         lines.append(f"| {page} | " + " | ".join(cells) + " |")
     return "\n".join(lines), ok
 
@@ -290,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=None, help="folder for the run layouts and server logs (default: a temp "
                         "folder; give one to reuse the synthetic run between invocations)")
     parser.add_argument("--rerun", action="store_true", help="also the server-side rerun and heatmap numbers")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="leave out the `streamlit floor` row (a one-line Streamlit page)")
     args = parser.parse_args(argv)
     if not os.access(CHROMIUM, os.X_OK):
         print(f"mrtpo bench app: needs Chromium at {CHROMIUM} (Debian: apt-get install chromium)", file=sys.stderr)
@@ -309,18 +425,25 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         results = {}
+        pages = [FLOOR_PAGE, *args.pages] if args.floor else args.pages
         for which in args.runs:
             t0 = time.perf_counter()
             runs_dir = runs_layout(work, which, args.synthetic_steps)
             label = which if which != "synthetic" else f"synthetic {args.synthetic_steps}"
             print(f"{label}: runs directory ready in {time.perf_counter() - t0:.1f} s; pages:", flush=True)
-            results[label] = measure(app_root, runs_dir, args.pages, args.repeat, args.timeout, work,
+            results[label] = measure(app_root, runs_dir, pages, args.repeat, args.timeout, work,
                                      lambda msg: print(msg, flush=True))
-        text, ok = table(results, args.pages)
-        print(f"\nSeconds from navigation until the page is shown (median of {args.repeat}; app at {app_root}):\n")
+            pages = [p for p in pages if p != FLOOR_PAGE]  # the floor does not depend on the run
+        startup = [s for r in results.values() for s in r.pop("startup")["s"]]
+        text, ok = table(results, args.pages, floor=args.floor)
+        print(f"\nSeconds until the page is shown (cold, reload: from opening its URL; warm: from clicking its sidebar "
+              f"link; median of {args.repeat}; app at {app_root}):\n")
         print(text)
         print(f"\ntargets: every page < {COLD_TARGET_S} s cold and < {WARM_TARGET_S} s warm -> "
               f"{'met' if ok else 'NOT met'}")
+        if startup:
+            print(f"server start-up until healthy: median {statistics.median(startup):.2f} s "
+                  f"(min {min(startup):.2f}, max {max(startup):.2f}, {len(startup)} servers)")
         if args.rerun:
             rerun_numbers(7)
     finally:
