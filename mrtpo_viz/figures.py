@@ -37,6 +37,7 @@ TEMPLATE = "plotly_white"
 # Above this many steps the step-time split is drawn as stacked areas, not bars (thousands of bars take the
 # browser seconds to draw; an area is one path per phase).
 MAX_BARS = 300
+MARKERS_BELOW = 30  # line charts mark their points only when they have fewer than this many
 
 LEGEND_ROW_PX = 22  # height of one row of a horizontal legend
 LEGEND_CHAR_PX = 7  # width of one character of a legend entry (12 px font)
@@ -152,7 +153,7 @@ def metric_lines(
                 color, dash = colors[key], RUN_DASHES[r % len(RUN_DASHES)]
                 name = f"{run} · {label}" if multi else label
             width = 3 if key.endswith("all_satisfied") else 2
-            mode = "lines+markers" if y.notna().sum() < 30 else "lines"
+            mode = "lines+markers" if y.notna().sum() < MARKERS_BELOW else "lines"
             group = run if (multi and color_by == "key") else name
             if smooth > 0:
                 fig.add_trace(go.Scatter(  # the raw values, faint under the smoothed line
@@ -291,7 +292,8 @@ def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequenc
                 if key not in df.columns or pd.to_numeric(df[key], errors="coerce").isna().all():
                     continue
                 fig.add_trace(go.Scatter(
-                    x=df["step"], y=pd.to_numeric(df[key], errors="coerce"), mode="lines+markers",
+                    x=df["step"], y=pd.to_numeric(df[key], errors="coerce"),
+                    mode="lines+markers" if len(df) < MARKERS_BELOW else "lines",  # 1000s of markers: seconds to draw
                     name=(f"{run} · " if multi else "") + (n if suffix == "AUC" else f"{n} control"),
                     line=dict(color=cols[n], dash=dash, width=width), marker=dict(size=4), meta=[run, key],
                     # one legend entry per reward: clicking it toggles the AUC and its control together

@@ -343,3 +343,11 @@ def test_step_time_of_a_long_run_is_stacked_areas_not_bars():
     assert parts and all(tr.type == "scatter" and tr.stackgroup == "time" for tr in parts)
     assert all(tr.type == "bar" for tr in figures.step_time_figure({"r": metrics_frame()}).data
                if tr.name != "step total")
+
+
+def test_long_runs_draw_lines_without_markers():
+    long = pd.concat([metrics_frame()] * 20, ignore_index=True).assign(step=lambda f: range(1, len(f) + 1))
+    assert len(long) >= figures.MARKERS_BELOW
+    for fig in (figures.auc_figure({"r": long}, REWARDS), figures.metric_lines({"r": long}, ["reward/all_satisfied"], "t")):
+        assert fig.data and all(tr.mode == "lines" for tr in fig.data)
+    assert all("markers" in tr.mode for tr in figures.auc_figure({"r": metrics_frame()}, REWARDS).data)
