@@ -5,6 +5,7 @@ Pure pandas on run-store frames (schema in docs/CONTRACTS.md). No Streamlit; nev
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -235,7 +236,9 @@ def credit_export_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_csv_bytes(df: pd.DataFrame) -> bytes:
-    return credit_export_frame(df).to_csv(index=False).encode("utf-8")
+    """CSV of a credit map with every text field quoted: a token may be a lone carriage return, which pandas
+    leaves unquoted otherwise, so that a reader would split the row there."""
+    return credit_export_frame(df).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC).encode("utf-8")
 
 
 def to_parquet_bytes(df: pd.DataFrame) -> bytes:

@@ -262,6 +262,10 @@ def test_exports_round_trip_with_the_store_schema():
     assert back.num_rows == len(df)
     csv = pd.read_csv(io.BytesIO(analysis.to_csv_bytes(df)))
     assert list(csv.columns) == list(CREDIT_COLUMNS) and len(csv) == len(df)
+    # tokens that are line breaks of some kind (a lone carriage return was left unquoted and split its row)
+    df["token"] = ["\r", "a\r", "\n", "\u2028", "\x85"] * (len(df) // 5)
+    back = pd.read_csv(io.BytesIO(analysis.to_csv_bytes(df)), keep_default_na=False)
+    assert len(back) == len(df) and back["token"].tolist() == df["token"].tolist()
 
 
 def test_js_in_out_table():
