@@ -33,7 +33,16 @@ from typing import Any
 from core.config import ConfigError, TrainConfig, field_error, resume_argv, train_argv
 from core.paths import REPO_ROOT
 from core.run import names
-from core.run.store import ACTIVE_STATES, RunStore, RunStoreError, error_from_log, pid_alive, read_tail, run_dir
+from core.run.store import (
+    ACTIVE_STATES,
+    RunStore,
+    RunStoreError,
+    error_from_log,
+    pid_alive,
+    read_tail,
+    run_dir,
+    writer_lock_held,
+)
 
 FORM_ERROR = "_form"  # key of errors that belong to no single field
 
@@ -255,6 +264,7 @@ def stop_run(path: str | os.PathLike) -> str:
 
 # ---------------------------------------------------------------------------------------------- run management
 RESUMABLE_STATES = ("stopped", "failed", "crashed")
+WRITTEN_NOW = "a trainer process holds the run's writer lock (it is being written now); stop it first"
 ARCHIVE_DIR = ".archive"  # archived runs: <runs_dir>/.archive/<name> (dot folders are not listed as runs)
 
 
@@ -264,6 +274,8 @@ def can_resume(path: str | os.PathLike) -> str:
     state = run_state(path).get("state")
     if state not in RESUMABLE_STATES:
         return f"the run is {state}; only a stopped, failed or crashed run is resumed"
+    if writer_lock_held(path):
+        return WRITTEN_NOW
     if not any((c / "trainer_state.json").exists() for c in RunStore(path).checkpoints()):
         return "the run has no complete checkpoint to resume from"
     return ""
@@ -290,6 +302,8 @@ def _idle(path: Path) -> str:
     state = run_state(path).get("state")
     if state in ACTIVE_STATES:
         return f"the run is {state}; stop it first"
+    if writer_lock_held(path):
+        return WRITTEN_NOW
     return ""
 
 

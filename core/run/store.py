@@ -12,6 +12,7 @@ Never imports torch, streamlit or plotly: the app reads runs through this module
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import math
 import os
@@ -66,8 +67,22 @@ CREDIT_COLUMNS = tuple(CREDIT_SCHEMA.names)
 ADDED_COLUMNS: dict[str, Any] = {"js_skipped": False}
 
 
+WRITER_LOCK = ".writer.lock"  # the run's writer holds an exclusive flock on this file for the run's life
+STEP_MAX = 2**31 - 1  # steps are int32 in the credit maps
+
+
 class RunStoreError(ValueError):
     """A run name, folder or file that the store refuses (the message says why)."""
+
+
+def _file_mode() -> int:
+    """One mode for every file of a run store: what `open()` would give (0o666 less the umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+FILE_MODE = _file_mode()  # read once at import (os.umask is process-wide and not thread-safe)
 
 
 def now_iso() -> str:
@@ -108,6 +123,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would differ from the appended files' mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -222,7 +238,7 @@ def pid_alive(pid: Any) -> bool:
         pid = int(pid)
     except (TypeError, ValueError):
         return False
-    if pid <= 0:
+    if pid <= 0 or pid > 2**22:  # beyond Linux's pid_max: not a process (and os.kill would overflow)
         return False
     try:
         os.kill(pid, 0)
@@ -235,6 +251,42 @@ def pid_alive(pid: Any) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def pid_start_time(pid: Any) -> str | None:
+    """The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks since boot), None when
+    unknown: with the pid it names one process, since a recycled pid starts at another time."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, ValueError, IndexError, OverflowError, TypeError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+TRAINER_MARKS = ("core.cli", "mrtpo", "core.run", "pytest")  # a legacy status's pid must run one of these
+
+
+def pid_is_writer(status: dict[str, Any]) -> bool:
+    """True when the process status.json names is alive and is the one that wrote it: same start time as
+    recorded (`pid_started`), or, for a status written before start times were recorded, a command line
+    that runs the trainer. A pid the OS recycled for another process is not the run's writer."""
+    pid = status.get("pid")
+    if not pid_alive(pid):
+        return False
+    recorded = status.get("pid_started")
+    if recorded is not None:
+        now = pid_start_time(pid)
+        return now is None or str(recorded) == now
+    cmd = _cmdline(int(pid))
+    return not cmd or any(mark in cmd for mark in TRAINER_MARKS)
 
 
 def _with_added_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -250,8 +302,58 @@ def _with_added_columns(frame: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------- writer
 
 
+_HELD: dict[str, Any] = {}  # run folder -> the open lock file this process holds (one per run)
+
+
+def acquire_writer_lock(path: str | os.PathLike) -> None:
+    """Take the run's writer lock (an exclusive `flock` on `<run>/.writer.lock`) for this process's life, or
+    raise RunStoreError when another process holds it. The OS releases it when the process ends, kill -9 too.
+    Taking it again in the same process is a no-op."""
+    path = Path(path).resolve()
+    if str(path) in _HELD:
+        return
+    try:
+        fh = open(path / WRITER_LOCK, "a")  # noqa: SIM115 -- held open for the run's life
+    except OSError as exc:
+        raise RunStoreError(f"cannot open the writer lock of run {path.name!r}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        holder = RunStore(path).status().get("pid")
+        who = f" (pid {holder})" if holder else ""
+        raise RunStoreError(f"run {path.name!r} is being written by another process{who}; "
+                            "stop it first or pick another run") from None
+    os.chmod(path / WRITER_LOCK, FILE_MODE)
+    _HELD[str(path)] = fh
+
+
+def release_writer_lock(path: str | os.PathLike) -> None:
+    fh = _HELD.pop(str(Path(path).resolve()), None)
+    if fh is not None:
+        fh.close()
+
+
+def writer_lock_held(path: str | os.PathLike) -> bool:
+    """True when some process holds the run's writer lock (a trainer writes it now)."""
+    path = Path(path)
+    if str(path.resolve()) in _HELD:
+        return True
+    try:
+        with open(path / WRITER_LOCK) as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
 class RunWriter:
-    """Writes one run folder. Only the trainer process uses it."""
+    """Writes one run folder. Only the trainer process uses it; `create`, `reopen` and `open` take the run's
+    writer lock, so a run folder has one writer at a time (docs/CONTRACTS.md, "One writer per run")."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -259,20 +361,34 @@ class RunWriter:
         status_file = self.path / "status.json"
         if status_file.exists():
             try:
-                self._status = json.loads(status_file.read_text())
+                loaded = json.loads(status_file.read_text())
+                self._status = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
                 self._status = {}
 
     @classmethod
+    def open(cls, path: str | os.PathLike) -> RunWriter:
+        """The writer of an existing run folder, with its writer lock (RunStoreError when another process has it)."""
+        acquire_writer_lock(path)
+        return cls(path)
+
+    def close(self) -> None:
+        """Release the writer lock (the process ending releases it too)."""
+        release_writer_lock(self.path)
+
+    @classmethod
     def create(cls, runs_dir: str | os.PathLike, name: str, config: dict[str, Any], *, exist_ok: bool = False) -> RunWriter:
-        """Create `<runs_dir>/<name>/` with its config and a `starting` status."""
+        """Create `<runs_dir>/<name>/` with its config and a `starting` status, holding its writer lock. The
+        folder is made with one `mkdir`, so of two processes creating the same run, one gets RunStoreError."""
         path = run_dir(runs_dir, name)
-        if path.exists() and not exist_ok:
-            raise RunStoreError(f"run {name!r} already exists in {path.parent}; pick another run name")
-        path.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(exist_ok=exist_ok)
+        except FileExistsError:
+            raise RunStoreError(f"run {name!r} already exists in {path.parent}; pick another run name") from None
+        writer = cls.open(path)
         (path / "credit").mkdir(exist_ok=True)
         (path / "checkpoints").mkdir(exist_ok=True)
-        writer = cls(path)
         atomic_write_json(path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
         writer.set_status(
             state="starting", pid=os.getpid(), step=0, total_steps=config.get("steps"), error=None, started_at=now_iso()
@@ -283,7 +399,7 @@ class RunWriter:
     def reopen(cls, path: str | os.PathLike, config: dict[str, Any], step: int) -> RunWriter:
         """Continue the run in `path` after `step` (its newest checkpoint): record `config` (resuming may
         change a few fields), drop the metrics and credit maps of later steps and half-written checkpoints."""
-        writer = cls(path)
+        writer = cls.open(path)
         atomic_write_json(writer.path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
         writer.truncate_after(step)
         for leftover in (writer.path / "checkpoints").glob(".*.tmp"):
@@ -291,10 +407,17 @@ class RunWriter:
         return writer
 
     def set_status(self, **fields: Any) -> dict[str, Any]:
-        """Merge `fields` into status.json and replace it atomically."""
+        """Merge `fields` into status.json and replace it atomically. A `pid` is recorded with its process's
+        start time (`pid_started`), so a reader can tell the writer from a process that got its pid later.
+        A final state (completed, failed, stopped) is the writer's last word: it releases the writer lock, so the
+        run can be resumed, archived or deleted at once, not only when the trainer process has exited."""
+        if "pid" in fields:
+            fields["pid_started"] = pid_start_time(fields["pid"])
         self._status.update(fields)
         self._status["updated_at"] = now_iso()
         atomic_write_json(self.path / "status.json", self._status)
+        if self._status.get("state") in FINAL_STATES:
+            self.close()
         return dict(self._status)
 
     def write_credit(self, step: int, frame: pd.DataFrame) -> Path:
@@ -315,7 +438,7 @@ class RunWriter:
         if "step" not in row:
             raise RunStoreError("a metrics row needs its 'step'")
         line = json.dumps(_clean_json(row), default=_json_default)
-        with open(self.path / "metrics.jsonl", "a", encoding="utf-8") as fh:
+        with open(self.path / "metrics.jsonl", "a", encoding="utf-8") as fh:  # created with FILE_MODE
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -335,6 +458,7 @@ class RunWriter:
 
     def remove(self) -> None:
         """Delete the whole run folder (only for a run that never started a step)."""
+        self.close()
         shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -371,6 +495,55 @@ def _step_of(path: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def valid_step(value: Any) -> int | None:
+    """A metrics line's `step` as an int when it is one (1 <= step < 2**31, whole; a bool is not a step), else None.
+
+    >>> valid_step(3), valid_step(3.0), valid_step(float("nan")), valid_step(True), valid_step("3"), valid_step(0)
+    (3, 3, None, None, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if 1 <= value <= STEP_MAX else None
+
+
+def _metric_value(value: Any) -> float | None:
+    """A metric's value as a float (null, NaN and +-inf become NaN); None when it is no number at all."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float's range
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def check_metrics_row(row: Any, where: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """One parsed metrics line checked against the schema: (the row with step an int and every value a float,
+    or None to skip the line; problems naming `where`). A line must be a JSON object with a valid `step`;
+    a value that is not a number (or null) is dropped."""
+    if not isinstance(row, dict):
+        return None, [f"{where} is not a JSON object ({type(row).__name__}); skipped"]
+    step = valid_step(row.get("step"))
+    if step is None:
+        return None, [f"{where} has no valid step ({str(row.get('step'))[:40]!r}: a whole number >= 1); skipped"]
+    out: dict[str, Any] = {"step": step}
+    bad = []
+    for key, value in row.items():
+        if key == "step":
+            continue
+        v = _metric_value(value)
+        if v is None:
+            bad.append(str(key))
+        else:
+            out[str(key)] = v
+    problems = [f"{where}: {', '.join(bad[:5])} {'is' if len(bad) == 1 else 'are'} not numbers; dropped"] if bad else []
+    return out, problems
+
+
 def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -381,14 +554,120 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             # The last line may be torn by a kill mid-write; anything else is corruption worth reporting.
             if n < len(lines) - 1 or line != lines[-1]:
                 problems.append(f"metrics.jsonl line {n} is not JSON; skipped")
             continue
-        if isinstance(row, dict):
-            rows.append(row)
+        checked, found = check_metrics_row(row, f"metrics.jsonl line {n}")
+        problems += found
+        if checked is not None:
+            rows.append(checked)
     return rows, problems
+
+
+# status.json fields: name -> (check of a value, what it must be). A field that fails is dropped with a warning.
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_count(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and 0 <= v <= STEP_MAX
+
+
+STATUS_FIELDS: dict[str, tuple[Any, str]] = {
+    "state": (lambda v: v in (*ACTIVE_STATES, *FINAL_STATES), "one of " + ", ".join((*ACTIVE_STATES, *FINAL_STATES))),
+    "pid": (lambda v: _is_count(v) and v > 0, "a process id"),
+    "pid_started": (_is_str, "a string"),
+    "step": (_is_count, "a whole number >= 0"),
+    "total_steps": (lambda v: _is_count(v) and v > 0, "a whole number >= 1"),
+    "error": (_is_str, "a string"),
+    "started_at": (_is_str, "an ISO time string"),
+    "updated_at": (_is_str, "an ISO time string"),
+}
+
+
+def check_status(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """status.json checked against the schema: (its known fields that hold what they must, null ones kept as
+    None; problems). Unknown fields pass unchanged."""
+    out: dict[str, Any] = {}
+    problems = []
+    for key, value in data.items():
+        rule = STATUS_FIELDS.get(key)
+        if rule is None or value is None or rule[0](value):
+            out[key] = value
+        else:
+            problems.append(f"status.json field {key!r} is {str(value)[:40]!r}, not {rule[1]}; ignored")
+    return out, problems
+
+
+# config.json fields the readers use: name -> (check, what it must be).
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _is_whole(v: Any) -> bool:
+    return _is_number(v) and float(v).is_integer()
+
+
+CONFIG_FIELDS: dict[str, tuple[Any, str]] = {
+    **{k: (_is_str, "a string") for k in ("model", "method", "routing", "relevance", "prompt_set", "backend",
+                                          "device", "run_name", "replay_pairs")},
+    "reward_names": (_is_str_list, "a list of strings"),
+    "reward_weights": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
+                       "a mapping of reward name to number"),
+    **{k: (_is_whole, "a whole number") for k in ("steps", "group_size", "prompts_per_step", "seed", "inner_epochs",
+                                                  "max_new_tokens", "checkpoint_every", "eval_samples",
+                                                  "eval_prompts", "nproc", "replay_chunk")},
+    **{k: (_is_number, "a number") for k in ("lr", "lam", "w_max", "sharpen", "kl_beta", "clip_range",
+                                             "temperature", "eps", "max_grad_norm")},
+    "schema_version": (lambda v: v == SCHEMA_VERSION, f"{SCHEMA_VERSION} (this reader's schema version)"),
+}
+
+
+def check_config(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """config.json checked against the fields the readers use: (the config without fields of the wrong type,
+    whole numbers as int; problems)."""
+    out: dict[str, Any] = {}
+    problems = []
+    for key, value in data.items():
+        rule = CONFIG_FIELDS.get(key)
+        if rule is None or value is None or rule[0](value):
+            out[key] = int(value) if rule is not None and rule[1] == "a whole number" and value is not None else value
+        elif key == "schema_version":
+            out[key] = value
+            problems.append(f"config.json schema_version {str(value)[:40]!r} differs from this reader's "
+                            f"{SCHEMA_VERSION}")
+        else:
+            problems.append(f"config.json field {key!r} is {str(value)[:40]!r}, not {rule[1]}; ignored")
+    return out, problems
+
+
+def check_credit(table: pa.Table, step: int) -> tuple[pd.DataFrame | None, list[str]]:
+    """A credit map checked against CREDIT_SCHEMA: (the frame with every column at its schema type, or None when
+    a column is missing or cannot be read as its type; problems)."""
+    where = f"credit map of step {step} (credit/step_{int(step):06d}.parquet)"
+    names = set(table.column_names)
+    missing = [c for c in CREDIT_COLUMNS if c not in names and c not in ADDED_COLUMNS]
+    if missing:
+        return None, [f"{where} lacks columns {', '.join(missing)}; skipped"]
+    columns = {}
+    for f in CREDIT_SCHEMA:
+        if f.name not in names:
+            continue
+        col = table.column(f.name)
+        if col.type != f.type:
+            try:
+                col = col.cast(f.type)
+            except (pa.ArrowException, ValueError):
+                return None, [f"{where} column {f.name} holds {col.type}, not {f.type}; skipped"]
+        columns[f.name] = col
+    frame = pa.table(columns).to_pandas()
+    return _with_added_columns(frame), []
 
 
 @dataclass
@@ -412,7 +691,7 @@ class RunStore:
             return {}
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             self._warn(f"{filename} is unreadable ({exc.__class__.__name__})")
             return {}
         if not isinstance(data, dict):
@@ -425,22 +704,26 @@ class RunStore:
             self.warnings.append(text)
 
     def config(self) -> dict[str, Any]:
-        cfg = self._json("config.json")
-        version = cfg.get("schema_version")
-        if cfg and version not in (None, SCHEMA_VERSION):
-            self._warn(f"schema_version {version} differs from this reader's {SCHEMA_VERSION}")
+        """config.json, checked against the schema (`check_config`): a field of the wrong type is left out with
+        a warning naming it."""
+        cfg, problems = check_config(self._json("config.json"))
+        for p in problems:
+            self._warn(p)
         return cfg
 
     def reward_names(self) -> list[str]:
-        names = self.config().get("reward_names")
-        return [str(n) for n in names] if isinstance(names, list) else []
+        return list(self.config().get("reward_names") or [])
 
     def status(self) -> dict[str, Any]:
-        """status.json, with state 'crashed' when it says starting/running but its process is gone."""
-        st = self._json("status.json")
+        """status.json checked against the schema (`check_status`), with state 'crashed' when it says
+        starting/running but the process that wrote it is gone (`pid_is_writer`: a recycled pid is gone too)."""
+        st, problems = check_status(self._json("status.json"))
+        for p in problems:
+            self._warn(p)
         if not st:
             return {"state": "unknown", "step": self._last_metric_step(), "total_steps": None, "error": None}
-        if st.get("state") in ACTIVE_STATES and not pid_alive(st.get("pid")):
+        st.setdefault("state", "unknown")
+        if st.get("state") in ACTIVE_STATES and not pid_is_writer(st):
             st = {**st, "state": "crashed", "recorded_state": st.get("state")}
             if not st.get("error"):
                 st["error"] = crash_message(self.log_tail(400, max_bytes=65536), st.get("pid"))
@@ -457,66 +740,106 @@ class RunStore:
         return self.last_step()
 
     def last_step(self) -> int:
-        """The last completed step (0 when none): the largest `step` among the complete lines at the end of
+        """The last completed step (0 when none): the largest valid `step` among the complete lines at the end of
         metrics.jsonl (read from its tail, so a long run costs no more than a short one)."""
         file = self.path / "metrics.jsonl"
         steps = []
         for line in read_tail(file, lines=_TAIL_LINES, max_bytes=_TAIL_BYTES).splitlines():
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue  # a torn last line, or the part of a line the byte limit cut (never a JSON object)
-            if isinstance(row, dict) and isinstance(row.get("step"), (int, float)):
-                steps.append(int(row["step"]))
-        if steps or not file.exists() or file.stat().st_size <= _TAIL_BYTES:
+            step = valid_step(row.get("step")) if isinstance(row, dict) else None
+            if step is not None:
+                steps.append(step)
+        try:
+            small = not file.is_file() or file.stat().st_size <= _TAIL_BYTES
+        except OSError:
+            small = True
+        if steps or small:
             return max(steps, default=0)
         df = self.metrics()  # lines longer than the tail: read them all
         return int(df["step"].max()) if len(df) else 0
 
     def metrics(self) -> pd.DataFrame:
-        """One row per completed step, sorted by step (later duplicates of a step win)."""
+        """One row per completed step, sorted by step (later duplicates of a step win); every line checked
+        against the schema (`check_metrics_row`): a bad line is skipped, a bad value dropped, with a warning."""
         file = self.path / "metrics.jsonl"
+        empty = pd.DataFrame({"step": pd.Series(dtype="int64")})
         if not file.exists():
-            return pd.DataFrame({"step": pd.Series(dtype="int64")})
+            return empty
         try:
             rows, problems = _read_jsonl(file)
         except OSError as exc:
-            self._warn(f"metrics.jsonl is unreadable ({exc})")
-            return pd.DataFrame({"step": pd.Series(dtype="int64")})
-        for p in problems:
+            self._warn(f"metrics.jsonl is unreadable ({exc.__class__.__name__})")
+            return empty
+        for p in problems[:20]:
             self._warn(p)
-        rows = [r for r in rows if isinstance(r.get("step"), (int, float))]
+        if len(problems) > 20:
+            self._warn(f"metrics.jsonl: {len(problems) - 20} more bad lines")
         if not rows:
-            return pd.DataFrame({"step": pd.Series(dtype="int64")})
+            return empty
         df = pd.DataFrame(rows)
         df["step"] = df["step"].astype("int64")
         return df.drop_duplicates("step", keep="last").sort_values("step").reset_index(drop=True)
 
     def credit_steps(self) -> list[int]:
+        """Steps with a credit map whose metrics line is written: a step is complete only once its metrics line
+        is (a kill between the two leaves a credit file of a step that does not exist yet)."""
         folder = self.path / "credit"
         if not folder.is_dir():
+            if folder.exists():
+                self._warn("credit is not a folder")
             return []
-        return sorted(s for f in folder.glob("step_*.parquet") if (s := _step_of(f)) is not None)
+        last = self.last_step()
+        return sorted(s for f in folder.glob("step_*.parquet") if (s := _step_of(f)) is not None and s <= last)
 
     def credit(self, step: int) -> pd.DataFrame:
-        """The credit map of `step` (empty frame with the schema's columns when missing or unreadable)."""
+        """The credit map of `step`, checked against CREDIT_SCHEMA (`check_credit`); an empty frame with the
+        schema's columns when missing, unreadable or not of the schema (with a warning naming the file)."""
         file = credit_path(self.path, step)
+        empty = CREDIT_SCHEMA.empty_table().to_pandas()
         try:
             table = pq.read_table(file)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pa.ArrowException, ValueError) as exc:
             self._warn(f"credit map of step {step} is unreadable ({exc.__class__.__name__})")
-            return CREDIT_SCHEMA.empty_table().to_pandas()
+            return empty
         meta = table.schema.metadata or {}
-        version = meta.get(SCHEMA_KEY, b"?").decode()
+        version = meta.get(SCHEMA_KEY, b"?").decode(errors="replace")
         if version != str(SCHEMA_VERSION):
             self._warn(f"credit map of step {step} has schema version {version}, expected {SCHEMA_VERSION}")
-        return _with_added_columns(table.to_pandas())
+        frame, problems = check_credit(table, step)
+        for p in problems:
+            self._warn(p)
+        return empty if frame is None else frame
 
     def checkpoints(self) -> list[Path]:
         folder = self.path / "checkpoints"
         if not folder.is_dir():
             return []
         return sorted((p for p in folder.iterdir() if p.is_dir() and _step_of(p) is not None), key=_step_of)
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest complete checkpoint (one with trainer_state.json) as (step, folder), or None. Raises
+        RunStoreError naming the file when a checkpoint's trainer_state.json is unreadable or has no valid step
+        (resuming from it would fail; the message says how to resume from an older one)."""
+        best = None
+        for ckpt in self.checkpoints():
+            state_file = ckpt / "trainer_state.json"
+            if not state_file.exists():
+                continue
+            try:
+                data = json.loads(state_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as exc:
+                raise RunStoreError(f"{state_file} is unreadable ({exc.__class__.__name__}); delete the folder "
+                                    f"{ckpt.name} to resume from an older checkpoint") from None
+            step = valid_step(data.get("step")) if isinstance(data, dict) else None
+            if step is None or step != _step_of(ckpt):
+                raise RunStoreError(f"{state_file} has no valid step for {ckpt.name}; delete that folder to "
+                                    "resume from an older checkpoint")
+            if best is None or step > best[0]:
+                best = (step, ckpt)
+        return best
 
 
 @dataclass
@@ -535,6 +858,24 @@ class RunInfo:
     warnings: list[str]
 
 
+def _run_info(child: Path, label: str) -> RunInfo:
+    store = RunStore(child)
+    st = store.status()
+    cfg = store.config()
+    return RunInfo(
+        name=child.name,
+        path=child,
+        source=label,
+        state=str(st.get("state") or "unknown"),
+        step=store.last_step() or int(st.get("step") or 0),  # check_status made it an int or dropped it
+        total_steps=st.get("total_steps") or cfg.get("steps"),
+        method=cfg.get("method"),
+        model=cfg.get("model"),
+        updated_at=st.get("updated_at"),
+        warnings=list(store.warnings),
+    )
+
+
 def list_runs(*dirs: str | os.PathLike, labels: Iterable[str] | None = None) -> list[RunInfo]:
     """Every run folder in the given runs directories (missing directories are skipped), newest first."""
     labels = list(labels) if labels is not None else [str(d) for d in dirs]
@@ -543,28 +884,19 @@ def list_runs(*dirs: str | os.PathLike, labels: Iterable[str] | None = None) -> 
         root = Path(d)
         if not root.is_dir():
             continue
-        for child in sorted(root.iterdir()):
+        try:
+            children = sorted(root.iterdir())
+        except OSError:
+            continue
+        for child in children:
             if not child.is_dir() or not is_run_name(child.name):
                 continue
-            store = RunStore(child)
-            st = store.status()
-            cfg = store.config()
             if not (child / "config.json").exists() and not (child / "status.json").exists():
                 continue  # not a run folder at all
-            step = store.last_step() or int(st.get("step") or 0)
-            out.append(
-                RunInfo(
-                    name=child.name,
-                    path=child,
-                    source=label,
-                    state=str(st.get("state", "unknown")),
-                    step=step,
-                    total_steps=st.get("total_steps") or cfg.get("steps"),
-                    method=cfg.get("method"),
-                    model=cfg.get("model"),
-                    updated_at=st.get("updated_at"),
-                    warnings=list(store.warnings),
-                )
-            )
+            try:
+                out.append(_run_info(child, label))
+            except Exception as exc:  # noqa: BLE001 -- the contract: one bad folder never breaks the list
+                out.append(RunInfo(child.name, child, label, "unknown", 0, None, None, None, None,
+                                   [f"unreadable ({exc.__class__.__name__}: {str(exc)[:80]})"]))
     out.sort(key=lambda r: r.updated_at or "", reverse=True)
     return out

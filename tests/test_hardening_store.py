@@ -1,0 +1,160 @@
+"""Adversarial probe of the run-store readers: each corrupt run folder, beside a good run, on every page of the
+app (Streamlit AppTest, the corrupt run selected). No page may raise; the reader names the bad file or line in a
+warning; the good run stays listed (issue 16, "One bad run folder takes down every page")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.run.store import RunStore, credit_path, list_runs
+from mrtpo_viz import ui
+from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ("runs", "curves", "credit", "js", "debugger", "compare", "launch")
+
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _status(run: Path, **fields) -> None:
+    st = json.loads((run / "status.json").read_text())
+    st.update(fields)
+    (run / "status.json").write_text(json.dumps(st))
+
+
+def _credit(run: Path, change) -> None:
+    """Rewrite every credit map of the run with `change(frame) -> pa.Table`."""
+    for f in sorted((run / "credit").glob("step_*.parquet")):
+        pq.write_table(change(pq.read_table(f).to_pandas()), f)
+
+
+def _table(frame: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+# name -> what it does to a good run folder (issue 16's cases first, then others)
+CORRUPTIONS = {
+    "metrics-step-nan": lambda r: _append(r / "metrics.jsonl", '{"step": NaN}\n'),
+    "metrics-step-1e400": lambda r: _append(r / "metrics.jsonl", '{"step": 1e400}\n'),
+    "status-numeric-updated-at": lambda r: _status(r, updated_at=1733000000),
+    "status-text-step-no-metrics": lambda r: (_status(r, step="three"), (r / "metrics.jsonl").unlink()),
+    "credit-no-token": lambda r: _credit(r, lambda f: _table(f.drop(columns=["token"]))),
+    "credit-only-step": lambda r: _credit(r, lambda f: pa.table({"step": pa.array(f["step"], pa.int32())})),
+    "credit-sample-text": lambda r: _credit(r, lambda f: _table(f.assign(sample="0x"))),
+    "metrics-non-object-lines": lambda r: _append(r / "metrics.jsonl", '[1, 2]\n"step"\n7\nnull\n'),
+    # others
+    "metrics-step-text": lambda r: _append(r / "metrics.jsonl", '{"step": "4", "reward/all_satisfied": 0.5}\n'),
+    "metrics-step-bool-and-negative": lambda r: _append(r / "metrics.jsonl", '{"step": true}\n{"step": -3}\n'),
+    "metrics-value-text": lambda r: _append(r / "metrics.jsonl", '{"step": 4, "reward/all_satisfied": "high", '
+                                                              '"loss/total": [1]}\n'),
+    "status-fields-mistyped": lambda r: _status(r, state=["running"], total_steps="lots", pid="me", error=7),
+    "status-not-object": lambda r: (r / "status.json").write_text("[1, 2]"),
+    "config-fields-mistyped": lambda r: (r / "config.json").write_text(json.dumps(
+        {**json.loads((r / "config.json").read_text()), "method": 5, "model": {"a": 1}, "reward_names": "x",
+         "steps": "many", "group_size": "four"})),
+    "config-list": lambda r: (r / "config.json").write_text("[1]"),
+    "credit-values-nan-inf": lambda r: _credit(r, lambda f: _table(f.assign(credit=float("nan"),
+                                                                              score=float("inf")))),
+    "credit-dir-is-file": lambda r: (__import__("shutil").rmtree(r / "credit"), (r / "credit").write_text("x")),
+    "credit-file-is-dir": lambda r: (credit_path(r, 2).unlink(), credit_path(r, 2).mkdir()),
+    "metrics-is-dir": lambda r: ((r / "metrics.jsonl").unlink(), (r / "metrics.jsonl").mkdir()),
+    "status-pid-huge": lambda r: _status(r, state="running", pid=2**80),
+}
+# case -> the file a warning must name (None: the values are odd but allowed, no warning needed)
+NAMED = {case: case.split("-")[0] + (".jsonl" if case.startswith("metrics") else
+                                      "" if case.startswith("credit") else ".json") for case in CORRUPTIONS}
+NAMED.update({"credit-values-nan-inf": None, "credit-dir-is-file": "credit", "status-pid-huge": "status.json"})
+
+
+@pytest.fixture(scope="module")
+def corrupt_dirs(tmp_path_factory):
+    """case -> runs directory holding a good run and the corrupt one ("bad")."""
+    out = {}
+    for case, corrupt in CORRUPTIONS.items():
+        root = tmp_path_factory.mktemp(case)
+        write_synthetic_run(root, "good", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+        bad = write_synthetic_run(root, "bad", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=6, seed=1).path
+        corrupt(bad)
+        out[case] = root
+    return out
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+def test_reader_never_raises_and_names_the_problem(case, corrupt_dirs):
+    root = corrupt_dirs[case]
+    runs = {r.name: r for r in list_runs(root)}
+    assert {"good", "bad"} <= set(runs)
+    assert not runs["good"].warnings
+    store = RunStore(root / "bad")
+    store.config(), store.status(), store.metrics(), store.last_step()
+    for step in store.credit_steps():
+        df = store.credit(step)
+        assert {"token", "sample", "reward", "credit"} <= set(df.columns)
+    assert isinstance(runs["bad"].step, int) and isinstance(runs["bad"].state, str)
+    assert runs["bad"].updated_at is None or isinstance(runs["bad"].updated_at, str)
+    if NAMED[case]:
+        assert any(NAMED[case] in w for w in store.warnings + runs["bad"].warnings), (store.warnings, runs["bad"])
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_a_corrupt_run_selected(case, page, corrupt_dirs, monkeypatch):
+    root = corrupt_dirs[case]
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(root))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state[ui.RUN_KEY] = str(root / "bad")
+    at.run()
+    assert not at.exception, at.exception
+    if page != "runs":
+        at.switch_page(f"mrtpo_viz/pages/{page}.py").run()
+    assert not at.exception, at.exception
+
+
+def test_pid_recycled_is_not_running(tmp_path):
+    """A status of `running` whose pid now belongs to another process (not the trainer that started the run)
+    is reported crashed: the pid's start time differs from the one recorded."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        w = write_synthetic_run(tmp_path, "recycled", steps=1, state="running", pid=proc.pid)
+        _status(w.path, pid_started="0")  # the trainer that wrote this started at another time
+        assert RunStore(w.path).status()["state"] == "crashed"
+        w2 = write_synthetic_run(tmp_path, "legacy", steps=1, state="running", pid=proc.pid)
+        st = json.loads((w2.path / "status.json").read_text())
+        st.pop("pid_started", None)
+        (w2.path / "status.json").write_text(json.dumps(st))
+        # no recorded start time: the command line must look like a trainer (this one is `python -c ...`)
+        assert RunStore(w2.path).status()["state"] == "crashed"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_live_trainer_pid_is_running(tmp_path):
+    from core.run.store import RunWriter
+
+    w = RunWriter.create(tmp_path, "mine", {"steps": 2})  # this process wrote it, so its identity is recorded
+    w.set_status(state="running")
+    assert RunStore(w.path).status()["state"] == "running", os.getpid()
+
+
+def test_credit_without_metrics_line_is_not_a_step(tmp_path):
+    """A kill between a step's credit file and its metrics line leaves a credit file: not a step yet."""
+    w = write_synthetic_run(tmp_path, "torn", steps=2)
+    from mrtpo_viz.tools.synthetic import synthetic_credit_frame
+
+    w.write_credit(3, synthetic_credit_frame(3, 8, 6, DEFAULT_REWARDS[:2], 4, 0, True))
+    assert RunStore(w.path).credit_steps() == [1, 2]
