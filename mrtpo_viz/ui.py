@@ -19,6 +19,7 @@ Never imports torch.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def apply_run_link(runs: Sequence[RunInfo], target: Mapping[str, list[str]], mul
     found = [p for p in (find_run(runs, w) for w in wanted) if p]
     missing = [w for w in wanted if not find_run(runs, w)]
     if missing:
-        st.warning("The link names " + ", ".join(repr(m) for m in missing)
+        st.warning("The link names " + ", ".join(plain(repr(m)) for m in missing)
                    + (", which is not among the runs" if len(missing) == 1 else ", which are not among the runs")
                    + "; showing " + ("the chosen runs" if multi else "the chosen run") + " instead.")
     if found:
@@ -110,7 +111,8 @@ def apply_run_link(runs: Sequence[RunInfo], target: Mapping[str, list[str]], mul
 
 def link_warning(what: str, wanted: str, shown: object) -> None:
     """A link named a step / sample / reward that the run does not have."""
-    st.warning(f"The link asks for {what} {wanted!r}, which this run does not have; showing {shown} instead.")
+    st.warning(f"The link asks for {what} {plain(repr(wanted))}, which this run does not have; showing "
+               f"{plain(shown)} instead.")
 
 
 # ------------------------------------------------------------------------------------------ curve style
@@ -268,14 +270,38 @@ def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list
 # ------------------------------------------------------------------------------------------ messages
 
 
+_PLAIN_WORDS = re.compile(r"[A-Za-z0-9 ]*")
+
+
+def plain(text: object) -> str:
+    """`text` for a Markdown element (st.markdown, st.warning, st.info, ...), shown as typed: letters, digits and
+    spaces as they are, anything else as an inline code span, inside which neither Markdown, HTML, autolinks
+    nor Streamlit's extensions (`:red[...]`, `$math$`) act (backslash escapes would not stop GFM's autolinks).
+    The span's fence is one backtick longer than the longest run of backticks in the text. Everything read
+    from a run store or a link goes through it; tests/test_browser.py checks it in Chromium.
+
+    >>> plain("GDPO"), plain("a*b"), plain("x `y` z")
+    ('GDPO', '`a*b`', '`` x `y` z ``')
+    """
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if _PLAIN_WORDS.fullmatch(text):
+        return text
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def show_warnings(label: str, warnings: Sequence[str]) -> None:
-    """One compact warning box per run with problems (corrupt or half-written files)."""
+    """One compact warning box per run with problems (corrupt or half-written files); their text (which quotes
+    the run's files) is shown as text, never as Markdown."""
     if warnings:
-        st.warning(f"**{label}**: " + "; ".join(dict.fromkeys(warnings)))
+        st.warning(f"**{plain(label)}**: " + "; ".join(plain(w) for w in dict.fromkeys(warnings)))
 
 
 def state_badge(state: str) -> str:
-    return f"{STATE_ICONS.get(state, '')} {state}"
+    """A state for Markdown: its icon and the state as text (the reader lets only known states through, but
+    the badge escapes whatever it is given)."""
+    return f"{STATE_ICONS.get(state, '')} {state if state in STATE_ICONS else plain(state)}"
 
 
 def no_runs_message() -> None:

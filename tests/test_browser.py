@@ -346,3 +346,73 @@ def test_colours_and_legends_on_both_themes(tmp_path, theme):
                 browser.close()
     finally:
         stop_app(proc)
+
+
+def test_run_store_text_is_shown_as_text_never_markdown(tmp_path):
+    """A shared run folder whose status.state, status.error and config.schema_version hold a Markdown image of a
+    tracking pixel: no page requests the pixel or draws an image or a link for it, and the runs page shows the
+    text as typed (issue 16, "Run-store text rendered as Markdown")."""
+    require(chromium_path() is not None, "Chromium is not installed (looked for /usr/bin/chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed in this environment")
+    import http.server
+    import threading
+
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    hits: list[str] = []
+
+    class Pixel(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 -- the name http.server calls
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    pixel_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pixel)
+    threading.Thread(target=pixel_server.serve_forever, daemon=True).start()
+    bait = f"![x](http://127.0.0.1:{pixel_server.server_address[1]}/pixel.png)"
+    runs = tmp_path / "runs"
+    for name, state in (("inject-state", bait), ("inject-failed", "failed")):
+        w = write_synthetic_run(runs, name, steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+        status = json.loads((w.path / "status.json").read_text())
+        (w.path / "status.json").write_text(json.dumps({**status, "state": state, "error": f"boom {bait} **bold**"}))
+        config = json.loads((w.path / "config.json").read_text())
+        (w.path / "config.json").write_text(json.dumps({**config, "schema_version": bait}))
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(90000)
+            try:
+                texts = {}
+                for path in ("/?run=inject-state", "/curves?run=inject-failed", "/launch", "/credit?run=inject-state",
+                             "/js?run=inject-failed", "/debugger?run=inject-state",
+                             "/compare?" + urlencode([("run", "inject-state"), ("run", "inject-failed")])):
+                    page.goto(url + path)
+                    wait_for_script(page)
+                    page.wait_for_timeout(1500)
+                    texts[path] = page.inner_text("body")
+                    drawn = page.evaluate("() => [...document.querySelectorAll('img, a')].filter(e => (e.src || e.href "
+                                          "|| '').includes('pixel')).map(e => e.closest('[data-testid]')"
+                                          "?.getAttribute('data-testid') + ': ' + e.parentElement.innerText)")
+                    assert drawn == [], (path, drawn)
+                page.screenshot(path=str(ARTIFACTS / "browser_injection.png"), full_page=True)
+                assert hits == [], f"the pixel was requested: {hits}"
+                assert bait in texts["/?run=inject-state"]  # shown literally (in the reader's warnings)
+                assert f"boom {bait} **bold**" in texts["/curves?run=inject-failed"]  # the error, as text
+            except BaseException:
+                page.screenshot(path=str(ARTIFACTS / "browser_injection_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+        pixel_server.shutdown()

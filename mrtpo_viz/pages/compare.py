@@ -61,7 +61,7 @@ keys = panels.compare_keys(metric, rewards, source)
 missing = [run for run, df in metrics.items() if not any(panels.has_values(df, k) for k in keys.values())]
 if missing:
     what = "no eval data" if source == "eval" else f"no data for {metric.label}"
-    st.warning(f"Not drawn ({what}): " + ", ".join(missing) + ".")
+    st.warning(f"Not drawn ({what}): " + ", ".join(ui.plain(m) for m in missing) + ".")
 
 drawn = {}
 for title, key in keys.items():

@@ -81,7 +81,7 @@ def live_curves() -> None:
         if state in ACTIVE_STATES and not step:
             ui.show_startup(p, s)
         elif state in ("crashed", "failed"):
-            st.error(f"{labels[p]}: {state}")
+            st.error(f"{ui.plain(labels[p])}: {ui.plain(state)}")
             st.code(str(s.get("error") or "no error text")[-4000:], language=None)
     if active:
         st.caption(f"Live: checking every {ui.REFRESH_S:g} s while a run is active; the figures are redrawn when a "

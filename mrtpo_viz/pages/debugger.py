@@ -44,7 +44,7 @@ with tab_runs:
         ui.write_link(PAGE, {"run": loaders.run_label(run)})
         rewards = loaders.reward_names(path)
         if run.method in ("grpo", "gdpo"):
-            st.info(f"{run.method.upper()} routes every reward uniformly over the response, so its mass inside "
+            st.info(f"{ui.plain(str(run.method).upper())} routes every reward uniformly over the response, so its mass inside "
                     "spans equals the spans' share of tokens. Pick an MRTPO run to see where routing puts credit.")
         metrics, warnings = loaders.metrics(path)
         ui.show_warnings(loaders.run_label(run), warnings)

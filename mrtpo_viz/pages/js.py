@@ -27,7 +27,7 @@ path = str(run.path)
 rewards = loaders.reward_names(path)
 cfg, _ = loaders.config(path)
 if cfg.get("method") in ("grpo", "gdpo"):
-    st.info(f"This is a {cfg['method'].upper()} run: it does no contrastive replay, so it has no JS distances. "
+    st.info(f"This is a {ui.plain(str(cfg['method']).upper())} run: it does no contrastive replay, so it has no JS distances. "
             "Pick an MRTPO run.")
     ui.write_link(PAGE, {"run": loaders.run_label(run)})
     st.stop()
@@ -72,7 +72,7 @@ st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
 unstated = [r for r in present if r not in analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}),
                                                                     present)]
 if unstated:
-    st.caption("No panel for " + ", ".join(unstated) + ": this sample's prompt does not state "
+    st.caption("No panel for " + ", ".join(ui.plain(u) for u in unstated) + ": this sample's prompt does not state "
                + ("it." if len(unstated) == 1 else "them."))
 with st.expander("Response text of this sample"):
     st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)

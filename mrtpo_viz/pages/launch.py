@@ -218,7 +218,7 @@ if ended:
         box = st.container(border=True)
         box.markdown(f"**{Path(p).name}** · {ui.state_badge(state)} · step {int(s.get('step') or 0)}")
         if state in ("crashed", "failed"):
-            box.error(f"The run {state}:")
+            box.error(f"The run {ui.plain(state)}:")
             box.code(str(s.get("error") or "no error text")[-4000:], language=None)
             tail = launcher.launch_log(p, 15)
             if tail:
