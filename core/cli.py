@@ -46,14 +46,39 @@ def bench_main(argv: list[str]) -> int:
     return int(importlib.import_module(BENCHMARKS[ns.benchmark][0]).main(argv[1:]) or 0)
 
 
+def app_address_problem(address: str, expose: bool) -> str:
+    """Why `mrtpo app` refuses to bind `address` ("" when it may): anything but loopback needs `--expose`, since
+    the page has no login and starts processes and reads local paths for whoever reaches it."""
+    import ipaddress
+
+    if expose or address == "localhost":
+        return ""
+    try:
+        if ipaddress.ip_address(address).is_loopback:
+            return ""
+    except ValueError:
+        pass
+    return (f"--address {address} would expose the workbench beyond this machine: it has no login, and it starts "
+            "training processes and reads local paths for anyone who reaches it; add --expose if that is meant "
+            "(e.g. inside a private network), or use an SSH tunnel to 127.0.0.1")
+
+
 def app_main(argv: list[str]) -> int:
-    """Serve app.py with streamlit, bound to 127.0.0.1 unless --address says otherwise."""
+    """Serve app.py with streamlit, bound to 127.0.0.1 unless --address (with --expose) says otherwise."""
     parser = argparse.ArgumentParser(prog="mrtpo app", description=SUBCOMMANDS["app"][1])
     parser.add_argument("--port", type=int, default=int(os.environ.get("MRTPO_PORT", "8501")))
-    parser.add_argument("--address", default="127.0.0.1", help="interface to bind (default: localhost only)")
+    parser.add_argument("--address", default="127.0.0.1",
+                        help="interface to bind (default: localhost only; another one needs --expose)")
+    parser.add_argument("--expose", action="store_true",
+                        help="allow an --address other than loopback (the app has no login: anyone who reaches it "
+                        "can start processes and read local paths)")
     parser.add_argument("--runs-dir", default=None, help="runs directory (default: $MRTPO_RUNS_DIR or ./runs)")
     parser.add_argument("--headless", action="store_true", help="do not try to open a browser")
     args = parser.parse_args(argv)
+    problem = app_address_problem(args.address, args.expose)
+    if problem:
+        print(f"mrtpo app: error: {problem}", file=sys.stderr)
+        return 2
     env = dict(os.environ)
     # The server runs from the repo root (where .streamlit/config.toml holds its settings), so the runs
     # directory is fixed here, relative to where `mrtpo app` was started.

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.paths import resolve_path
+from core.paths import EMBEDDED_MODELS, resolve_path
 from core.run.names import RUN_NAME_RULE, is_run_name
 
 # The names the registries in core/algos/advantages.py (ESTIMATORS) and core/algos/routing.py
@@ -145,6 +145,8 @@ class TrainConfig:
     """name of the run folder ([A-Za-z0-9._-], up to 64 chars); empty picks <method>-<date>-<time>"""
     checkpoint_every: int = 25
     """save the policy and optimizer every this many steps (and always at the end); 0 saves only at the end"""
+    keep_checkpoints: int = 3
+    """keep the newest this many checkpoints, older ones are deleted as new ones are saved (the run's last one is always the newest); 0 keeps all"""
     device: str = "auto"
     """auto (cuda when available, else cpu), cpu or cuda; cuda runs under bf16 autocast"""
 
@@ -295,16 +297,66 @@ def _choice(valid: tuple[str, ...]):
     return check
 
 
-def _at_least(lo: float, why: str = "", strict: bool = False):
+INT_MAX = 2**31 - 1
+TEMPERATURE_RANGE = (1e-2, 1e2)
+LR_MAX = 1.0
+STEPS_MAX = 10_000_000
+SEED_MAX = 2**32 - 1  # counts are int32 in the run store (credit maps) and in torch's index arithmetic
+
+
+def _at_least(lo: float, why: str = "", strict: bool = False, hi: float | None = None, why_hi: str = ""):
+    """A field's range check: >= lo (> lo when `strict`) and <= hi (INT_MAX for whole-number fields by default)."""
     def check(v: float, cfg: TrainConfig) -> str:
         if not math.isfinite(v):
             return f"must be a finite number, got {v}"
         if v < lo or (strict and v == lo):
             relation = ">" if strict else ">="
             return f"must be {relation} {lo:g}, got {v:g}" + (f"; {why}" if why else "")
+        top = hi if hi is not None else (INT_MAX if isinstance(v, int) else None)
+        if top is not None and v > top:
+            return f"must be <= {_num(top)}, got {_num(v)}" + (f"; {why_hi}" if why_hi else "")
         return ""
 
     return check
+
+
+def _num(v: float) -> str:
+    """A number as a message shows it: whole numbers in full (up to 20 digits), others as %g."""
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e20):
+        text = str(int(v))
+        return text if len(text) <= 20 else f"{int(v):.3e}"
+    return f"{v:g}"
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def model_context(model: str) -> int | None:
+    """The longest sequence (prompt + response tokens) the model takes, from its config.json (None when unknown:
+    a preset not built yet, or a config without such a key). Reads the file only; no torch."""
+    if model in EMBEDDED_MODELS:
+        folder = EMBEDDED_MODELS[model][0]
+    elif model in MODEL_PRESETS:
+        return None  # converted on first use (smollm2-135m): its context is checked when it loads
+    else:
+        folder = resolve_path(model)
+    try:
+        data = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for key in CONTEXT_KEYS:
+        v = data.get(key) if isinstance(data, dict) else None
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def _context_rule(cfg: TrainConfig) -> str:
+    context = model_context(cfg.model)
+    if context is not None and cfg.max_new_tokens >= context:
+        return (f"{cfg.max_new_tokens} new tokens do not fit the model's context of {context} tokens (prompt and "
+                f"response together); use fewer than {context}")
+    return ""
 
 
 def _lam_check(v: float, cfg: TrainConfig) -> str:
@@ -390,20 +442,24 @@ _CHECKS: list[tuple[str, Any]] = [
     ("eps", _at_least(0.0, "try 1e-4", strict=True)),
     ("group_size", _at_least(2, "advantages compare responses within a group, so a group needs 2 or more")),
     ("prompts_per_step", _at_least(1)),
-    ("max_new_tokens", _at_least(1)),
-    ("temperature", _at_least(0.0, "use 1.0 to sample the policy itself", strict=True)),
-    ("steps", _at_least(1)),
-    ("lr", _at_least(0.0, "try 5e-5 for small models, 1e-6 for large ones", strict=True)),
+    ("max_new_tokens", _at_least(1, hi=1_000_000, why_hi="and below the model's context")),
+    ("temperature", _at_least(TEMPERATURE_RANGE[0], "below it the sampler's logits / temperature overflow float32; "
+                              "use 1.0 to sample the policy itself", hi=TEMPERATURE_RANGE[1],
+                              why_hi="above it sampling is uniform noise; use 1.0 to sample the policy itself")),
+    ("steps", _at_least(1, hi=STEPS_MAX)),
+    ("lr", _at_least(0.0, "try 5e-5 for small models, 1e-6 for large ones", strict=True, hi=LR_MAX,
+                     why_hi="AdamW moves every weight by about lr per step, so a larger one wipes out the model")),
     ("clip_range", _at_least(0.0, "try 0.2", strict=True)),
     ("kl_beta", _at_least(0.0, "use 0 to train without a reference model")),
     ("inner_epochs", _at_least(1)),
     ("max_grad_norm", _at_least(0.0, "use 0 to disable clipping")),
-    ("seed", _at_least(0)),
+    ("seed", _at_least(0, hi=SEED_MAX, why_hi="torch and numpy seeds are unsigned 32/64-bit numbers")),
     ("replay_chunk", _at_least(1)),
     ("replay_pairs", _choice(FIELD_CHOICES["replay_pairs"])),
     ("runs_dir", lambda v, c: "" if v else "give a folder for the runs, e.g. runs"),
     ("run_name", _run_name_check),
     ("checkpoint_every", _at_least(0, "use 0 to save only at the end")),
+    ("keep_checkpoints", _at_least(0, "use 0 to keep every checkpoint")),
     ("device", _choice(FIELD_CHOICES["device"])),
     ("backend", _backend_check),
     ("nproc", _at_least(1)),
@@ -411,6 +467,7 @@ _CHECKS: list[tuple[str, Any]] = [
 _CHECK_OF = dict(_CHECKS)
 # Rules between fields, checked once every field is fine: (the field the message belongs to, rule).
 _RULES: list[tuple[str, Any]] = [
+    ("max_new_tokens", _context_rule),
     ("eval_prompt_set", _trl_eval_rule),
     ("nproc", _nproc_rule),
 ]

@@ -194,9 +194,13 @@ def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: st
     task = record.get("task")
     if not isinstance(task, str):
         raise ValueError("missing 'task' (a string); a native record has key, task, constraints")
+    if not task.strip():
+        raise ValueError("empty 'task': a prompt needs a task text")
     specs = record.get("constraints", [])
     if not isinstance(specs, list):
         raise ValueError('\'constraints\' must be a list of {"family": ..., "kwargs": {...}}')
+    if not specs:
+        raise ValueError("no constraints: every prompt needs at least one (its rewards come from them)")
     constraints = []
     for spec in specs:
         if not isinstance(spec, dict) or not isinstance(spec.get("family"), str):

@@ -39,6 +39,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "inner_epochs": {"advanced": True},
     "max_grad_norm": {"label": "Max grad norm (0: off)", "step": 0.5, "advanced": True},
     "checkpoint_every": {"label": "Checkpoint every (steps)", "step": 5, "advanced": True},
+    "keep_checkpoints": {"label": "Checkpoints kept (0: all)", "advanced": True},
     "replay_chunk": {"label": "Replay chunk (samples per pass)", "step": 4, "advanced": True},
     "replay_pairs": {"label": "Replay pairs", "advanced": True},
     "eval_samples": {"label": "Eval samples per prompt", "advanced": True},

@@ -52,7 +52,7 @@ def ok(prompt_file):
         ({"steps": 0}, "steps", ">= 1"),
         ({"prompts_per_step": 0}, "prompts_per_step", ">= 1"),
         ({"max_new_tokens": 0}, "max_new_tokens", ">= 1"),
-        ({"temperature": 0}, "temperature", "> 0"),
+        ({"temperature": 0}, "temperature", ">= 0.01"),
         ({"clip_range": 0}, "clip_range", "> 0"),
         ({"kl_beta": -0.1}, "kl_beta", ">= 0"),
         ({"inner_epochs": 0}, "inner_epochs", ">= 1"),

@@ -196,13 +196,13 @@ def test_ifeval_fallback_when_no_sentence_states_the_constraint():
 @pytest.mark.parametrize(
     ("lines", "pattern"),
     [
-        (['{"key": "a", "task": "t", "constraints": []}', "{not json"], r":2: not valid JSON"),
+        (['{"key": "a", "task": "t", "constraints": [{"family": "punctuation:no_comma"}]}', "{not json"], r":2: not valid JSON"),
         # regression: "Unterminated string starting at at column 2"
         (['{"key": "a'], r":1: not valid JSON: unterminated string starting at column 9$"),
         (['{"key": "a", "task": "t", "constraints": [{"family": "keywords:existence", "kwargs": {}}]}'],
          r":1: constraint 'keywords:existence': missing argument 'keywords'"),
         (['{"key": "a", "task": "t", "constraints": [{"family": "nope:x"}]}'], r":1: unknown constraint family 'nope:x'"),
-        (['{"key": "a", "task": "t", "constraints": []}', "", '{"key": "a", "task": "u", "constraints": []}'],
+        (['{"key": "a", "task": "t", "constraints": [{"family": "punctuation:no_comma"}]}', "", '{"key": "a", "task": "u", "constraints": [{"family": "punctuation:no_comma"}]}'],
          r":3: duplicate key 'a' \(first on line 1\)"),
         (['{"key": "a", "constraints": []}'], r":1: missing 'task'"),
         (["[1, 2]"], r":1: expected a JSON object"),

@@ -29,7 +29,7 @@ from core.config import ConfigError, TrainConfig, add_config_arguments, config_f
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
-RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "replay_chunk", "replay_pairs")
+RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "keep_checkpoints", "replay_chunk", "replay_pairs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,15 +54,40 @@ def _fail(message: str) -> int:
     return 2
 
 
+def runs_dir_problem(path: str | os.PathLike) -> str:
+    """Why runs cannot be written under `path` ("" when they can): it, or the nearest folder above it that
+    exists, must be a folder this process can create files in. Tried with a temporary file, since permission
+    bits do not tell (root, read-only mounts, /proc)."""
+    import tempfile
+
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        return f"{str(path)!r} is a file, not a folder for runs"
+    existing = p
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{str(path)!r} cannot be created: {str(existing)!r} is a file"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"cannot write runs under {str(path)!r}: {exc.strerror or exc} in {str(existing)!r}"
+    return ""
+
+
 def _resume_config(run: Path, flags: dict) -> TrainConfig:
-    from core.run.store import RunStore, pid_alive
+    from core.run.store import RunStore, RunStoreError, acquire_writer_lock
 
     if not (run / "config.json").is_file():
         raise ConfigError(None, f"{str(run)!r} is not a run folder (no config.json)")
+    try:
+        # One writer per run: taken here, before anything heavy, and held until this process ends.
+        acquire_writer_lock(run)
+        RunStore(run).latest_checkpoint()  # a corrupt trainer_state.json: say so before loading the model
+    except RunStoreError as exc:
+        raise ConfigError(None, str(exc)) from None
     store = RunStore(run)
-    status = store.status()
-    if status.get("state") in ("starting", "running") and pid_alive(status.get("pid")):
-        raise ConfigError(None, f"run {run.name!r} is still running (pid {status.get('pid')}); stop it first")
     fixed = sorted(k for k in flags if k not in RESUMABLE_OVERRIDES)
     if fixed:
         raise ConfigError(
@@ -153,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 if run_dir(cfg.runs_dir, cfg.run_name).exists():
                     raise ConfigError("run_name", f"run {cfg.run_name!r} already exists in {cfg.runs_dir}; "
                                       "pick another name or continue it with --resume")
+        if not rank and (problem := runs_dir_problem(cfg.runs_dir)):
+            raise ConfigError("runs_dir", problem)
         if rank is not None and int(os.environ["WORLD_SIZE"]) != cfg.nproc:
             raise ConfigError("nproc", f"started as one of {os.environ['WORLD_SIZE']} processes, but nproc is {cfg.nproc}")
         cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
@@ -169,10 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     print(phase_line("importing torch and transformers"), flush=True)
     from core.model import ModelLoadError
     from core.run import lifecycle  # torch and transformers load only now
+    from core.run.store import RunStoreError
 
     try:
         path = lifecycle.train(cfg, resume=resume)
-    except (ConfigError, ModelLoadError) as exc:  # raised before the run folder exists
+    except (ConfigError, ModelLoadError, RunStoreError) as exc:  # raised before the run folder is written
         return _fail(str(exc))
     except KeyboardInterrupt:
         print("mrtpo train: interrupted", file=sys.stderr)
@@ -199,9 +227,11 @@ def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
         from core.integrations import trl_train
     except ImportError as exc:
         return _fail(str(exc))
+    from core.run.store import RunStoreError
+
     try:
         path = trl_train.run(cfg)
-    except (ConfigError, ModelLoadError) as exc:  # raised before the run folder exists
+    except (ConfigError, ModelLoadError, RunStoreError) as exc:  # raised before the run folder is written
         return _fail(str(exc))
     except KeyboardInterrupt:
         print("mrtpo train: interrupted", file=sys.stderr)

@@ -79,7 +79,7 @@ class Param:
     help: str = ""
 
 
-def as_int(minimum: int = 0) -> Callable[[Any], int]:
+def as_int(minimum: int = 0, maximum: int | None = None) -> Callable[[Any], int]:
     def convert(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise TypeError(f"expected an integer, got {value!r}")
@@ -93,6 +93,9 @@ def as_int(minimum: int = 0) -> Callable[[Any], int]:
             number = int(number)
         if number < minimum:
             raise ValueError(f"must be >= {minimum}, got {number}")
+        if maximum is not None and number > maximum:
+            shown = str(number) if len(str(number)) <= 24 else f"a {len(str(number))}-digit number"
+            raise ValueError(f"must be <= {maximum}, got {shown}")
         return number
 
     return convert

@@ -678,7 +678,7 @@ class Arithmetic(Verifier):
     """
 
     is_task = True
-    params: ClassVar = {"answer": Param(as_int(-(10**18)), help="an integer")}
+    params: ClassVar = {"answer": Param(as_int(-(10**18), 10**18), help="an integer, |answer| <= 10**18")}
 
     def check(self, text: str) -> tuple[float, Iterable[Span]]:
         m = _INT_RE.search(text)
