@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from core.config import TrainConfig
+from core.run import lifecycle
 from core.run.store import CREDIT_COLUMNS, RunStore
 
 torch.set_num_threads(1)
@@ -301,3 +302,59 @@ def test_an_ifeval_file_with_all_25_ids_trains(micro_model, tmp_path):
         assert math.isfinite(metrics[f"reward/{name}"].iloc[0]), name
     credit = store.credit(2)
     assert set(credit["reward"]) == set(IFEVAL_IDS)
+
+
+# ---- the loop's guards (issue 16): a diverging run stops as failed, old checkpoints are pruned
+
+@pytest.mark.parametrize(("metrics", "start", "expected"), [
+    ({"loss/total": math.nan}, None, "loss/total is nan"),
+    ({"loss/total": 0.1, "loss/policy": -math.inf}, 1.0, "loss/policy is -inf"),
+    # V = 100: ln V = 4.6052; 0.99 ln V = 4.5591, 0.9 ln V = 4.1447
+    ({"loss/total": 0.1, "policy/entropy": 4.56}, 2.0, "policy entropy 4.56 is 99.0%"),
+    ({"loss/total": 0.1, "policy/entropy": 4.55}, 2.0, ""),  # just below 0.99 ln V
+    ({"loss/total": 0.1, "policy/entropy": 4.59}, 4.15, ""),  # started near uniform (>= 0.9 ln V)
+    ({"loss/total": 0.1, "policy/entropy": 4.59}, 4.14, "policy entropy 4.59"),
+    ({"loss/total": 0.1, "policy/entropy": 4.59}, None, ""),  # no first step recorded yet
+])
+def test_divergence_rule_hand_cases(metrics, start, expected):
+    reason = lifecycle.divergence(metrics, 100, start)
+    assert (reason == "") == (expected == "")
+    assert reason.startswith(expected)
+
+
+def test_a_non_finite_loss_stops_the_run_as_failed_and_keeps_the_recorded_steps(make_cfg, monkeypatch):
+    real = lifecycle.train_step
+
+    def poisoned(state, step):  # the real step; its loss reads NaN from step 2 on (as after an overflow)
+        result = real(state, step)
+        if step >= 2:
+            result.metrics["loss/total"] = math.nan
+        return result
+
+    monkeypatch.setattr(lifecycle, "train_step", poisoned)
+    path = lifecycle.train(make_cfg(run_name="nan", steps=5, checkpoint_every=1))
+    store = RunStore(path)
+    status = store.status()
+    assert status["state"] == "failed" and status["step"] == 2
+    assert status["error"] == "diverged at step 2: loss/total is nan"
+    assert store.metrics()["step"].tolist() == [1, 2]
+    assert [p.name for p in store.checkpoints()] == ["step_000001"]  # the diverged step's weights are not saved
+
+
+@pytest.mark.parametrize(("keep", "left"), [(2, ["step_000003", "step_000004"]),
+                                            (0, [f"step_00000{i}" for i in range(1, 5)])])
+def test_only_the_newest_checkpoints_are_kept(make_cfg, keep, left):
+    path = lifecycle.train(make_cfg(run_name=f"keep{keep}", steps=4, checkpoint_every=1, keep_checkpoints=keep))
+    assert [p.name for p in RunStore(path).checkpoints()] == left
+    assert RunStore(path).latest_checkpoint()[0] == 4
+
+
+@pytest.mark.parametrize("final", ["completed", "stopped", "failed"])
+def test_a_final_status_releases_the_writer_lock(tmp_path, final):
+    from core.run.store import RunWriter, writer_lock_held
+
+    w = RunWriter.create(tmp_path, "r", {"steps": 2})
+    w.set_status(state="running", step=1)
+    assert writer_lock_held(tmp_path / "r")
+    w.set_status(state=final, step=1)
+    assert not writer_lock_held(tmp_path / "r")

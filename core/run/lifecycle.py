@@ -56,7 +56,8 @@ def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state
         ref_model.requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
     if optimizer_state is not None and optimizer_state.exists():
-        optimizer.load_state_dict(torch.load(optimizer_state, map_location=device))
+        # weights_only: tensors and plain containers only, no pickled code from a planted checkpoint
+        optimizer.load_state_dict(torch.load(optimizer_state, map_location=device, weights_only=True))
     weights = torch.tensor([cfg.reward_weight(n) for n in names], dtype=torch.float32)
     return TrainState(cfg, model, tokenizer, optimizer, items, names, weights, device, ref_model, eval_items)
 
@@ -78,20 +79,60 @@ def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:
     if final.exists():
         shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    prune_checkpoints(writer.path, state.cfg.keep_checkpoints)
     return final
 
 
+def prune_checkpoints(path: Path, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` checkpoints of a run folder (0 keeps all); returns the deleted folders.
+    Called after each save, so the run's last checkpoint (the newest) is always kept."""
+    ckpts = RunStore(path).checkpoints()
+    doomed = ckpts[:-keep] if keep > 0 else []
+    for ckpt in doomed:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    return doomed
+
+
+# ------------------------------------------------------------------------------------------ divergence
+
+ENTROPY_AT_MAX = 0.99  # a policy whose entropy is this share of ln V or more samples (nearly) uniformly
+ENTROPY_START_BELOW = 0.9  # ... which counts as divergence only for a run that started below this share
+
+
+class Diverged(RuntimeError):
+    """The run's numbers say training broke down (the message says which and at what step)."""
+
+
+def divergence(metrics: dict[str, Any], vocab_size: int, start_entropy: float | None) -> str:
+    """Why a step shows the run diverged ("" when it does not), docs/METHOD.md "Divergence":
+    a non-finite `loss/total` or `loss/policy`, or a policy entropy H >= 0.99 ln V (V = vocabulary size: the
+    uniform distribution's entropy) in a run whose first step had H < 0.9 ln V (an untrained, near-uniform
+    policy is not a divergence).
+
+    >>> divergence({"loss/total": float("nan")}, 100, None)
+    'loss/total is nan'
+    >>> divergence({"loss/total": 0.1, "policy/entropy": 4.59}, 100, 2.0)  # ln 100 = 4.605
+    'policy entropy 4.59 is 99.7% of its maximum ln 100 = 4.61 (the policy samples uniformly; it started at 2.00)'
+    >>> divergence({"loss/total": 0.1, "policy/entropy": 4.59}, 100, 4.5)
+    ''
+    """
+    for key in ("loss/total", "loss/policy"):
+        v = metrics.get(key)
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{key} is {v}"
+    h = metrics.get("policy/entropy")
+    h_max = math.log(vocab_size) if vocab_size > 1 else 0.0
+    if (isinstance(h, float) and math.isfinite(h) and h_max > 0 and start_entropy is not None
+            and start_entropy < ENTROPY_START_BELOW * h_max and h >= ENTROPY_AT_MAX * h_max):
+        return (f"policy entropy {h:.2f} is {h / h_max:.1%} of its maximum ln {vocab_size} = {h_max:.2f} "
+                f"(the policy samples uniformly; it started at {start_entropy:.2f})")
+    return ""
+
+
 def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
-    """The newest complete checkpoint of a run folder (one with trainer_state.json), or None."""
-    best = None
-    for ckpt in RunStore(path).checkpoints():
-        state_file = ckpt / "trainer_state.json"
-        if not state_file.exists():
-            continue
-        step = int(json.loads(state_file.read_text())["step"])
-        if best is None or step > best[0]:
-            best = (step, ckpt)
-    return best
+    """The newest complete checkpoint of a run folder (one with trainer_state.json), or None
+    (`RunStore.latest_checkpoint`: RunStoreError for a corrupt trainer_state.json)."""
+    return RunStore(path).latest_checkpoint()
 
 
 # ------------------------------------------------------------------------------------------ signals and progress
@@ -214,6 +255,8 @@ def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook
     cfg = state.cfg
     bar = ProgressBar(cfg.steps)
     last_saved = start if start > 0 else -1
+    vocab_size = int(state.model.get_output_embeddings().weight.shape[0])
+    start_entropy = None
     try:
         for step in range(start + 1, cfg.steps + 1):
             bar.show(step - 1, "step")
@@ -228,6 +271,11 @@ def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook
             # between them resumes from an older checkpoint and truncates the later steps.
             writer.write_credit(step, result.credit)
             writer.append_metrics(metrics)
+            if start_entropy is None and isinstance(metrics.get("policy/entropy"), float):
+                start_entropy = metrics["policy/entropy"]
+            reason = divergence(metrics, vocab_size, start_entropy)
+            if reason:  # the step is recorded; its weights are not saved
+                raise Diverged(f"diverged at step {step}: {reason}")
             if is_ckpt:
                 save_checkpoint(state, writer, step)
                 last_saved = step
@@ -244,6 +292,10 @@ def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook
             save_checkpoint(state, writer, state.step)
         writer.set_status(state="stopped", step=state.step, error=None)
         print(f"stopped after step {state.step}", file=out, flush=True)
+    except Diverged as exc:
+        bar.clear()
+        writer.set_status(state="failed", step=state.step, error=str(exc))
+        print(f"mrtpo train: {exc}", file=sys.stderr, flush=True)
     except BaseException as exc:
         bar.clear()
         tail = "".join(traceback.format_exception(exc))[-4000:]
