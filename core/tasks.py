@@ -199,8 +199,6 @@ def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: st
     specs = record.get("constraints", [])
     if not isinstance(specs, list):
         raise ValueError('\'constraints\' must be a list of {"family": ..., "kwargs": {...}}')
-    if not specs:
-        raise ValueError("no constraints: every prompt needs at least one (its rewards come from them)")
     constraints = []
     for spec in specs:
         if not isinstance(spec, dict) or not isinstance(spec.get("family"), str):
@@ -266,7 +264,8 @@ def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[Pro
     """Load a JSONL prompt set (native or IFEval format, blank lines ignored).
 
     Raises `PromptSetError` naming the file and line for malformed JSON, bad constraint specs
-    (unknown family, bad arguments), duplicate keys, or a file without prompts. With
+    (unknown family, bad arguments), an empty task, a prompt without constraints, duplicate keys, or a file
+    without prompts. With
     `skip_unknown=True`, IFEval constraints of families not implemented here are dropped
     (and prompts left without constraints skipped) instead.
     """
@@ -292,6 +291,9 @@ def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[Pro
             raise PromptSetError(f"{path}:{lineno}: {exc}") from None
         if item is None:
             continue
+        if not item.constraints:  # training needs a reward per prompt; the bootstrap corpus (not a file) may have none
+            raise PromptSetError(f"{path}:{lineno}: no constraints: every prompt of a training set needs at least "
+                                 "one (its rewards come from them)")
         if item.key in keys:
             raise PromptSetError(f"{path}:{lineno}: duplicate key {item.key!r} (first on line {keys[item.key]})")
         keys[item.key] = lineno
