@@ -343,9 +343,9 @@ def test_inspect_pages_write_their_state_to_the_url_and_warn_on_a_bad_link(runs_
     at.selectbox(key="credit_sample").set_value(4).run()
     assert at.query_params["sample"] == "4"  # the URL follows the choice (a shareable link)
     bad = page("credit", runs_dir, query={"run": "mrtpo-demo", "step": "99", "sample": "1"})
-    assert any("step '99'" in w.value and "step 3 (the latest)" in w.value for w in bad.warning)
+    assert any("step `'99'`" in w.value and "`step 3 (the latest)`" in w.value for w in bad.warning)
     bad = page("curves", runs_dir, query={"run": "no-such-run"})
-    assert any("'no-such-run', which is not among the runs" in w.value for w in bad.warning)
+    assert any("`'no-such-run'`, which is not among the runs" in w.value for w in bad.warning)
     js = page("js", runs_dir, query={"run": "mrtpo-demo", "step": "2", "sample": "5"})
     assert js.selectbox(key="js_step").value == 2 and js.selectbox(key="js_sample").value == 5
     assert js.query_params["sample"] == "5"
