@@ -403,7 +403,7 @@ def test_the_example_script_trains_and_writes_a_run_store(micro_model, tmp_path)
 @needs_trl
 @pytest.mark.parametrize("flags", [
     ["--method", "grpo"],
-    ["--routing", "span", "--checkpoint-every", "1"],
+    ["--routing", "span", "--checkpoint-every", "1", "--keep-checkpoints", "1"],
     ["--relevance", "js_specific", "--kl-beta", "0.1", "--inner-epochs", "2"],
 ], ids=["grpo", "span", "js_specific-kl-inner2"])
 def test_cli_backend_trl_runs_every_method_and_option(micro_model, prompt_file, tmp_path, flags, capsys):
@@ -421,6 +421,6 @@ def test_cli_backend_trl_runs_every_method_and_option(micro_model, prompt_file, 
     if "--kl-beta" in flags:
         assert (metrics["loss/kl"] > 0).all()  # TRL's k3 KL to the frozen reference
     if "--checkpoint-every" in flags:
-        assert [p.name for p in store.checkpoints()] == ["step_000001", "step_000002"]
+        assert [p.name for p in store.checkpoints()] == ["step_000002"]  # step 1's was pruned (keep 1)
     has_js = metrics.filter(like="js/").notna().any().any() if metrics.filter(like="js/").size else False
     assert has_js == ("--routing" not in flags and "--method" not in flags)

@@ -269,7 +269,7 @@ def verifier_rewards(dataset: Iterable[Mapping]) -> list[Callable[..., list[floa
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
-                 "run_name", "checkpoint_every")
+                 "run_name", "checkpoint_every", "keep_checkpoints")
 
 
 @dataclass
@@ -302,6 +302,8 @@ class MRTPOConfig(GRPOConfig):
     run_name: str = field(default="", metadata={"help": "run folder name ([A-Za-z0-9._-]); empty: automatic"})
     checkpoint_every: int = field(default=0, metadata={"help": "save the policy into the run store every this many "
                                                                 "generation batches (and at the end); 0: only at the end"})
+    keep_checkpoints: int = field(default=3, metadata={"help": "keep the newest this many run-store checkpoints, "
+                                                                "deleting older ones as new ones are saved; 0 keeps all"})
     multi_objective_aggregation: str = field(
         default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
                                                         "normalize_then_sum is GDPO"})
@@ -669,6 +671,7 @@ class MRTPOTrainer(GRPOTrainer):
             "seed": args.seed, "replay_chunk": args.replay_chunk, "replay_pairs": args.replay_pairs,
             "runs_dir": str(args.runs_dir),
             "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
+            "keep_checkpoints": args.keep_checkpoints,
             "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
         }
 
@@ -754,6 +757,7 @@ class MRTPOTrainer(GRPOTrainer):
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
+            self.writer.prune_checkpoints(self.args.keep_checkpoints)
 
 
 class _RunStoreCallback(TrainerCallback):

@@ -57,7 +57,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
         replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
-        checkpoint_every=cfg.checkpoint_every,
+        checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
     )
 
 

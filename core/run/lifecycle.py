@@ -79,18 +79,8 @@ def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:
     if final.exists():
         shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    prune_checkpoints(writer.path, state.cfg.keep_checkpoints)
+    writer.prune_checkpoints(state.cfg.keep_checkpoints)
     return final
-
-
-def prune_checkpoints(path: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` checkpoints of a run folder (0 keeps all); returns the deleted folders.
-    Called after each save, so the run's last checkpoint (the newest) is always kept."""
-    ckpts = RunStore(path).checkpoints()
-    doomed = ckpts[:-keep] if keep > 0 else []
-    for ckpt in doomed:
-        shutil.rmtree(ckpt, ignore_errors=True)
-    return doomed
 
 
 # ------------------------------------------------------------------------------------------ divergence

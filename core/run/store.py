@@ -420,6 +420,15 @@ class RunWriter:
             self.close()
         return dict(self._status)
 
+    def prune_checkpoints(self, keep: int) -> list[Path]:
+        """Delete all but the newest `keep` checkpoints (0 keeps all); returns the deleted folders. Called after
+        each save, so the run's last checkpoint (the newest) is always kept."""
+        ckpts = RunStore(self.path).checkpoints()
+        doomed = ckpts[:-keep] if keep > 0 else []
+        for ckpt in doomed:
+            shutil.rmtree(ckpt, ignore_errors=True)
+        return doomed
+
     def write_credit(self, step: int, frame: pd.DataFrame) -> Path:
         """Write the step's credit map (columns per CREDIT_SCHEMA) atomically; returns its path."""
         missing = [c for c in CREDIT_COLUMNS if c not in frame.columns and c not in ADDED_COLUMNS]
