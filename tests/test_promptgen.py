@@ -12,6 +12,8 @@ import pytest
 from core.tasks import item_from_record, load_prompt_set, reward_names
 from core.tools import promptgen
 from core.tools.promptgen import END_PHRASES, HELDOUT_KEYWORDS, HELDOUT_TOPICS, KEYWORDS, TOPICS, generate_prompts
+from core.verifiers import families
+from core.verifiers.families import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
 
 PROMPTS = Path(__file__).resolve().parent.parent / "sample_data" / "prompts"
 DEFAULT_FAMILIES = {
@@ -91,6 +93,23 @@ def test_shipped_files_are_the_generator_output(tmp_path):
 
 def _kind(family):
     return next(kind for kind, fams in promptgen.KINDS.items() if family in fams)
+
+
+def test_every_built_in_family_has_one_reward_kind():
+    assert set(REWARD_KIND) == set(families())  # a new built-in family must be given a kind
+    assert set(REWARD_KIND.values()) == set(REWARD_KINDS)
+    assert reward_kind("keywords:existence") == "content"  # the decision documented in families.py
+    assert reward_kind("some:custom_family") == OTHER_KIND
+
+
+@pytest.mark.parametrize("name", ["multi.jsonl", "multi-heldout.jsonl", "default.jsonl", "heldout.jsonl"])
+def test_shipped_prompt_sets_use_only_families_with_a_kind(name):
+    names = reward_names(load_prompt_set(PROMPTS / name))
+    assert all(reward_kind(f) in REWARD_KINDS for f in names)
+    if name.startswith("multi"):  # the four kinds at once, plus content (the keyword)
+        assert {reward_kind(f) for f in names} == set(REWARD_KINDS)
+    # promptgen's kinds are the same table, not a second one
+    assert all(_kind(f) == reward_kind(f) for f in names if f in promptgen.MULTI_FAMILIES)
 
 
 @pytest.mark.parametrize("split", ["train", "heldout"])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.tasks import save_prompt_set
+from core.verifiers.families import REWARD_KIND
 
 TOPICS = (
     "rivers", "mountains", "the sea", "cats", "dogs", "bread", "rain", "the moon", "trees", "music",
@@ -75,16 +76,14 @@ INVITED_WORDS = {
 }  # fmt: skip
 ARITHMETIC_INVITED = "sum"  # what an answer to "What is a plus b?" invites
 WORD_LIMITS = (20, 25, 30)
-# Kinds of verifiers (the four, plus content for the keyword); the multi setting draws every prompt's
-# constraints so that format, safety and style each appear in it.
-KINDS = {
-    "format": ("startend:start_checker", "startend:end_checker", "detectable_format:title",
-               "detectable_content:postscript"),
-    "safety": ("keywords:forbidden_words",),
-    "style": ("change_case:english_lowercase", "punctuation:no_comma", "length_constraints:number_words"),
-    "content": ("keywords:existence",),
-    "correctness": ("task:arithmetic",),
-}  # fmt: skip
+# The multi setting's families in drawing order (the order makes the generated sets; do not reorder), grouped by
+# their kind of reward (`core.verifiers.families.REWARD_KIND`, the one table of kinds): every prompt's
+# constraints are drawn so that format, safety and style each appear in it.
+_MULTI_ORDER = ("startend:start_checker", "startend:end_checker", "detectable_format:title",
+                "detectable_content:postscript", "keywords:forbidden_words", "change_case:english_lowercase",
+                "punctuation:no_comma", "length_constraints:number_words", "keywords:existence", "task:arithmetic")
+KINDS = {kind: tuple(f for f in _MULTI_ORDER if REWARD_KIND[f] == kind)
+         for kind in ("format", "safety", "style", "content", "correctness")}
 MULTI_FAMILIES = tuple(f for kind in ("format", "safety", "style", "content") for f in KINDS[kind])
 # The conflicting triple: a word limit against "include the keyword and end with the phrase".
 CONFLICT = ("length_constraints:number_words", "keywords:existence", "startend:end_checker")
