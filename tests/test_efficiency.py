@@ -389,3 +389,91 @@ def test_markdown_flags_targets_the_initial_model_meets(study):
     assert "Initial model (step 0): held-out all-satisfied 0.150." in md
     assert "Target(s) 0.1 are already met by the initial model" in md
     assert "already met" not in rep.markdown_report(study[2], [0.2, 0.3])
+
+
+# ---------------------------------------------------------------------------------------------- paired by seed
+
+
+def test_bootstrap_identical_arms_and_constant_shift():
+    assert rep.bootstrap_interval([0.0, 0.0, 0.0]) == (0.0, 0.0, 0.0)  # identical arms: [0, 0]
+    assert rep.bootstrap_interval([1.0, 1.0], geometric=True) == (1.0, 1.0, 1.0)  # equal steps: ratio [1, 1]
+    point, lo, hi = rep.bootstrap_interval([0.1] * 5)  # a shift of 0.1 on every seed
+    assert point == pytest.approx(0.1) and lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
+
+
+def test_bootstrap_hand_computed_intervals():
+    # [0, 1]: resample means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4 -> both 2.5% tails sit on the ends.
+    assert rep.bootstrap_interval([0.0, 1.0]) == (0.5, 0.0, 1.0)
+    # [0, 0, 3]: the mean is 3 * k/3 = k with k ~ Binomial(3, 1/3); P(k=0) = 8/27 > 2.5%, P(k=3) = 1/27 > 2.5%.
+    assert rep.bootstrap_interval([0.0, 0.0, 3.0]) == (1.0, 0.0, 3.0)
+    # ratios 2 and 1/2: log means -ln2, 0, ln2 (1/4, 1/2, 1/4) -> geometric mean 1, interval [1/2, 2].
+    point, lo, hi = rep.bootstrap_interval([2.0, 0.5], geometric=True)
+    assert (point, lo, hi) == (pytest.approx(1.0), pytest.approx(0.5), pytest.approx(2.0))
+    # A fixed RNG: the same values give the same interval; a different seed may not.
+    v = [0.3, -0.1, 0.2, 0.05]
+    assert rep.bootstrap_interval(v) == rep.bootstrap_interval(v)
+    assert -0.1 < rep.bootstrap_interval(v)[1] < rep.bootstrap_interval(v)[2] < 0.3
+    assert all(math.isnan(x) for x in rep.bootstrap_interval([]))
+    assert all(math.isnan(x) for x in rep.bootstrap_interval([1.0, 0.0], geometric=True))
+
+
+def test_paired_differences_hand_computed(study):
+    rows = rep.paired_differences(study[2], [0.2, 0.3, 0.4]).set_index(["method", "measure"])
+    assert set(rows.index.get_level_values(0)) == {"mrtpo-replay"}  # gdpo is the baseline
+    # all satisfied at step 4: mrtpo 0.5, 0.45 vs gdpo 0.3, 0.2 -> diffs 0.2, 0.25.
+    r = rows.loc[("mrtpo-replay", "eval/all_satisfied")]
+    assert r["n"] == 2 and (r["point"], r["low"], r["high"]) == (pytest.approx(0.225), pytest.approx(0.2),
+                                                                  pytest.approx(0.25))
+    # kind `other` (custom families a:x, b:y): per seed the mean of the two rewards.
+    # gdpo (0.7+0.4)/2, (0.6+0.3)/2 = 0.55, 0.45; mrtpo (0.8+0.6)/2, (0.9+0.5)/2 = 0.7, 0.7 -> diffs 0.15, 0.25.
+    r = rows.loc[("mrtpo-replay", "other")]
+    assert (r["point"], r["low"], r["high"]) == (pytest.approx(0.2), pytest.approx(0.15), pytest.approx(0.25))
+    # steps to >= 0.3: mrtpo 2, 4; gdpo 4, unreached (last evaluated step 4) -> ratios 0.5, 1.
+    r = rows.loc[("mrtpo-replay", "steps>=0.3")]
+    assert (r["point"], r["low"], r["high"]) == (pytest.approx(math.sqrt(0.5)), pytest.approx(0.5), pytest.approx(1.0))
+    assert (r["censored_method"], r["censored_baseline"]) == (0, 1)
+    # >= 0.4: gdpo never (4, 4), mrtpo 4, 4 -> [1, 1], both gdpo seeds censored.
+    r = rows.loc[("mrtpo-replay", "steps>=0.4")]
+    assert (r["point"], r["low"], r["high"], r["censored_baseline"]) == (1.0, 1.0, 1.0, 2)
+    assert rep.verdict_sentences(rows.reset_index()) == [
+        "mrtpo-replay beats GDPO beyond the interval on: all satisfied, other."]
+    header, table = rep.paired_table(rows.reset_index())
+    assert header[:3] == ["method", "seeds", "steps to all-satisfied ≥ 0.2"]
+    assert table[0][:2] == ["mrtpo-replay", "2"] and "1.00 [1.00, 1.00]*" in table[0]
+    assert "+0.23 [+0.20, +0.25]" in table[0]
+
+
+def _copy_method(df: pd.DataFrame, source: str, name: str, shift: float = 0.0) -> pd.DataFrame:
+    """`df` plus the runs of `source` renamed `name`, held-out reward rates shifted by `shift` (all-satisfied kept)."""
+    extra = df[df["method"] == source].copy()
+    extra["method"] = name
+    rewards = extra["metric"].str.startswith(rep.EVAL_REWARD_PREFIX)
+    extra.loc[rewards, "value"] = extra.loc[rewards, "value"] + shift
+    return pd.concat([df, extra], ignore_index=True)
+
+
+def test_paired_identical_arm_and_known_shift_by_kind(study):
+    df = study[2].replace({"metric": {"eval/reward/a:x": "eval/reward/task:arithmetic",
+                                      "eval/reward/b:y": "eval/reward/keywords:forbidden_words"}})
+    df = _copy_method(_copy_method(df, "gdpo", "twin"), "gdpo", "shifted", shift=0.1)
+    rows = rep.paired_differences(df, [0.2, 0.3]).set_index(["method", "measure"])
+    for measure in ("eval/all_satisfied", "correctness", "safety"):  # an identical arm: [0, 0]
+        assert tuple(rows.loc[("twin", measure), ["point", "low", "high"]]) == (0.0, 0.0, 0.0)
+    for target in ("steps>=0.2", "steps>=0.3"):  # same steps on every seed: ratio [1, 1]
+        assert tuple(rows.loc[("twin", target), ["point", "low", "high"]]) == (1.0, 1.0, 1.0)
+    for measure in ("correctness", "safety"):  # +0.1 on every seed: [0.1, 0.1]
+        assert list(rows.loc[("shifted", measure), ["point", "low", "high"]]) == pytest.approx([0.1, 0.1, 0.1])
+    lines = rep.verdict_sentences(rows.reset_index())
+    assert "twin beats GDPO beyond the interval on none." in lines
+    assert "shifted beats GDPO beyond the interval on: safety, correctness." in lines
+
+
+def test_paired_section_without_gdpo_and_in_report(study, tmp_path):
+    df = study[2]
+    assert rep.paired_differences(df[df["method"] != "gdpo"], [0.3]).empty
+    assert "No gdpo runs" in "\n".join(rep.paired_section(df[df["method"] != "gdpo"], [0.3]))
+    md = rep.markdown_report(df, [0.2, 0.3, 0.4])
+    assert "## Paired differences against GDPO (bootstrap 95% over seeds)" in md
+    assert "mrtpo-replay beats GDPO beyond the interval on: all satisfied, other." in md
+    page = rep.html_page(rep.efficiency_figure(df), df, [0.2, 0.3, 0.4], None)
+    assert "+0.23 [+0.20, +0.25]" in page

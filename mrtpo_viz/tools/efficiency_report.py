@@ -9,7 +9,9 @@ model). Output:
   reward's held-out rate, mean over seeds against steps with a min-max (or ±std) band, one colour per
   method; the tables below it;
 - `efficiency.md`: steps to reach target all-satisfied rates, final per-reward held-out rates
-  (mean ± std over seeds), seconds per step per method;
+  (mean ± std over seeds), each method's differences against GDPO paired by seed with bootstrap 95%
+  intervals (steps ratio per target, final rate per reward kind; docs/METHOD.md, "Paired differences
+  against GDPO") and a plain verdict, seconds per step per method;
 - `efficiency.png`: the figure, only when kaleido is importable (it renders with a local Chrome/Chromium).
 
 Pure pandas/plotly functions from the table to frames, text and figures. Never imports torch.
@@ -25,9 +27,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from core.verifiers.families import OTHER_KIND, REWARD_KINDS, reward_kind
 
 ALL_SATISFIED = "eval/all_satisfied"
 EVAL_REWARD_PREFIX = "eval/reward/"
@@ -109,6 +114,18 @@ def first_step_reaching(steps: Sequence[int], values: Sequence[float], target: f
     return min(hits) if hits else None
 
 
+def seed_steps(df: pd.DataFrame, method: str, target: float, metric: str = ALL_SATISFIED) -> dict[int, tuple[int | None, int]]:
+    """Per seed of `method`: (first evaluated step reaching `target` or None, that step or else the run's last
+    evaluated step: a lower bound on the steps it needs)."""
+    part = df[(df["metric"] == metric) & (df["method"] == method)].dropna(subset=["value"])
+    out = {}
+    for seed in sorted(part["seed"].unique()):
+        r = part[part["seed"] == seed].sort_values("step")
+        first = first_step_reaching(r["step"].tolist(), r["value"].tolist(), target)
+        out[int(seed)] = (first, first if first is not None else int(r["step"].max()))
+    return out
+
+
 def steps_to_target(df: pd.DataFrame, targets: Sequence[float], metric: str = ALL_SATISFIED) -> pd.DataFrame:
     """Per (method, target): each seed's first step reaching it, and two means over seeds.
 
@@ -118,20 +135,14 @@ def steps_to_target(df: pd.DataFrame, targets: Sequence[float], metric: str = AL
     `per_seed` is a list (seed order) of steps, None for not reached.
     """
     rows = []
-    part = df[df["metric"] == metric].dropna(subset=["value"])
     for method in methods_of(df):
-        runs = part[part["method"] == method]
-        seeds = sorted(runs["seed"].unique())
         for target in targets:
-            firsts, bounds = [], []
-            for seed in seeds:
-                r = runs[runs["seed"] == seed].sort_values("step")
-                first = first_step_reaching(r["step"].tolist(), r["value"].tolist(), target)
-                firsts.append(first)
-                bounds.append(first if first is not None else int(r["step"].max()))
+            per_seed = seed_steps(df, method, target, metric)
+            firsts = [first for first, _ in per_seed.values()]
+            bounds = [bound for _, bound in per_seed.values()]
             reached = [s for s in firsts if s is not None]
             rows.append({
-                "method": method, "target": float(target), "n_seeds": len(seeds), "n_reached": len(reached),
+                "method": method, "target": float(target), "n_seeds": len(per_seed), "n_reached": len(reached),
                 "mean_reached": sum(reached) / len(reached) if reached else math.nan,
                 "mean_bound": sum(bounds) / len(bounds) if bounds else math.nan,
                 "per_seed": firsts,
@@ -140,23 +151,27 @@ def steps_to_target(df: pd.DataFrame, targets: Sequence[float], metric: str = AL
                                        "per_seed"])
 
 
-def final_rates(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> pd.DataFrame:
-    """Per (method, eval metric): mean and std (ddof=1) over seeds of the value at each run's last evaluated step.
+def final_values(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> pd.DataFrame:
+    """Per run (method, seed) and eval metric: the value at the run's last evaluated step.
 
     A run's last evaluated step is the largest step with an `eval/all_satisfied` value (or, without one,
     with any eval value); a reward that applied to no held-out prompt there is left out for that run.
     """
-    metrics = eval_metrics(df, reward_names)
-    ev = df[df["metric"].isin(metrics)].dropna(subset=["value"])
-    rows = []
+    ev = df[df["metric"].isin(eval_metrics(df, reward_names))].dropna(subset=["value"])
     if ev.empty:
-        return pd.DataFrame(columns=["method", "metric", "n", "mean", "std", "step"])
+        return pd.DataFrame(columns=["method", "seed", "metric", "step", "value"])
     anchor = ev[ev["metric"] == ALL_SATISFIED] if (ev["metric"] == ALL_SATISFIED).any() else ev
     last = anchor.groupby(["method", "seed"])["step"].max().rename("last").reset_index()
     at_last = ev.merge(last, on=["method", "seed"])
-    at_last = at_last[at_last["step"] == at_last["last"]]
+    return at_last[at_last["step"] == at_last["last"]][["method", "seed", "metric", "step", "value"]]
+
+
+def final_rates(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> pd.DataFrame:
+    """Per (method, eval metric): mean and std (ddof=1) over seeds of each run's final value (`final_values`)."""
+    at_last = final_values(df, reward_names)
+    rows = []
     for method in methods_of(df):
-        for metric in metrics:
+        for metric in eval_metrics(df, reward_names):
             v = at_last[(at_last["method"] == method) & (at_last["metric"] == metric)]
             if v.empty:
                 continue
@@ -179,6 +194,162 @@ def seconds_per_step(df: pd.DataFrame) -> pd.DataFrame:
             rows.append({"method": method, "metric": key, "n": len(v), "mean": float(v.mean()),
                          "std": float(v.std(ddof=1)) if len(v) > 1 else math.nan})
     return pd.DataFrame(rows, columns=["method", "metric", "n", "mean", "std"])
+
+
+# ---------------------------------------------------------------------------------------------- paired by seed
+
+BASELINE = "gdpo"
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0  # fixed: the same table gives the same intervals
+
+
+def bootstrap_interval(values: Sequence[float], geometric: bool = False, resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> tuple[float, float, float]:
+    """(point, low, high): the mean of the per-seed paired values and its percentile bootstrap interval.
+
+    With values v_1..v_n: point = (1/n) sum_i v_i; B resamples draw n indices uniformly with replacement
+    (`numpy.random.default_rng(seed)`), each gives the mean of its values; low / high = the (1-level)/2 and
+    (1+level)/2 percentiles of the B means (numpy's linear interpolation). `geometric=True` (ratios): the same on
+    log v, then exp: point = (prod_i v_i)^(1/n). docs/METHOD.md, "Paired differences against GDPO".
+
+    >>> bootstrap_interval([0.0, 1.0])  # resample means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4
+    (0.5, 0.0, 1.0)
+    """
+    v = np.asarray(values, dtype=float)
+    if v.size == 0 or not np.isfinite(v).all() or (geometric and (v <= 0).any()):
+        return math.nan, math.nan, math.nan
+    x = np.log(v) if geometric else v
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
+    means = x[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [50 * (1 - level), 50 * (1 + level)])
+    back = np.exp if geometric else (lambda t: t)
+    return float(back(x.mean())), float(back(lo)), float(back(hi))
+
+
+def kind_values(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> pd.DataFrame:
+    """Per run (method, seed) and reward kind (`core.verifiers.families.REWARD_KIND` of each reward's family):
+    the unweighted mean of the run's final held-out rates of that kind's rewards (`final_values`), plus the
+    final all-satisfied rate under its own metric name. Columns method, seed, metric, value."""
+    fv = final_values(df, reward_names)
+    fv = fv.assign(metric=[m if m == ALL_SATISFIED else reward_kind(label_of(m)) for m in fv["metric"]])
+    return fv.groupby(["method", "seed", "metric"], sort=False)["value"].mean().reset_index()
+
+
+def kinds_of(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> list[str]:
+    """The reward kinds of the study's rewards in `REWARD_KINDS` order, `other` last."""
+    present = {reward_kind(label_of(m)) for m in eval_metrics(df, reward_names) if m != ALL_SATISFIED}
+    return [k for k in (*REWARD_KINDS, OTHER_KIND) if k in present]
+
+
+def paired_differences(df: pd.DataFrame, targets: Sequence[float], reward_names: Sequence[str] = (),
+                       baseline: str = BASELINE) -> pd.DataFrame:
+    """Each method against `baseline`, paired by seed (the same seed trains on the same prompts), with
+    `bootstrap_interval`s. Rows (method, measure, n, point, low, high, censored_method, censored_baseline):
+    - measure `steps>=t`: per seed r_s = steps_method,s / steps_baseline,s to reach held-out all-satisfied >= t
+      (`seed_steps`; an unreached run counts as its last evaluated step, and `censored_*` counts those seeds),
+      geometric mean; a seed where either run meets t at step 0 (the initial model) is left out;
+    - measure `eval/all_satisfied` or a reward kind: per seed d_s = final_method,s - final_baseline,s
+      (`kind_values`), mean.
+    Seeds that only one of the two methods has are left out. Empty without baseline runs."""
+    cols = ["method", "measure", "n", "point", "low", "high", "censored_method", "censored_baseline"]
+    if baseline not in set(df["method"]):
+        return pd.DataFrame(columns=cols)
+    rows = []
+    base_steps = {t: seed_steps(df, baseline, t) for t in targets}
+    kv: dict[tuple[str, str], dict[int, float]] = {}
+    for r in kind_values(df, reward_names).itertuples(index=False):
+        kv.setdefault((r.method, r.metric), {})[int(r.seed)] = float(r.value)
+    for method in methods_of(df):
+        if method == baseline:
+            continue
+        for t in targets:
+            mine, base = seed_steps(df, method, t), base_steps[t]
+            pairs = [(mine[s], base[s]) for s in sorted(set(mine) & set(base)) if mine[s][1] > 0 and base[s][1] > 0]
+            ratios = [m[1] / b[1] for m, b in pairs]
+            rows.append([method, f"steps>={t:g}", len(ratios), *bootstrap_interval(ratios, geometric=True),
+                         sum(m[0] is None for m, _ in pairs), sum(b[0] is None for _, b in pairs)])
+        for measure in [ALL_SATISFIED, *kinds_of(df, reward_names)]:
+            mine, base = kv.get((method, measure), {}), kv.get((baseline, measure), {})
+            if not mine or not base:
+                continue
+            diffs = [mine[s] - base[s] for s in sorted(set(mine) & set(base))]
+            rows.append([method, measure, len(diffs), *bootstrap_interval(diffs), 0, 0])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def measure_label(measure: str) -> str:
+    if measure.startswith("steps>="):
+        return f"steps to all-satisfied ≥ {measure.removeprefix('steps>=')}"
+    return label_of(measure)
+
+
+def verdicts(pd_rows: pd.DataFrame) -> dict[str, tuple[list[str], list[str]]]:
+    """Per method: (measures where it beats the baseline beyond the interval, measures where it falls behind).
+
+    Beats: a rate difference with low > 0, or a steps ratio with high < 1 and every seed of the method reaching
+    the target (an unreached run's ratio is only a lower bound). Falls behind: high < 0, or low > 1 with every
+    seed of the baseline reaching it."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for method, part in pd_rows.groupby("method", sort=False):
+        better, worse = [], []
+        for _, r in part.iterrows():
+            label = measure_label(r["measure"])
+            if r["measure"].startswith("steps>="):
+                if r["high"] < 1 and r["censored_method"] == 0:
+                    better.append(label)
+                elif r["low"] > 1 and r["censored_baseline"] == 0:
+                    worse.append(label)
+            elif r["low"] > 0:
+                better.append(label)
+            elif r["high"] < 0:
+                worse.append(label)
+        out[method] = (better, worse)
+    return out
+
+
+def verdict_sentences(pd_rows: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
+    """One plain sentence per method: 'X beats GDPO beyond the interval on: a, b' (or 'on none'), and where it
+    falls behind."""
+    name = baseline.upper()
+    lines = []
+    for method, (better, worse) in verdicts(pd_rows).items():
+        text = f"{method} beats {name} beyond the interval on: {', '.join(better)}" if better else (
+            f"{method} beats {name} beyond the interval on none")
+        text += f"; falls behind it beyond the interval on: {', '.join(worse)}." if worse else "."
+        lines.append(text)
+    return lines
+
+
+def paired_cell(r: pd.Series) -> str:
+    """'0.80 [0.67, 1.00]' for a steps ratio (+ '*' when a seed did not reach the target), '+0.04 [-0.02, +0.10]'
+    for a rate difference, '–' without pairs."""
+    if not math.isfinite(r["point"]):
+        return "–"
+    if r["measure"].startswith("steps>="):
+        star = "*" if r["censored_method"] or r["censored_baseline"] else ""
+        return f"{r['point']:.2f} [{r['low']:.2f}, {r['high']:.2f}]{star}"
+    return f"{r['point']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
+
+
+def paired_table(pd_rows: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    measures = list(dict.fromkeys(pd_rows["measure"]))
+    header = ["method", "seeds"] + [measure_label(m) for m in measures]
+    rows = []
+    for method, part in pd_rows.groupby("method", sort=False):
+        cells = {r["measure"]: paired_cell(r) for _, r in part.iterrows()}
+        rows.append([method, str(int(part["n"].max()))] + [cells.get(m, "–") for m in measures])
+    return header, rows
+
+
+PAIRED_NOTE = (
+    "Each method against GDPO, paired by seed (a seed trains every method on the same prompts): point estimate "
+    "[95% percentile bootstrap interval over seeds, {resamples} resamples, fixed RNG seed {seed}]. Steps: geometric "
+    "mean over seeds of the ratio steps(method) / steps(GDPO) to reach the held-out all-satisfied target (< 1: "
+    "fewer steps); `*`: some run did not reach it and counts as its last evaluated step (a lower bound). Rates: "
+    "mean over seeds of final(method) − final(GDPO), per reward kind the unweighted mean of its rewards' final "
+    "held-out rates. With n seeds the interval never leaves the range of the n per-seed values and is too narrow "
+    "for small n: read it as a screen, not a test (docs/METHOD.md, \"Paired differences against GDPO\")."
+)
 
 
 # ---------------------------------------------------------------------------------------------- text
@@ -272,6 +443,16 @@ def settings_line(study: dict | None) -> str:
     return "; ".join(f"{k} {study[k]}" for k in keys if k in study)
 
 
+def paired_section(df: pd.DataFrame, targets: Sequence[float], reward_names: Sequence[str] = ()) -> list[str]:
+    """Markdown lines: the plain verdict per method, the paired table and what its numbers are."""
+    head = [f"## Paired differences against {BASELINE.upper()} (bootstrap 95% over seeds)", ""]
+    rows = paired_differences(df, targets, reward_names)
+    if rows.empty:
+        return head + [f"No {BASELINE} runs in this study, so no paired differences.", ""]
+    note = PAIRED_NOTE.format(resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)
+    return head + [" ".join(verdict_sentences(rows)), "", _md_table(*paired_table(rows)), "", note, ""]
+
+
 def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | None = None) -> str:
     """The three tables as Markdown, each with a sentence saying exactly what its numbers are."""
     seeds = sorted(df["seed"].unique())
@@ -291,6 +472,7 @@ def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | No
             "Mean ± std over seeds (sample std; no ± with one seed) at each run's last evaluated step: share of "
             "held-out responses (4 sampled per prompt at temperature 1) that satisfy every constraint, and each reward's mean score over "
             "the prompts that state it.", ""]
+    out += paired_section(df, targets, names)
     out += ["## Seconds per step", "", _md_table(*time_table(df)), "",
             "Trainer wall-clock seconds per optimizer step (mean over a run's steps, then mean ± std over seeds), "
             "with its generate / replay / update parts; held-out evaluation is not included. Runs trained in "
@@ -367,6 +549,17 @@ def efficiency_figure(df: pd.DataFrame, band: str = "minmax", title: str = "",
     return fig
 
 
+def paired_html(df: pd.DataFrame, targets: Sequence[float], reward_names: Sequence[str], table) -> list[str]:
+    """The paired section for the page: heading, verdicts, table (drawn by `table`), note."""
+    rows = paired_differences(df, targets, reward_names)
+    head = f"<h3>Paired differences against {BASELINE.upper()} (bootstrap 95% over seeds)</h3>"
+    if rows.empty:
+        return [head, f"<p class='note'>No {BASELINE} runs in this study, so no paired differences.</p>"]
+    note = PAIRED_NOTE.format(resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)
+    return [head, f"<p>{html.escape(' '.join(verdict_sentences(rows)))}</p>", table(*paired_table(rows)),
+            f"<p class='note'>{html.escape(note)}</p>"]
+
+
 def html_page(fig: go.Figure, df: pd.DataFrame, targets: Sequence[float], study: dict | None) -> str:
     """A self-contained page (plotly.js inline, works offline): the figure, then the three tables."""
 
@@ -389,6 +582,7 @@ def html_page(fig: go.Figure, df: pd.DataFrame, targets: Sequence[float], study:
         "<p class='note'>First evaluated step with held-out all-satisfied rate &ge; target, mean over seeds; k/n "
         "seeds reached it (n/r = not reached); &ge; x: unreached seeds counted as their last evaluated step.</p>",
         "<h3>Final held-out rates (mean ± std over seeds)</h3>", table(*final_table(df, names)),
+        *paired_html(df, targets, names, table),
         "<h3>Seconds per step (mean ± std over seeds)</h3>", table(*time_table(df)),
         "</body></html>",
     ]
