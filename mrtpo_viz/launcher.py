@@ -6,7 +6,9 @@ prompt set). `start_run(cfg)` picks the run name and starts
 `[sys.executable, "-m", "core.cli", "train", --<field> <value> ...]` as an argument list (never a
 shell) in a new session, so the run keeps going when the app stops; a thread waits on the child so
 it never lingers as a zombie. `stop_run(path)` sends SIGTERM to the pid recorded in status.json
-(the trainer then marks the run stopped), after checking that the pid is a trainer.
+(the trainer then stops after its current step and marks the run stopped), after checking that the pid is a
+trainer; a trainer still alive after a grace period (`stop_grace_s`) gets SIGKILL, and `settle_killed` then
+marks the run stopped at its last complete step (see "Stop" below).
 
 The trainer refuses a run folder that already exists, so the child's stdout/stderr first go to
 `<runs_dir>/.launch/<name>.train.log` (hidden: the run list skips dot folders); once the trainer has
@@ -37,8 +39,10 @@ from core.run.store import (
     ACTIVE_STATES,
     RunStore,
     RunStoreError,
+    RunWriter,
     error_from_log,
     pid_alive,
+    pid_start_time,
     read_tail,
     run_dir,
     writer_lock_held,
@@ -219,6 +223,8 @@ def run_state(path: str | os.PathLike) -> dict[str, Any]:
     if proc is not None and proc.poll() is None:
         return {"state": "starting", "pid": proc.pid, "step": 0, "total_steps": None, "error": None}
     log = launch_log(path, 400)
+    if proc is not None and str(path) in _STOPPING:  # stopped from the app before it created the run folder
+        return {"state": "stopped", "pid": proc.pid, "step": 0, "total_steps": None, "error": None}
     if proc is not None:
         return {"state": "crashed", "pid": proc.pid, "step": 0, "total_steps": None,
                 "error": error_from_log(log) or f"the trainer exited with code {proc.returncode} before starting"}
@@ -243,8 +249,58 @@ def _looks_like_trainer(pid: int) -> bool:
     return "train" in args and any(a.endswith(("core.cli", "mrtpo", "core.run.train_cli")) for a in args)
 
 
-def stop_run(path: str | os.PathLike) -> str:
-    """Send SIGTERM to the run's trainer; returns what happened (for the page to show)."""
+# ---------------------------------------------------------------------------------------------- stop
+# Stop: SIGTERM asks the trainer to stop after its current step (it saves a checkpoint and writes `stopped`). A
+# trainer that does not (stuck in one huge step, or a SIGTERM handler that never runs) is killed with SIGKILL
+# after a grace period, and the app then writes what the trainer could not (`settle_killed`).
+STOP_GRACE_S = 30.0  # the least time a trainer gets between SIGTERM and SIGKILL
+STOP_GRACE_STEPS = 3  # ... or this many of its recent steps (median time/step), when that is longer
+STOP_GRACE_MAX_S = 600.0  # ... but never more
+KILLED_BY = "SIGKILL"  # status.json `stopped_by` of a run the app killed
+
+
+@dataclass
+class Stopping:
+    """A stop in progress: SIGTERM sent to `pid` at `sent_at` (time.monotonic()), SIGKILL at `deadline`."""
+
+    pid: int
+    started: str | None  # the process's start time (/proc/<pid>/stat), so a recycled pid is never killed
+    sent_at: float
+    deadline: float
+    thread: threading.Thread | None = None
+    outcome: str = ""  # "" while waiting; then "stopped" (it ended by itself) or "killed"
+    kept_step: int | None = None  # after a kill: the last complete step kept
+
+
+_STOPPING: dict[str, Stopping] = {}
+
+
+def stop_grace_s(path: str | os.PathLike) -> float:
+    """Seconds between SIGTERM and SIGKILL for this run: max(STOP_GRACE_S, STOP_GRACE_STEPS x the median
+    `time/step` of its last 5 steps), at most STOP_GRACE_MAX_S. A step in progress gets to finish: the trainer
+    honours SIGTERM only between a step's phases.
+
+    A run at 12 s/step gets max(30, 3 x 12) = 36 s; a run without a finished step gets 30 s.
+    """
+    times = RunStore(Path(path)).metrics().get("time/step")
+    recent = times.dropna().tail(5) if times is not None else None
+    median = float(recent.median()) if recent is not None and len(recent) else 0.0
+    return min(STOP_GRACE_MAX_S, max(STOP_GRACE_S, STOP_GRACE_STEPS * median))
+
+
+def _same_process(stop: Stopping) -> bool:
+    """True while the process that got the SIGTERM still runs (a pid recycled since is another process)."""
+    return pid_alive(stop.pid) and (stop.started is None or pid_start_time(stop.pid) in (None, stop.started))
+
+
+def stop_run(path: str | os.PathLike, grace_s: float | None = None) -> str:
+    """Send SIGTERM to the run's trainer and start the escalation (SIGKILL after `grace_s`, by default
+    `stop_grace_s(path)`, if it is still alive); returns what happened (for the page to show)."""
+    path = Path(path)
+    current = stopping(path)
+    if current is not None:
+        left = max(0.0, current.deadline - time.monotonic())
+        return f"already stopping (pid {current.pid}); killed in {left:.0f} s unless it stops first"
     st = run_state(path)
     state, pid = st.get("state"), st.get("pid")
     if state not in ACTIVE_STATES:
@@ -253,13 +309,110 @@ def stop_run(path: str | os.PathLike) -> str:
         return "the trainer process is gone"
     if not _looks_like_trainer(pid):
         return f"pid {pid} is not a trainer process; not signalling it"
+    grace = stop_grace_s(path) if grace_s is None else float(grace_s)
+    started = pid_start_time(pid)
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return "the trainer process is gone"
     except PermissionError:
         return f"not allowed to signal pid {pid}"
-    return f"sent SIGTERM to the trainer (pid {pid}); it stops after the current step"
+    now = time.monotonic()
+    stop = Stopping(pid=pid, started=started, sent_at=now, deadline=now + grace)
+    stop.thread = threading.Thread(target=_escalate, args=(path, stop), daemon=True, name=f"stop-{pid}")
+    with _LOCK:
+        _STOPPING[str(path)] = stop
+    stop.thread.start()
+    return (f"sent SIGTERM to the trainer (pid {pid}); it stops after the current step, "
+            f"or is killed (SIGKILL) in {grace:.0f} s")
+
+
+def stopping(path: str | os.PathLike) -> Stopping | None:
+    """The stop in progress for this run (SIGTERM sent, the trainer not ended yet), else None."""
+    with _LOCK:
+        stop = _STOPPING.get(str(Path(path)))
+    return stop if stop is not None and not stop.outcome else None
+
+
+def kill_now(path: str | os.PathLike) -> str:
+    """Do not wait out the grace period of a stop in progress: SIGKILL at once."""
+    stop = stopping(path)
+    if stop is None:
+        return "no stop in progress for this run; press Stop first"
+    stop.deadline = time.monotonic()
+    return f"killing the trainer (pid {stop.pid})"
+
+
+def wait_stopped(path: str | os.PathLike, timeout: float | None = None) -> str:
+    """Wait for the run's stop to end; its outcome ("stopped", "killed", or "" when still waiting)."""
+    with _LOCK:
+        stop = _STOPPING.get(str(Path(path)))
+    if stop is None:
+        return ""
+    if stop.thread is not None:
+        stop.thread.join(timeout)
+    return stop.outcome
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Send `sig` to the trainer's whole process group (the app starts a trainer in a new session, so the
+    `torch.distributed.run` launcher and the other workers of `--nproc N` go too), or to the pid alone when it
+    shares this app's group."""
+    try:
+        group = os.getpgid(pid)
+        if group != os.getpgrp():
+            os.killpg(group, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _escalate(path: Path, stop: Stopping, poll_s: float = 0.2) -> None:
+    """Wait for the trainer to end; SIGKILL it at the deadline; then settle the run folder."""
+    try:
+        while _same_process(stop) and time.monotonic() < stop.deadline:
+            time.sleep(poll_s)
+        if not _same_process(stop):
+            stop.outcome = "stopped"
+            return
+        _signal_group(stop.pid, signal.SIGKILL)
+        end = time.monotonic() + 30
+        while _same_process(stop) and time.monotonic() < end:
+            time.sleep(poll_s)
+        grace = stop.deadline - stop.sent_at
+        stop.kept_step = settle_killed(path, f"did not stop within {grace:.0f} s of SIGTERM")
+        stop.outcome = "killed"
+    except Exception as exc:  # noqa: BLE001 - a stop thread must never raise; the outcome says what went wrong
+        stop.outcome = f"error: {exc}"
+
+
+def settle_killed(path: str | os.PathLike, why: str = "") -> int | None:
+    """After the app killed a run's trainer: keep its completed steps (the metrics lines written whole), drop
+    what a half-written step left (a credit map without its metrics line, a torn last metrics line, temp files,
+    a half-saved checkpoint), and mark the run `stopped` at its last complete step with `stopped_by: SIGKILL`.
+    Returns that step (None when the trainer had not created the run folder yet). Only for a trainer that is
+    gone: this process takes the run's writer lock (RunStoreError while another process holds it) and releases
+    it with the final status."""
+    path = Path(path)
+    if not (path / "status.json").exists():
+        return None
+    writer = RunWriter.open(path)  # the writer lock: the killed trainer's went with it
+    last = RunStore(path).last_step()
+    writer.truncate_after(last)  # rewrites metrics.jsonl from its whole lines; deletes later credit maps
+    for leftover in [*path.glob(".*.tmp"), *(path / "credit").glob(".*.tmp"), *(path / "checkpoints").glob(".*.tmp")]:
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+    writer.set_status(state="stopped", step=last, error=None, stopped_by=KILLED_BY)
+    try:
+        with open(path / "train.log", "a", encoding="utf-8") as log:
+            log.write(f"mrtpo app: the trainer {why or 'did not stop on SIGTERM'}; killed it ({KILLED_BY}). "
+                      f"Kept its {last} completed steps; Resume continues from its newest checkpoint.\n")
+    except OSError:
+        pass
+    return last
 
 
 # ---------------------------------------------------------------------------------------------- run management

@@ -3,6 +3,11 @@ use them are in conftest.py). Test files never import from each other."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 # Four prompts, four rewards: a writing task with keyword / no-comma, one with lowercase, two arithmetic ones.
 MICRO_PROMPTS = [
     {"key": "w1", "task": "Write a short note about rivers.", "constraints": [
@@ -95,3 +100,17 @@ def assert_well_formed(result, text):
         assert isinstance(start, int) and isinstance(end, int)
         assert previous_end <= start < end <= len(text)
         previous_end = end
+
+
+def start_stand_in(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
+    """Start tests/stand_in_trainer.py (`stubborn` ignores SIGTERM, `cooperative` honours it) as a process named
+    like the installed `mrtpo train`, writing run `r` of `tmp_path/runs`; returns (process, run folder) once it
+    has written its 3 complete steps and a half-written 4th."""
+    script = tmp_path / "bin" / "mrtpo"
+    script.parent.mkdir()
+    script.write_text((Path(__file__).parent / "stand_in_trainer.py").read_text())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, str(script), "train", mode, str(tmp_path / "runs"), "r"],
+                            stdout=subprocess.PIPE, env=env, start_new_session=True)
+    assert proc.stdout.readline().strip() == b"ready"
+    return proc, tmp_path / "runs" / "r"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import start_stand_in
 from streamlit.testing.v1 import AppTest
 
 from core.run.store import RunStore, read_notes
@@ -195,6 +196,30 @@ def test_launch_lists_active_runs_and_stop_checks_the_pid(runs_dir):
     at.run()
     assert not at.exception
     assert any("not a trainer process" in i.value for i in at.info)  # this test process is never signalled
+
+
+def test_stop_escalates_to_kill_now_and_the_killed_run_is_marked_stopped(tmp_path, monkeypatch):
+    # regression: Stop sent one SIGTERM; a trainer that did not honour it was never stopped
+    proc, path = start_stand_in(tmp_path, "stubborn")
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(path.parent))
+    try:
+        at = page("launch", path.parent, launched_runs=[str(path)])
+        at.button(key="stop_r").click()
+        at.run()
+        assert any("killed (SIGKILL) in 30 s" in i.value for i in at.info), [i.value for i in at.info]
+        at.run()
+        assert any(w.value.startswith("Stopping: SIGTERM sent") for w in at.warning)
+        assert proc.poll() is None  # it ignores SIGTERM
+        at.button(key="kill_r").click()
+        at.run()
+        assert launcher.wait_stopped(path, timeout=30) == "killed" and proc.wait(timeout=10) == -9
+        at.run()
+        assert not at.exception
+        assert any(w.value.startswith("Killed (SIGKILL)") for w in at.warning), [w.value for w in at.warning]
+        assert any(m.value.startswith("**r**") and "step 3" in m.value for m in at.markdown)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_launch_lists_only_active_runs_in_progress_and_shows_the_real_error_of_a_crash(runs_dir):

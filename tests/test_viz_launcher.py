@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from helpers import start_stand_in
 
 from core.run.store import RunStore, RunStoreError, RunWriter
 from mrtpo_viz import launcher
@@ -157,3 +158,51 @@ def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
             os.kill(launched.pid, 9)
         except ProcessLookupError:
             pass
+
+
+def test_stop_kills_a_trainer_that_ignores_sigterm_and_keeps_its_completed_steps(tmp_path):
+    proc, path = start_stand_in(tmp_path, "stubborn")
+    try:
+        assert launcher.stop_run(path, grace_s=1.5).endswith("killed (SIGKILL) in 2 s")
+        time.sleep(0.8)
+        assert proc.poll() is None and launcher.stopping(path) is not None  # SIGTERM ignored: still running
+        assert launcher.stop_run(path).startswith("already stopping")
+        assert launcher.wait_stopped(path, timeout=30) == "killed"
+        assert proc.wait(timeout=10) == -9
+        st = launcher.run_state(path)
+        assert (st["state"], st["step"], st["stopped_by"], st["error"]) == ("stopped", 3, "SIGKILL", None)
+        store = RunStore(path)
+        assert store.metrics()["step"].tolist() == [1, 2, 3] and not store.warnings
+        assert (path / "metrics.jsonl").read_text().count("\n") == 3  # the torn line is gone, the file ends whole
+        assert store.credit_steps() == [1, 2, 3]  # the half-written step's credit map is dropped
+        assert [c.name for c in (path / "checkpoints").iterdir()] == ["step_000002"]  # half-saved one removed
+        assert "killed it (SIGKILL)" in store.log_tail()
+        assert launcher.can_resume(path) == ""  # Resume is offered (from the step-2 checkpoint)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_stop_of_a_trainer_that_honours_sigterm_is_not_escalated(tmp_path):
+    proc, path = start_stand_in(tmp_path, "cooperative")
+    try:
+        launcher.stop_run(path, grace_s=60)
+        assert launcher.wait_stopped(path, timeout=30) == "stopped"
+        assert proc.wait(timeout=10) == 0  # it ended by itself, no SIGKILL
+        st = launcher.run_state(path)
+        assert st["state"] == "stopped" and st["step"] == 3 and "stopped_by" not in st
+        assert launcher.stopping(path) is None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_stop_grace_is_three_recent_steps_but_at_least_thirty_seconds(tmp_path):
+    w = RunWriter.create(tmp_path, "r", {"steps": 9})
+    assert launcher.stop_grace_s(w.path) == 30.0  # no step yet
+    for step, t in enumerate([100.0, 2.0, 10.0, 12.0, 14.0, 11.0], start=1):
+        w.append_metrics({"step": step, "time/step": t})
+    assert launcher.stop_grace_s(w.path) == 33.0  # 3 x median(2, 10, 12, 14, 11) = 3 x 11; step 1's 100 s is old
+    for step in range(7, 12):
+        w.append_metrics({"step": step, "time/step": 300.0})
+    assert launcher.stop_grace_s(w.path) == 600.0  # 3 x 300 = 900, capped

@@ -4,6 +4,7 @@ app restarted) show progress and a Stop button; a crashed run shows its error an
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -203,8 +204,17 @@ def progress_panel() -> None:
         if not step:
             with box:
                 ui.show_startup(p, s)
-        if head[1].button("Stop", key=f"stop_{name}"):
-            box.info(launcher.stop_run(p))
+        stop = launcher.stopping(p)
+        if stop is None:
+            if head[1].button("Stop", key=f"stop_{name}"):
+                box.info(launcher.stop_run(p))
+        else:
+            left = max(0.0, stop.deadline - time.monotonic())
+            box.warning(f"Stopping: SIGTERM sent {time.monotonic() - stop.sent_at:.0f} s ago; the trainer stops "
+                        f"after its current step, or is killed (SIGKILL) in {left:.0f} s, keeping its completed "
+                        "steps.")
+            if head[1].button("Kill now", key=f"kill_{name}"):
+                box.info(launcher.kill_now(p))
 
 
 progress_panel()
@@ -224,6 +234,9 @@ if ended:
             if tail:
                 box.caption("Last lines of its log:")
                 box.code(tail, language=None)
+        elif state == "stopped" and s.get("stopped_by"):
+            box.warning("Killed (SIGKILL): the trainer did not stop on SIGTERM within its "
+                        "grace period. Its completed steps are kept (resume it on the Runs page).")
         elif state == "stopped":
             box.info("Stopped; its completed steps are kept (resume it on the Runs page).")
         elif state == "completed":
