@@ -387,6 +387,19 @@ def _escalate(path: Path, stop: Stopping, poll_s: float = 0.2) -> None:
         stop.outcome = f"error: {exc}"
 
 
+def _take_writer_lock(path: Path, wait_s: float = 10.0, poll_s: float = 0.1) -> RunWriter:
+    """The run's writer, with its lock; a killed trainer's lock can outlive its pid by a moment (the kernel
+    releases it as it tears the process down), so this retries for up to `wait_s` before giving up."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            return RunWriter.open(path)
+        except RunStoreError:
+            if time.monotonic() >= end:
+                raise
+            time.sleep(poll_s)
+
+
 def settle_killed(path: str | os.PathLike, why: str = "") -> int | None:
     """After the app killed a run's trainer: keep its completed steps (the metrics lines written whole), drop
     what a half-written step left (a credit map without its metrics line, a torn last metrics line, temp files,
@@ -397,7 +410,7 @@ def settle_killed(path: str | os.PathLike, why: str = "") -> int | None:
     path = Path(path)
     if not (path / "status.json").exists():
         return None
-    writer = RunWriter.open(path)  # the writer lock: the killed trainer's went with it
+    writer = _take_writer_lock(path)
     last = RunStore(path).last_step()
     writer.truncate_after(last)  # rewrites metrics.jsonl from its whole lines; deletes later credit maps
     for leftover in [*path.glob(".*.tmp"), *(path / "credit").glob(".*.tmp"), *(path / "checkpoints").glob(".*.tmp")]:
