@@ -100,12 +100,27 @@ def test_setting_multi_picks_model_prompt_sets_tokens_and_methods(tmp_path):
     args = eff.resolve_args(eff.build_parser().parse_args(["--setting", "multi", "--out", str(tmp_path)]))
     assert args.model == "tiny-multi" and args.max_new_tokens == 96
     assert args.prompt_set.endswith("multi.jsonl") and args.heldout.endswith("multi-heldout.jsonl")
-    assert args.methods == ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific"]
-    spec = eff.plan_runs(args)[-1]
+    swap = [] if eff.arm_error("mrtpo-swap") else ["mrtpo-swap"]  # study v2's swap arm, once the trainer has it
+    assert args.methods == ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific", *swap]
+    spec = eff.plan_runs(args)[3 * len(args.seeds)]
     assert spec.fields["relevance"] == "js_specific" and spec.fields["eval_prompt_set"].endswith("multi-heldout.jsonl")
     mine = eff.resolve_args(eff.build_parser().parse_args(["--setting", "multi", "--max-new-tokens", "64",
                                                            "--methods", "gdpo"]))
     assert mine.max_new_tokens == 64 and mine.methods == ["gdpo"]  # flags override the setting
+
+
+def test_an_arm_without_its_relevance_variant_is_refused_plainly(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(eff, "RELEVANCES", ("js", "js_specific"))  # a trainer without the swap variant
+    assert eff.arm_error("mrtpo-js-specific") == "" and eff.arm_error("gdpo") == ""
+    message = eff.arm_error("mrtpo-swap")
+    assert "arm mrtpo-swap needs the relevance variant 'swap'" in message and "js, js_specific" in message
+    with pytest.raises(eff.ConfigError, match="methods: arm mrtpo-swap needs"):
+        eff.plan_runs(make_args(tmp_path, methods=["gdpo", "mrtpo-swap"]))
+    rc = eff.main(["--out", str(tmp_path / "s"), "--methods", "gdpo", "mrtpo-swap", "--steps", "1"])
+    assert rc == 2 and "arm mrtpo-swap needs the relevance variant 'swap'" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "runs").exists()  # refused before anything trains
+    monkeypatch.setattr(eff, "RELEVANCES", ("js", "js_specific", "swap"))
+    assert eff.arm_error("mrtpo-swap") == ""
 
 
 def test_child_env_runs_one_thread():

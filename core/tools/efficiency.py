@@ -5,6 +5,9 @@
     mrtpo bench efficiency --model PATH --methods gdpo mrtpo-replay --jobs 2
     mrtpo bench efficiency --setting multi --seeds 0 1 2 3 4 --steps 150 --out runs/efficiency-multi
 
+Arms (`METHODS`): grpo, gdpo, mrtpo-replay, mrtpo-span (oracle), mrtpo-js-specific and mrtpo-swap; an arm
+whose relevance variant the trainer lacks is refused with the reason (`arm_error`).
+
 `--setting` picks the model, the prompt sets, the longest response and the default methods together
 (`core.tools.promptgen.SETTINGS`): `tiny` (tiny-instruct on default.jsonl / heldout.jsonl, the first
 study) or `multi` (tiny-multi on multi.jsonl / multi-heldout.jsonl: 4-6 constraints of four kinds per
@@ -49,7 +52,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.config import MODEL_PRESETS, ConfigError, TrainConfig, resume_argv, train_argv
+from core.config import MODEL_PRESETS, RELEVANCES, ConfigError, TrainConfig, resume_argv, train_argv
 from core.paths import EMBEDDED_MODELS, PROMPTS_DIR, REPO_ROOT, missing_model_hint, resolve_path
 from core.run.store import ACTIVE_STATES, RunStore, pid_alive, read_tail, run_dir
 from core.tools.promptgen import SETTINGS, get_setting
@@ -61,11 +64,28 @@ METHODS: dict[str, dict[str, str]] = {
     "mrtpo-replay": {"method": "mrtpo", "routing": "replay"},
     "mrtpo-span": {"method": "mrtpo", "routing": "span"},
     "mrtpo-js-specific": {"method": "mrtpo", "routing": "replay", "relevance": "js_specific"},
+    # Study v2's swap arm: relevance from swapped counterfactual prompts (the `swap` variant of
+    # core.algos.routing.RELEVANCE). A checkout whose trainer lacks that variant refuses the arm (`arm_error`).
+    "mrtpo-swap": {"method": "mrtpo", "routing": "replay", "relevance": "swap"},
 }
-# The methods a study of each setting trains unless --methods says otherwise (tiny: the first study's four).
+
+
+def arm_error(method: str) -> str:
+    """Why the study cannot train arm `method` with this checkout's trainer ("" when it can): an arm whose
+    relevance variant is not among the trainer's (`core.config.RELEVANCES`)."""
+    relevance = METHODS[method].get("relevance", "js")
+    if relevance in RELEVANCES:
+        return ""
+    return (f"arm {method} needs the relevance variant {relevance!r}, which this checkout's trainer does not have "
+            f"(its variants: {', '.join(RELEVANCES)}); it comes with the relevance variants of issue 12 "
+            f"(core/algos/routing.py RELEVANCE). Leave {method} out of --methods until then.")
+
+
+# The methods a study of each setting trains unless --methods says otherwise (tiny: the first study's four;
+# multi: study v2's, with mrtpo-swap once the trainer has the swap relevance).
 SETTING_METHODS: dict[str, list[str]] = {
     "tiny": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-span"],
-    "multi": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific"],
+    "multi": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific"] + ([] if arm_error("mrtpo-swap") else ["mrtpo-swap"]),
 }
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
 # where and with how many samples per forward pass it ran, which JS maps replay recorded (the training is the
@@ -117,6 +137,9 @@ def plan_runs(args: argparse.Namespace) -> list[RunSpec]:
         "device": args.device,
         "runs_dir": runs_dir,
     }
+    refused = [e for method in args.methods if (e := arm_error(method))]
+    if refused:
+        raise ConfigError("methods", "; ".join(refused))
     specs = []
     for method in args.methods:
         for seed in args.seeds:
