@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.paths import EMBEDDED_MODELS, resolve_path
+from core import resources
+from core.paths import resolve_path
 from core.run.names import RUN_NAME_RULE, is_run_name
 
 # The names the registries in core/algos/advantages.py (ESTIMATORS) and core/algos/routing.py
@@ -201,7 +202,19 @@ class TrainConfig:
         names = list(tasks.reward_names(items))
         if path is None:
             self.validate_against(names)
+            self.validate_resources(items, source)
         return items, names
+
+    def validate_resources(self, items: list, source: str | os.PathLike = "the prompt set") -> None:
+        """Check the run against its prompt set and this machine (ConfigError): `prompts_per_step` at most the
+        set's prompts (more would repeat prompts within a step), and the memory estimate within a share of the
+        available memory (`core.resources.memory_problem`)."""
+        if self.prompts_per_step > len(items):
+            raise ConfigError("prompts_per_step", f"{self.prompts_per_step} prompts per step, but {str(source)!r} "
+                              f"holds {len(items)}; a step would repeat prompts. Use at most {len(items)}")
+        field_name, message = resources.memory_problem(self, items)
+        if message:
+            raise ConfigError(field_name, message)
 
     # ---- serialisation ----
     def to_dict(self) -> dict[str, Any]:
@@ -334,18 +347,9 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 def model_context(model: str) -> int | None:
     """The longest sequence (prompt + response tokens) the model takes, from its config.json (None when unknown:
     a preset not built yet, or a config without such a key). Reads the file only; no torch."""
-    if model in EMBEDDED_MODELS:
-        folder = EMBEDDED_MODELS[model][0]
-    elif model in MODEL_PRESETS:
-        return None  # converted on first use (smollm2-135m): its context is checked when it loads
-    else:
-        folder = resolve_path(model)
-    try:
-        data = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
+    data = resources.model_config(model)
     for key in CONTEXT_KEYS:
-        v = data.get(key) if isinstance(data, dict) else None
+        v = data.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
     return None

@@ -189,6 +189,24 @@ def test_launch_form_shows_errors_next_to_fields_and_starts_nothing(runs_dir):
     assert sorted(p.name for p in runs_dir.iterdir()) == before  # no run folder, no staging log
 
 
+@pytest.mark.parametrize("key,value,words", [
+    ("lf_group_size", 100_000_000, "this run would need about"),
+    ("lf_prompts_per_step", 1000, "a step would repeat prompts. Use at most 200"),
+])
+def test_launch_form_refuses_a_run_the_model_prompt_set_or_memory_cannot_take(runs_dir, key, value, words):
+    # regression: G = 100000 (memory grew without bound) and prompts per step beyond the set were accepted
+    before = sorted(p.name for p in runs_dir.iterdir())
+    at = page("launch", runs_dir)
+    at.number_input(key=key).set_value(value)
+    next(b for b in at.button if b.label == "Start training").click()
+    at.run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any(words in e for e in errors), errors
+    assert any("Nothing was started" in e for e in errors)
+    assert sorted(p.name for p in runs_dir.iterdir()) == before
+
+
 def test_launch_lists_active_runs_and_stop_checks_the_pid(runs_dir):
     at = page("launch", runs_dir)
     stop = at.button(key="stop_live")

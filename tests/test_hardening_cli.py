@@ -58,6 +58,9 @@ def bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "temperature-1e300": ["--temperature", "1e300"],
         "lr-1e30": ["--lr", "1e30"],
         "max-new-tokens-1e9": ["--max-new-tokens", "1000000000"],
+        "group-size-1e8-beyond-memory": ["--group-size", "100000000", "--prompts-per-step", "4",
+                                         "--max-new-tokens", "48"],
+        "prompts-per-step-beyond-the-set": ["--prompts-per-step", "1000"],
         "steps-1e20-in-config": ["--config", _config(tmp, {"steps": 1e20})],
         "prompt-without-constraints": ["--prompt-set", prompts(tmp, "none", {"key": "p", "task": "Hi.",
                                                                               "constraints": []})],
@@ -79,6 +82,7 @@ def _config(tmp: Path, fields: dict) -> str:
 
 
 CASES = ["seed-2^70", "temperature-1e-45", "temperature-1e300", "lr-1e30", "max-new-tokens-1e9",
+         "group-size-1e8-beyond-memory", "prompts-per-step-beyond-the-set",
          "steps-1e20-in-config", "prompt-without-constraints", "arithmetic-answer-10^400", "empty-task",
          "runs-dir-is-a-file", "runs-dir-under-a-file", "runs-dir-unwritable", "resume-corrupt-trainer-state",
          "resume-trainer-state-no-step"]

@@ -1,0 +1,238 @@
+"""What a run needs of the machine, checked before anything heavy loads: the model's shape (from its config.json
+and safetensors headers), a memory estimate (docs/METHOD.md, "Memory estimate") and the memory available.
+
+`memory_problem(cfg, items)` is "" when the estimate fits `MEMORY_SHARE` of the available memory, else a message
+that says how much the run would take, where, and which settings drive it. `TrainConfig.load_prompts` calls it,
+so both the app's Launch form and `mrtpo train` refuse such a run before the model loads.
+
+Never imports torch or transformers: the app validates its form with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.paths import EMBEDDED_MODELS, resolve_path
+
+FLOAT_BYTES = 4  # the trainer keeps fp32 master weights, gradients, AdamW moments and activations
+MEMORY_SHARE = 0.8  # a run may take at most this share of the available memory
+CHARS_PER_TOKEN = 3  # a prompt's length in tokens is estimated as ceil(characters / 3) (BPE: ~4 on English)
+SKIP_ENV = "MRTPO_SKIP_MEMORY_CHECK"  # set to 1 to start a run whatever the estimate says
+SAFETENSORS_HEADER_MAX = 100_000_000  # bytes; a larger header length is not a safetensors file
+
+
+def model_folder(model: str) -> Path | None:
+    """The folder of a model preset or path (None for a preset that is built on first use: smollm2-135m)."""
+    from core.config import MODEL_PRESETS  # core.config imports this module's users lazily
+
+    if model in EMBEDDED_MODELS:
+        return EMBEDDED_MODELS[model][0]
+    if model in MODEL_PRESETS:
+        return None
+    return resolve_path(model)
+
+
+def model_config(model: str) -> dict[str, Any]:
+    """The model's config.json ({} when there is none or it is unreadable)."""
+    folder = model_folder(model)
+    if folder is None:
+        return {}
+    try:
+        data = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def safetensors_parameters(folder: Path) -> int | None:
+    """The number of weights in a folder's *.safetensors files, summed over their headers' tensor shapes
+    (8 bytes little-endian header length, then a JSON header); None when there is no readable file."""
+    total, found = 0, False
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with open(file, "rb") as fh:
+                (size,) = struct.unpack("<Q", fh.read(8))
+                if size > SAFETENSORS_HEADER_MAX:
+                    return None
+                header = json.loads(fh.read(size))
+        except (OSError, ValueError, struct.error):
+            return None
+        for name, meta in header.items():
+            if name != "__metadata__" and isinstance(meta, dict):
+                total += math.prod(int(n) for n in meta.get("shape", []))
+        found = True
+    return total if found else None
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the memory estimate needs of a model."""
+
+    parameters: int  # P
+    vocab: int  # V
+    hidden: int  # d
+    intermediate: int  # f, the MLP's inner width
+    layers: int  # L
+    kv_width: int  # d_kv = d x key-value heads / attention heads
+
+
+def model_shape(model: str) -> ModelShape | None:
+    """The model's shape from its folder (None when unknown: a preset not built yet, a folder without
+    safetensors weights or without the usual config keys)."""
+    folder = model_folder(model)
+    cfg = model_config(model)
+    params = safetensors_parameters(folder) if folder is not None else None
+    try:
+        hidden = int(cfg["hidden_size"])
+        heads = int(cfg.get("num_attention_heads") or 1)
+        shape = ModelShape(
+            parameters=int(params),
+            vocab=int(cfg["vocab_size"]),
+            hidden=hidden,
+            intermediate=int(cfg.get("intermediate_size") or 4 * hidden),
+            layers=int(cfg["num_hidden_layers"]),
+            kv_width=hidden * int(cfg.get("num_key_value_heads") or heads) // max(heads, 1),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return shape
+
+
+def memory_estimate(shape: ModelShape, *, prompts_per_step: int, group_size: int, max_new_tokens: int,
+                    prompt_tokens: int, replay_chunk: int, kl_beta: float, keeps_logits: bool,
+                    nproc: int = 1) -> dict[str, int]:
+    """Peak bytes of a training step, by term (docs/METHOD.md, "Memory estimate"); `total` is their sum:
+
+    b = prompts_per_step x group_size / nproc samples per process, T = max_new_tokens, S = prompt_tokens + T,
+    c = min(replay_chunk, b), 4 bytes a number;
+      state       = 4 P (4 + r)                       weights, gradients, AdamW's two moments; r = 1 with kl_beta > 0
+      logits      = 4 x 2 b T V  (when kept)          the sampling's next-token logits (a list and its stack)
+      kv_cache    = 4 x 2 b S L d_kv                  generation's keys and values
+      activations = 4 c S (L (8 d + 3 f) + 2 V)       one update chunk's saved activations, logits, log-softmax
+      total       = nproc (state + logits + max(kv_cache, activations))
+
+    >>> s = ModelShape(parameters=1000, vocab=10, hidden=4, intermediate=8, layers=2, kv_width=4)
+    >>> memory_estimate(s, prompts_per_step=2, group_size=3, max_new_tokens=5, prompt_tokens=3, replay_chunk=4,
+    ...                 kl_beta=0.0, keeps_logits=True)["total"]
+    35296
+    """
+    b = max(1, prompts_per_step * group_size // max(nproc, 1))
+    t, s = max_new_tokens, prompt_tokens + max_new_tokens
+    c = min(replay_chunk, b)
+    terms = {
+        "state": FLOAT_BYTES * shape.parameters * (4 + (1 if kl_beta > 0 else 0)),
+        "logits": FLOAT_BYTES * 2 * b * t * shape.vocab if keeps_logits else 0,
+        "kv_cache": FLOAT_BYTES * 2 * b * s * shape.layers * shape.kv_width,
+        "activations": FLOAT_BYTES * c * s * (shape.layers * (8 * shape.hidden + 3 * shape.intermediate)
+                                              + 2 * shape.vocab),
+    }
+    terms["total"] = max(nproc, 1) * (terms["state"] + terms["logits"] + max(terms["kv_cache"], terms["activations"]))
+    return terms
+
+
+def prompt_tokens(items: list) -> int:
+    """The longest prompt of a set in tokens, estimated as ceil(characters / CHARS_PER_TOKEN)."""
+    longest = max((len(item.prompt()) for item in items), default=0)
+    return -(-longest // CHARS_PER_TOKEN)
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _gpu_free() -> int | None:
+    """Free memory of GPU 0 in bytes from nvidia-smi (None without one)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+        return int(float(out.strip().splitlines()[0])) * 1024 * 1024
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def available_memory(device: str) -> tuple[int | None, str]:
+    """(bytes free, where): GPU 0's free memory for device cuda or auto with a GPU, else the RAM the kernel
+    says is available (MemAvailable)."""
+    if device in ("cuda", "auto"):
+        free = _gpu_free()
+        if free is not None:
+            return free, "free GPU memory"
+    return _meminfo_available(), "available RAM (MemAvailable)"
+
+
+def gib(n: float) -> str:
+    """Bytes as a message shows them: MiB below 0.25 GiB, TiB from 1024 GiB, else GiB."""
+    if n >= 2**40:
+        return f"{n / 2**40:.1f} TiB"
+    return f"{n / 2**30:.1f} GiB" if n >= 2**28 else f"{n / 2**20:.0f} MiB"
+
+
+def keeps_sampling_logits(cfg: Any) -> bool:
+    """True when the run keeps the sampling's logits for replay (core.run.step.routing_source(cfg) == "replay":
+    mrtpo, the only routed estimator, with replay routing)."""
+    return cfg.method == "mrtpo" and cfg.routing == "replay"
+
+
+# The fields a message about each term names: the one whose value is furthest above its default.
+TERM_FIELDS = {"state": ("model",), "logits": ("group_size", "prompts_per_step", "max_new_tokens"),
+               "kv_cache": ("group_size", "prompts_per_step", "max_new_tokens"), "activations": ("replay_chunk",)}
+DRIVERS = {
+    "state": "the model's size (a smaller model, or kl_beta 0 to skip the reference copy)",
+    "logits": "prompts_per_step x group_size x max_new_tokens (the sampling's logits are kept for replay)",
+    "kv_cache": "prompts_per_step x group_size x (prompt + max_new_tokens) (generation's key-value cache)",
+    "activations": "replay_chunk x (prompt + max_new_tokens) (the update's activations)",
+}
+
+
+def memory_problem(cfg: Any, items: list, available: tuple[int | None, str] | None = None) -> tuple[str, str]:
+    """("", "") when the run's memory estimate fits MEMORY_SHARE of the available memory (or cannot be made),
+    else (the field to blame, a message naming the estimate, the memory and the settings that drive it).
+    `available` (bytes, where) replaces the probe of this machine."""
+    if os.environ.get(SKIP_ENV, "") not in ("", "0"):
+        return "", ""
+    shape = model_shape(cfg.model)
+    if shape is None:
+        return "", ""
+    est = memory_estimate(shape, prompts_per_step=cfg.prompts_per_step, group_size=cfg.group_size,
+                          max_new_tokens=cfg.max_new_tokens, prompt_tokens=prompt_tokens(items),
+                          replay_chunk=cfg.replay_chunk, kl_beta=cfg.kl_beta, keeps_logits=keeps_sampling_logits(cfg),
+                          nproc=cfg.nproc)
+    free, where = available if available is not None else available_memory(cfg.device)
+    if free is None or est["total"] <= MEMORY_SHARE * free:
+        return "", ""
+    biggest = max(("logits", "kv_cache", "activations", "state"), key=est.get)
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    field = max(TERM_FIELDS[biggest], key=lambda f: _ratio(getattr(cfg, f), defaults.get(f)))
+    return field, (f"this run would need about {gib(est['total'])} of memory (estimate, docs/METHOD.md \"Memory "
+                   f"estimate\"), more than {MEMORY_SHARE:.0%} of the {gib(free)} of {where}; most of it is the "
+                   f"{biggest.replace('_', ' ')} ({gib(est[biggest])}), driven by {DRIVERS[biggest]}: lower those "
+                   f"(or set {SKIP_ENV}=1 to start it anyway)")
+
+
+def _ratio(value: Any, default: Any) -> float:
+    try:
+        return float(value) / float(default)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0.0
