@@ -33,6 +33,7 @@ RUNS_KEY = "mrtpo_runs"  # paths of the runs overlaid on multi-run pages
 LAUNCHED_KEY = "launched_runs"  # paths of runs started from this session (Launch page), newest last
 LINKS_KEY = "_links_written"  # page -> the query parameters the page wrote last (to tell a new link from its own)
 REFRESH_S = 2.0  # polling period of live views
+FIGURE_REFRESH_S = 10.0  # while a run is active, its curves are redrawn at most this often (they change every step)
 
 # Plain symbols (present in every font, unlike emoji): active, done, stopped, broken.
 STATE_ICONS = {"running": "▶", "starting": "…", "completed": "✓", "stopped": "■", "failed": "✗", "crashed": "✗",

@@ -416,3 +416,70 @@ def test_run_store_text_is_shown_as_text_never_markdown(tmp_path):
     finally:
         stop_app(proc)
         pixel_server.shutdown()
+
+
+# Counts DOM changes inside the page's Plotly charts from now on (a re-sent figure is re-rendered: its SVG changes).
+COUNT_CHART_CHANGES_JS = """() => {
+    window.__chartChanges = 0;
+    const main = document.querySelector('[data-testid="stMain"]');
+    new MutationObserver(records => {
+        for (const r of records) {
+            const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+            if (el && el.closest('[data-testid="stPlotlyChart"]')) window.__chartChanges += 1;
+        }
+    }).observe(main, {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
+# Counts the changes of the first figure's step count from now on (each is one redraw of the figures).
+COUNT_REDRAWS_JS = """() => {
+    const steps = STEPS;
+    window.__redraws = 0;
+    let last = steps();
+    setInterval(() => { const n = steps(); if (n !== last) { window.__redraws += 1; last = n; } }, 100);
+}"""
+
+
+def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every_few_seconds(tmp_path):
+    """Watching a live run (issue 15: "live watching must not slow training"): the progress line follows every
+    step within a poll; the figures are not re-rendered while no step is written, and while steps arrive every
+    second they are redrawn at most once per FIGURE_REFRESH_S (before: on every 2 s poll), catching up after."""
+    pytest.importorskip("playwright.sync_api")
+    require(chromium_path() is not None, "no Chromium")
+    import numpy as np
+    from playwright.sync_api import sync_playwright
+
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
+    from mrtpo_viz.ui import FIGURE_REFRESH_S
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
+    rewards = tuple(DEFAULT_REWARDS[:2])
+    w = write_synthetic_run(runs, "live", steps=3, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
+    w.set_status(total_steps=30)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/curves?run=live")
+            wait_for_script(page)
+            page.wait_for_function(f"() => ({STEPS_JS})() >= 3", timeout=60000)
+            page.get_by_text("step 3/30").first.wait_for(timeout=10000)
+            page.wait_for_timeout(1500)  # the charts' own first-draw work settles
+            page.evaluate(COUNT_CHART_CHANGES_JS)
+            page.wait_for_timeout(3 * 2000 + 1000)  # three polls of the progress fragment, no new step
+            assert page.evaluate("() => window.__chartChanges") == 0, "unchanged figures were drawn again"
+            page.evaluate(COUNT_REDRAWS_JS.replace("STEPS", STEPS_JS))
+            for step in range(4, 16):  # a step a second for 12 s
+                w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
+                w.set_status(step=step)
+                page.wait_for_timeout(1000)
+            page.get_by_text("step 15/30").first.wait_for(timeout=6000)  # the progress line keeps up
+            redraws = page.evaluate("() => window.__redraws")
+            assert 1 <= redraws <= 2, f"{redraws} redraws of the figures in 12 s"
+            page.wait_for_function(f"() => ({STEPS_JS})() >= 15", timeout=(FIGURE_REFRESH_S + 8) * 1000)
+            browser.close()
+    finally:
+        stop_app(proc)
+        trainer.kill()
+        trainer.wait()

@@ -2,15 +2,19 @@
 length of one or several runs (panels whose quantity a run does not have are left out, with the reason);
 smoothing, x axis (step, samples seen, training time), log scale and a CSV of the plotted series.
 
-While a chosen run is active the live part polls every 2 s; its figures are rebuilt only when a run's
-metrics or status changed (else the same figures are sent again, which costs a few milliseconds), so
-watching a run does not take CPU from its trainer. Built figures are shared by every session of the server
-(a new visitor of a run that someone has viewed gets them without building them again). A run that has not finished a step shows what its
-trainer is doing (its startup phase and log tail). The page's state is its URL (a shareable link).
+While a chosen run is active only its progress line is live: a fragment polls the run's status every 2 s
+and sends that line alone. The figures are drawn outside it, by a run of the whole page that the fragment asks
+for only when the figures' `signature` (each run's metrics file and state) changed and the figures were drawn
+`ui.FIGURE_REFRESH_S` or more ago, or when a run starts or ends; unchanged figures are never sent again, so watching
+a run takes little CPU from its trainer (measured with `mrtpo bench live`). Built figures are shared by every
+session of the server (a new visitor of a run that someone has viewed gets them without building them again).
+A run that has not finished a step shows what its trainer is doing (its startup phase and log tail). The
+page's state is its URL (a shareable link).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -19,6 +23,7 @@ from core.run.store import ACTIVE_STATES
 from mrtpo_viz import analysis, figures, launcher, loaders, panels, ui
 
 PAGE = "curves"
+DRAWN_KEY = "curves_drawn"  # session state: (the signature of the figures on the page, when they were drawn)
 
 st.title("Training curves")
 runs = ui.page_runs()
@@ -35,7 +40,8 @@ if not chosen:
 
 paths = [str(r.path) for r in chosen]
 labels = {str(r.path): loaders.run_label(r) for r in chosen}
-active_at_start = any(launcher.run_state(p).get("state") in ACTIVE_STATES for p in paths)
+states_now = {p: launcher.run_state(p) for p in paths}
+active_at_start = any(s.get("state") in ACTIVE_STATES for s in states_now.values())
 
 
 def signature(states: dict[str, dict]) -> tuple:
@@ -68,7 +74,9 @@ def built(key: tuple, run_labels: tuple) -> tuple[dict, list[str], dict[str, lis
 
 
 @st.fragment(run_every=ui.REFRESH_S if active_at_start else None)
-def live_curves() -> None:
+def live_progress() -> None:
+    """The runs' progress lines (every REFRESH_S s while one is active); asks for a run of the whole page when
+    a run started or ended, or when the figures are out of date and ui.FIGURE_REFRESH_S has passed since drawing."""
     states = {p: launcher.run_state(p) for p in paths}
     active = any(s.get("state") in ACTIVE_STATES for s in states.values())
     if active != active_at_start:
@@ -83,33 +91,40 @@ def live_curves() -> None:
         elif state in ("crashed", "failed"):
             st.error(f"{ui.plain(labels[p])}: {ui.plain(state)}")
             st.code(str(s.get("error") or "no error text")[-4000:], language=None)
-    if active:
-        st.caption(f"Live: checking every {ui.REFRESH_S:g} s while a run is active; the figures are redrawn when a "
-                   "step is written.")
-
-    drawn, hidden, problems = built(signature(states), tuple(labels.items()))
-    for label, warnings in problems.items():
-        ui.show_warnings(label, warnings)
-
-    row = None
-    for name, (panel, fig) in drawn.items():
-        if panel.full:
-            st.plotly_chart(fig, key=f"fig_{name}")
-            row = None
-            continue
-        if row is None:
-            row = iter(st.columns(2))
-        try:
-            col = next(row)
-        except StopIteration:
-            row = iter(st.columns(2))
-            col = next(row)
-        col.plotly_chart(fig, key=f"fig_{name}")
-    for why in hidden:
-        st.caption(f"Not shown — {why}.")
-    st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
-        {fig.layout.title.text: fig for _, fig in drawn.values()}).to_csv(index=False).encode(),
-        "training_curves.csv", "text/csv", on_click="ignore", key="curves_csv")
+    if not active:
+        return
+    st.caption(f"Live: the progress is checked every {ui.REFRESH_S:g} s; the figures are redrawn when a step has "
+               f"been written, at most every {ui.FIGURE_REFRESH_S:g} s.")
+    drawn_sig, drawn_at = st.session_state.get(DRAWN_KEY, (None, 0.0))
+    if signature(states) != drawn_sig and time.monotonic() - drawn_at >= ui.FIGURE_REFRESH_S:
+        st.rerun()  # the whole page, so the figures below are drawn again
 
 
-live_curves()
+# The figures' signature is taken before the progress fragment's first run, so that run never asks for another.
+key = signature(states_now)
+st.session_state[DRAWN_KEY] = (key, time.monotonic())
+live_progress()
+
+drawn, hidden, problems = built(key, tuple(labels.items()))
+for label, warnings in problems.items():
+    ui.show_warnings(label, warnings)
+
+row = None
+for name, (panel, fig) in drawn.items():
+    if panel.full:
+        st.plotly_chart(fig, key=f"fig_{name}")
+        row = None
+        continue
+    if row is None:
+        row = iter(st.columns(2))
+    try:
+        col = next(row)
+    except StopIteration:
+        row = iter(st.columns(2))
+        col = next(row)
+    col.plotly_chart(fig, key=f"fig_{name}")
+for why in hidden:
+    st.caption(f"Not shown — {why}.")
+st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
+    {fig.layout.title.text: fig for _, fig in drawn.values()}).to_csv(index=False).encode(),
+    "training_curves.csv", "text/csv", on_click="ignore", key="curves_csv")
