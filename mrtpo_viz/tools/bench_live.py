@@ -1,7 +1,7 @@
 """`mrtpo bench live`: does watching a run in the app slow its training? The same short run, trained with
 nobody watching and with a headless Chromium on its Training curves page for the whole run.
 
-    mrtpo bench live [--steps 40] [--seed 0] [--repeat 1] [--app-root DIR]
+    mrtpo bench live [--steps 40] [--seed 0] [--repeat 1] [--app-root DIR [DIR ...]]
 
 Each arm starts the run as the app does (`mrtpo_viz.launcher.start_run`: `python -m core.cli train ...` in its
 own session) with the same config and seed, so both arms train the same steps on the same samples:
@@ -12,7 +12,9 @@ own session) with the same config and seed, so both arms train the same steps on
 Printed per arm: the median and mean `time/step` of steps 2..N (step 1 warms up), the run's wall time, the CPU
 seconds the server and the browser used while the run trained, and the load average before and after.
 With `--repeat R` the arms alternate (none, browser, none, ...). `--app-root` serves another checkout's app
-(to measure an older version of the page). Needs Chromium and Playwright. Never imports torch.
+(to measure an older version of the page); with several, the browser arm runs once per checkout in each round
+(labelled by the folder's name), so versions are compared under the same load. Needs Chromium and Playwright.
+Never imports torch.
 """
 
 from __future__ import annotations
@@ -134,29 +136,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny-instruct", help="model (tiny-instruct)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per arm, the arms alternating (1)")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms (both)")
-    parser.add_argument("--app-root", default=str(REPO_ROOT), help="checkout whose app is served (this one)")
+    parser.add_argument("--app-root", nargs="+", default=[str(REPO_ROOT)],
+                        help="checkouts whose app is served in the browser arm (this one)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a run may take (900)")
     args = parser.parse_args(argv)
     if "browser" in args.arms and not os.access(CHROMIUM, os.X_OK):
         print(f"mrtpo bench live: needs Chromium at {CHROMIUM}", file=sys.stderr)
         return 2
     cfg = TrainConfig(model=args.model, steps=args.steps, seed=args.seed, checkpoint_every=0, device="cpu")
+    roots = [Path(r).resolve() for r in args.app_root]
     print(f"run: {cfg.model}, {cfg.method}/{cfg.routing}, {cfg.prompts_per_step} prompts x G={cfg.group_size}, "
-          f"max_new_tokens {cfg.max_new_tokens}, {cfg.steps} steps, seed {cfg.seed}, cpu; app at {args.app_root}",
-          flush=True)
+          f"max_new_tokens {cfg.max_new_tokens}, {cfg.steps} steps, seed {cfg.seed}, cpu; apps at "
+          f"{', '.join(map(str, roots))}", flush=True)
+    plan = [(arm, root) for arm in args.arms for root in (roots if arm == "browser" else [None])]
+    label = {root: "browser" if len(roots) == 1 else f"browser:{root.name}" for root in roots}
     results = []
     with tempfile.TemporaryDirectory(prefix="mrtpo-bench-live-") as tmp:
         for i in range(args.repeat):
-            for arm in args.arms:
-                r = run_arm(arm, cfg, f"live-{arm}-{i}", Path(args.app_root).resolve(), Path(tmp), args.timeout)
+            for n, (arm, root) in enumerate(plan):
+                name = f"live-{arm}-{i}-{n}"
+                r = run_arm(arm, cfg, name, root or roots[0], Path(tmp), args.timeout)
+                r["arm"] = label[root] if root else arm
                 results.append(r)
-                print(f"  {arm:<8} median {r['median_s']:.3f} s/step, mean {r['mean_s']:.3f} s/step over steps "
+                print(f"  {r['arm']:<16} median {r['median_s']:.3f} s/step, mean {r['mean_s']:.3f} s/step over steps "
                       f"2..{r['steps']}, wall {r['wall_s']:.0f} s, server+browser CPU {r['watch_cpu_s']:.1f} s; "
                       f"load {r['load_before']} -> {r['load_after']}", flush=True)
-    print("\narm      median s/step (per run)")
-    for arm in args.arms:
-        med = [r["median_s"] for r in results if r["arm"] == arm]
-        print(f"{arm:<8} {statistics.median(med):.3f}   ({', '.join(f'{m:.3f}' for m in med)})")
+    print("\narm              median s/step (per run)   server+browser CPU s (per run)")
+    for arm in dict.fromkeys(r["arm"] for r in results):
+        mine = [r for r in results if r["arm"] == arm]
+        med = [r["median_s"] for r in mine]
+        cpu = [r["watch_cpu_s"] for r in mine]
+        print(f"{arm:<16} {statistics.median(med):.3f}  ({', '.join(f'{m:.3f}' for m in med)})   "
+              f"{', '.join(f'{c:.1f}' for c in cpu)}")
     return 0
 
 
