@@ -10,7 +10,8 @@ own session) with the same config and seed, so both arms train the same steps on
            (/usr/bin/chromium through Playwright) on `/curves?run=<name>`, opened as soon as the run folder
            exists and kept open until the run completes (the page polls every 2 s while the run is active).
 Printed per arm: the median and mean `time/step` of steps 2..N (step 1 warms up), the run's wall time, the CPU
-seconds the server and the browser used while the run trained, and the load average before and after.
+seconds the app server and the browser (Playwright's driver and Chromium) used from the run's start to its end,
+and the load average before and after.
 With `--repeat R` the arms alternate (none, browser, none, ...). `--app-root` serves another checkout's app
 (to measure an older version of the page); with several, the browser arm runs once per checkout in each round
 (labelled by the folder's name), so versions are compared under the same load. Needs Chromium and Playwright.
@@ -88,7 +89,7 @@ def run_arm(arm: str, cfg: TrainConfig, name: str, app_root: Path, work: Path, t
     cfg = dataclasses.replace(cfg, runs_dir=str(runs), run_name=name)
     load_before = load_average()
     server = pw = browser = None
-    watch_cpu = 0.0
+    server_cpu = browser_cpu = 0.0
     try:
         if arm == "browser":
             runs.mkdir(parents=True, exist_ok=True)
@@ -99,9 +100,9 @@ def run_arm(arm: str, cfg: TrainConfig, name: str, app_root: Path, work: Path, t
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         # the watchers: the app server and this process's other children (Playwright's driver and its Chromium),
         # taken before the trainer (also a child) starts
-        watchers = [server.proc.pid, *_children().get(os.getpid(), [])] if server else []
-        watchers = list(dict.fromkeys(watchers))
-        cpu_start = sum(tree_cpu_s(pid) for pid in watchers)
+        browsers = [pid for pid in _children().get(os.getpid(), []) if server and pid != server.proc.pid]
+        server_start = tree_cpu_s(server.proc.pid) if server else 0.0
+        browser_start = sum(tree_cpu_s(pid) for pid in browsers)
         t0 = time.monotonic()
         launched = launcher.start_run(cfg)
         if browser is not None:
@@ -112,7 +113,9 @@ def run_arm(arm: str, cfg: TrainConfig, name: str, app_root: Path, work: Path, t
         done = _wait_for(lambda: launcher.run_state(launched.path).get("state") not in ("starting", "running"),
                          timeout_s, poll_s=0.5)
         wall = time.monotonic() - t0
-        watch_cpu = sum(tree_cpu_s(pid) for pid in watchers) - cpu_start
+        if server is not None:
+            server_cpu = tree_cpu_s(server.proc.pid) - server_start
+            browser_cpu = sum(tree_cpu_s(pid) for pid in browsers) - browser_start
     finally:
         if browser is not None:
             browser.close()
@@ -125,7 +128,7 @@ def run_arm(arm: str, cfg: TrainConfig, name: str, app_root: Path, work: Path, t
         raise RuntimeError(f"run {name} ended {state} (see {launched.path / 'train.log'})")
     times = RunStore(launched.path).metrics()["time/step"].tolist()[1:]
     return {"arm": arm, "name": name, "median_s": statistics.median(times), "mean_s": statistics.fmean(times),
-            "steps": len(times) + 1, "wall_s": wall, "watch_cpu_s": watch_cpu, "load_before": load_before,
+            "steps": len(times) + 1, "wall_s": wall, "server_cpu_s": server_cpu, "browser_cpu_s": browser_cpu, "load_before": load_before,
             "load_after": load_average()}
 
 
@@ -159,15 +162,14 @@ def main(argv: list[str] | None = None) -> int:
                 r["arm"] = label[root] if root else arm
                 results.append(r)
                 print(f"  {r['arm']:<16} median {r['median_s']:.3f} s/step, mean {r['mean_s']:.3f} s/step over steps "
-                      f"2..{r['steps']}, wall {r['wall_s']:.0f} s, server+browser CPU {r['watch_cpu_s']:.1f} s; "
+                      f"2..{r['steps']}, wall {r['wall_s']:.0f} s, CPU server {r['server_cpu_s']:.1f} s, browser {r['browser_cpu_s']:.1f} s; "
                       f"load {r['load_before']} -> {r['load_after']}", flush=True)
-    print("\narm              median s/step (per run)   server+browser CPU s (per run)")
+    print("\narm              median s/step (per run)   CPU s of server + browser (per run)")
     for arm in dict.fromkeys(r["arm"] for r in results):
         mine = [r for r in results if r["arm"] == arm]
         med = [r["median_s"] for r in mine]
-        cpu = [r["watch_cpu_s"] for r in mine]
-        print(f"{arm:<16} {statistics.median(med):.3f}  ({', '.join(f'{m:.3f}' for m in med)})   "
-              f"{', '.join(f'{c:.1f}' for c in cpu)}")
+        cpu = [f"{r['server_cpu_s']:.1f} + {r['browser_cpu_s']:.1f}" for r in mine]
+        print(f"{arm:<16} {statistics.median(med):.3f}  ({', '.join(f'{m:.3f}' for m in med)})   {', '.join(cpu)}")
     return 0
 
 
