@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     compare_runs = sorted(p.name for p in Path(args.compare_dir).iterdir()
                           if (p / "metrics.jsonl").exists()) if args.compare_dir else []
 
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="mrtpo-shots-") as tmp:
@@ -254,11 +255,16 @@ def main(argv: list[str] | None = None) -> int:
                         shoot(page, out / f"{args.prefix}js-divergence.png", main_block_clip(page, fig))
 
                     if "compare" in pages:  # every run of --compare-dir overlaid, and the steps-to-target table
-                        page.set_viewport_size(VIEWPORT)
+                        # tall enough that the table below the figure is drawn (Streamlit draws elements in view)
+                        page.set_viewport_size({"width": VIEWPORT["width"], "height": 2 * VIEWPORT["height"]})
                         sidebar(page, "Compare runs")
                         pick_all(page, compare_runs)
                         table = page.locator('[data-testid="stDataFrame"]').last
-                        table.wait_for()
+                        try:
+                            table.wait_for(timeout=20000)
+                        except PlaywrightTimeout:  # no steps-to-target table: the picture ends at the figure
+                            print("compare: no steps-to-target table shown; the picture ends at the figure")
+                            table = page.locator(".js-plotly-plot").last
                         page.wait_for_timeout(1500)
                         shoot(page, out / f"{args.prefix}compare.png", main_block_clip(page, table))
                 finally:
