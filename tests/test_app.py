@@ -501,7 +501,7 @@ def test_compare_page(runs_dir):
     assert {"≥ 0.25", "≥ 0.5", "≥ 0.75"} <= set(table.columns)
     at.radio(key="compare_source").set_value("eval").run()
     assert not at.exception and at.dataframe[0].value["steps logged"].tolist() == [3, 3]
-    at.text_input(key="compare_targets").set_value("0.5, banana").run()
+    next(t for t in at.text_input if t.label.startswith("Targets")).set_value("0.5, banana").run()
     assert not at.exception and any("Targets" in e.value for e in at.error)
 
 

@@ -483,3 +483,50 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
         stop_app(proc)
         trainer.kill()
         trainer.wait()
+
+
+def test_compare_targets_survive_clearing_and_picking_runs_again(tmp_path):
+    """Regression: after "Clear all" runs and picking runs again, the Targets box came back empty (the browser
+    sent the vanished widget's last value) and the steps-to-target table was gone."""
+    require(chromium_path() is not None, "Chromium is not installed (looked for /usr/bin/chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed in this environment")
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    for i, n in enumerate(["gdpo-a", "mrtpo-b"]):
+        write_synthetic_run(runs, n, steps=12, method=n.split("-")[0], rewards=DEFAULT_REWARDS, seed=i)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(90000)
+            try:
+                page.goto(url + "/compare?" + urlencode([("run", "gdpo-a"), ("run", "mrtpo-b")]))
+                wait_for_script(page)
+                box = page.get_by_label("Targets (comma-separated rates in [0, 1])")
+                box.fill("0.2, 0.6")
+                box.press("Enter")
+                wait_for_script(page)
+                runs_box = page.locator('[data-testid="stMultiSelect"]').first
+                runs_box.get_by_role("button", name="Clear all").first.click()
+                wait_for_script(page)
+                page.get_by_text("Pick runs to compare.").wait_for()
+                for name in ("gdpo-a", "mrtpo-b"):
+                    runs_box.locator("input").first.click()
+                    runs_box.locator("input").first.fill(name)
+                    page.get_by_role("option").filter(has_text=name).first.click()
+                    wait_for_script(page)
+                page.keyboard.press("Escape")
+                wait_for_script(page)
+                page.wait_for_timeout(1500)
+                assert box.input_value() == "0.2, 0.6"  # the user's targets, kept
+                page.get_by_text("Steps to reach an all-satisfied rate").wait_for()
+                assert page.locator('[data-testid="stDataFrame"]').count() >= 1, "the steps-to-target table is gone"
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)

@@ -13,6 +13,32 @@ PAGE = "compare"
 METRICS = {m.label: m for m in panels.COMPARE_METRICS}
 SOURCES = {"train": "training samples", "eval": "held-out eval"}
 
+TARGETS_DEFAULT = "0.25, 0.5, 0.75"
+
+
+def set_targets(text: str) -> None:
+    """Make `text` the targets (a link's); the box is drawn anew with it."""
+    st.session_state["compare_targets"] = text
+    targets_box_hidden()
+
+
+def targets_box_hidden() -> None:
+    """The page ends without the targets box (or must draw it anew): its next key is a new one, since the browser
+    keeps a vanished box's last value and would send it back (empty) for the old key."""
+    st.session_state["compare_targets_gen"] = st.session_state.get("compare_targets_gen", 0) + 1
+
+
+def targets_box(label: str) -> str:
+    """The targets text box; its text is kept in `compare_targets`, outside the widget (see targets_box_hidden)."""
+    kept = st.session_state.setdefault("compare_targets", TARGETS_DEFAULT)
+    key = f"compare_targets_box{st.session_state.get('compare_targets_gen', 0)}"
+    if key not in st.session_state:
+        st.session_state[key] = kept
+    text = st.text_input(label, key=key)
+    st.session_state["compare_targets"] = text
+    return text
+
+
 st.title("Compare runs")
 runs = ui.page_runs()
 target = ui.link_target(PAGE, ("run", "metric", "source", "targets", *ui.STYLE_PARAMS))
@@ -27,9 +53,10 @@ if target:
     if "source" in target:
         st.session_state["compare_source"] = target["source"][0] if target["source"][0] in SOURCES else "train"
     if "targets" in target:
-        st.session_state["compare_targets"] = target["targets"][0]
+        set_targets(target["targets"][0])
 chosen = ui.pick_runs(runs, "Runs to compare (one colour per run)", default_count=min(4, len(runs)))
 if not chosen:
+    targets_box_hidden()
     ui.write_link(PAGE, {})
     st.info("Pick runs to compare.")
     st.stop()
@@ -86,8 +113,7 @@ st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(drawn)
 
 st.subheader("Steps to reach an all-satisfied rate")
 st.caption(f"On {SOURCES[source]}" + (" (logged at checkpoint steps)." if source == "eval" else "."))
-st.session_state.setdefault("compare_targets", "0.25, 0.5, 0.75")
-text = st.text_input("Targets (comma-separated rates in [0, 1])", key="compare_targets")
+text = targets_box("Targets (comma-separated rates in [0, 1])")
 try:
     targets = sorted({float(x) for x in text.replace(";", ",").split(",") if x.strip()})
     if any(not 0 <= t <= 1 for t in targets):
@@ -110,4 +136,4 @@ if targets:
 ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen],
                      "metric": None if metric.label == "all satisfied" else metric.label,
                      "source": None if source == "train" else source,
-                     "targets": None if text == "0.25, 0.5, 0.75" else text, **ui.style_params(style)})
+                     "targets": None if text == TARGETS_DEFAULT else text, **ui.style_params(style)})
