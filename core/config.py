@@ -40,7 +40,7 @@ from core.run.names import RUN_NAME_RULE, is_run_name
 # tests check that the lists agree.
 METHODS = ("grpo", "gdpo", "mrtpo")
 ROUTINGS = ("replay", "span", "uniform")
-RELEVANCES = ("js", "js_specific")
+RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific")
 REPLAY_PAIRS = ("nonzero_adv", "all")
 DEVICES = ("auto", "cpu", "cuda")
 # Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
@@ -95,7 +95,7 @@ class TrainConfig:
     routing: str = "replay"
     """mrtpo only: where each reward's credit goes; replay (contrastive JS), span (verifier spans, an oracle) or uniform (= gdpo)"""
     relevance: str = "js"
-    """mrtpo replay only: token relevance; js (JS distance) or js_specific (minus the mean JS of the other rewards)"""
+    """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean"""
     sharpen: float = 1.0
     """exponent on the normalised relevance u before mixing; 1.0 leaves it as measured, >1 concentrates credit"""
     lam: float = 1.0

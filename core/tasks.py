@@ -15,6 +15,12 @@ arguments (keywords, phrases) and cue words ("comma", "lowercase", ...) and remo
 sentence matches, the prompt is returned unchanged (`constraint_part(k)` is None), so replay
 sees no difference and routes that reward uniformly, as GDPO would.
 
+A second kind of contrastive prompt (`contrastive_prompt(k, "swap")`, the `swap` relevance variants) keeps
+the constraint's part but replaces its argument (keyword, phrase, operands) by another value of the same
+kind (`Verifier.counterfactual`), drawn by a generator seeded by the item's key, k and the family, so the
+same prompt always gets the same counterfactual (and the G responses of a group share it). A family
+without an argument to swap gets the removal prompt.
+
 Never imports torch.
 """
 
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +39,8 @@ from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, fam
 from core.verifiers.text import sentence_spans
 
 Span = tuple[int, int]
+# Kinds of contrastive prompt x^-k: remove constraint k's part, or swap its argument (module docstring).
+CONTRASTS = ("remove", "swap")
 
 
 def json_error_text(exc: json.JSONDecodeError, line: bool = True) -> str:
@@ -106,13 +115,31 @@ class PromptItem:
             pos += len(text) + 1
         return None
 
-    def contrastive_prompt(self, k: int) -> str:
-        """The prompt with constraint k's part removed (see the module docstring)."""
+    def contrastive_prompt(self, k: int, contrast: str = "remove") -> str:
+        """The prompt with constraint k's part removed (`contrast="remove"`), or with its argument swapped
+        for another value of the same kind (`"swap"`; removed when the family has none). See the module
+        docstring."""
         self._check_index(k)
+        if contrast not in CONTRASTS:
+            raise ValueError(f"unknown contrast {contrast!r}; valid: {', '.join(CONTRASTS)}")
+        swap = self._swapper(k) if contrast == "swap" else None
         if self.text is None:
-            return " ".join(text for text, owners in self._pieces() if k not in owners)
+            kept = []
+            for text, owners in self._pieces():
+                new = text if k not in owners else swap(text) if swap else None
+                if new is not None:
+                    kept.append(new)
+            return " ".join(kept)
         part = self.constraint_part(k)
-        return self.text if part is None else _cut(self.text, *part)
+        if part is None:
+            return self.text
+        new = swap(self.text[part[0]: part[1]]) if swap else None
+        return _cut(self.text, *part) if new is None else self.text[: part[0]] + new + self.text[part[1]:]
+
+    def _swapper(self, k: int):
+        """text -> constraint k's counterfactual of that text (None: nothing to swap), seeded per item and k."""
+        c = self.constraints[k]
+        return lambda text: c.counterfactual(text, random.Random(f"{self.key}/{k}/{c.family}"))
 
     def _check_index(self, k: int) -> None:
         if not 0 <= k < len(self.constraints):
@@ -156,9 +183,10 @@ class PromptItem:
         return record
 
 
-def contrastive_prompt(item: PromptItem, k: int) -> str:
-    """`item.contrastive_prompt(k)`: the prompt with constraint k's part removed."""
-    return item.contrastive_prompt(k)
+def contrastive_prompt(item: PromptItem, k: int, contrast: str = "remove") -> str:
+    """`item.contrastive_prompt(k, contrast)`: the prompt with constraint k's part removed (or its argument
+    swapped)."""
+    return item.contrastive_prompt(k, contrast)
 
 
 def reward_names(items: Iterable[PromptItem]) -> list[str]:

@@ -3,7 +3,9 @@
 The formulas are in docs/METHOD.md ("MRTPO", "Relevance variants", "Routing sources"):
 
 - `js_distance`: base-2 Jensen-Shannon distance between two next-token distributions, in [0, 1];
-- `RELEVANCE`: relevance variants by name (`js`, `js_specific`), each `(d, applicable) -> relevance`;
+- `RELEVANCE`: relevance variants by name (`js`, `js_specific`, `swap`, `swap_specific`, `logp`,
+  `logp_specific`): which contrastive prompt, which per-token distance (`js_distance`, `logp_distance`),
+  and `(d, applicable) -> relevance`;
 - `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), w = clip((1 - lam) + lam u, 0, w_max);
 - `ROUTING`: routing sources by name (`replay`, `span`, `uniform`), each `(RoutingInputs) -> (weights, d)`;
   `replay` gets d by contrastive replay (a callable the trainer provides: `core.algos.teacher_forcing`);
@@ -121,26 +123,57 @@ def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float
 
 
 # ----------------------------------------------------------------------------- relevance variants
-# name -> fn(d (B, K, T), applicable (B, K)) -> relevance (B, K, T); NaN stays NaN where a reward does not apply.
+# A variant names the contrastive prompt x^-k (`contrast`, see core.tasks.CONTRASTS), the per-token distance of
+# the two passes (`distance`, see DISTANCES) and how the distances of a sample's rewards combine into relevance
+# (`combine`: fn(d (B, K, T), applicable (B, K)) -> relevance (B, K, T); NaN stays NaN where a reward does not
+# apply). `pairwise`: relevance[k, i] depends on d[k, i] alone (`replay_pairs` may then skip the other rewards
+# of a sample; a variant that reads the other rewards keeps all of them whenever one is replayed).
 
 
 def js_relevance(d: Tensor, applicable: Tensor) -> Tensor:
-    """`js`: the JS distance itself, relevance[k, i, t] = d[k, i, t]."""
+    """`js`, `swap`, `logp`: the distance itself, relevance[k, i, t] = d[k, i, t]."""
     return d
 
 
-RELEVANCE: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
-    "js": js_relevance,
-    "js_specific": specific_relevance,
+def logp_distance(logp_tok: Tensor, logq_tok: Tensor) -> Tensor:
+    """The `logp` distance of the sampled token: d = |log p(y_t | x) - log p(y_t | x^-k)|, elementwise on the
+    gathered log-probs of the sampled tokens (no vocabulary-sized tensor); in [0, inf), 0 where they agree."""
+    return (logp_tok.float() - logq_tok.float()).abs()
+
+
+# name -> how a per-token distance is computed from the two passes: "js" on the full next-token
+# distributions (`js_distance`), "logp" on the sampled token's log-probs only (`logp_distance`).
+DISTANCES = ("js", "logp")
+
+
+@dataclass(frozen=True)
+class Relevance:
+    """One relevance variant (docs/METHOD.md, "Relevance variants")."""
+
+    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced
+    distance: str  # one of DISTANCES
+    combine: Callable[[Tensor, Tensor], Tensor]
+    pairwise: bool
+
+    def __call__(self, d: Tensor, applicable: Tensor) -> Tensor:
+        return self.combine(d, applicable)
+
+
+RELEVANCE: dict[str, Relevance] = {
+    "js": Relevance("remove", "js", js_relevance, pairwise=True),
+    "js_specific": Relevance("remove", "js", specific_relevance, pairwise=False),
+    "swap": Relevance("swap", "js", js_relevance, pairwise=True),
+    "swap_specific": Relevance("swap", "js", specific_relevance, pairwise=False),
+    "logp": Relevance("remove", "logp", js_relevance, pairwise=True),
+    "logp_specific": Relevance("remove", "logp", specific_relevance, pairwise=False),
 }
-# Variants whose relevance[k, i] depends on d[k, i] alone. Any other variant (e.g. js_specific, which
-# subtracts the other rewards' mean) reads every applicable reward of a sample, so `replay_pairs` keeps
-# all of them whenever one of them is replayed. A new variant is treated that way unless listed here.
-PAIRWISE_RELEVANCE = frozenset({"js"})
+# Variants whose relevance[k, i] depends on d[k, i] alone (`Relevance.pairwise`).
+PAIRWISE_RELEVANCE = frozenset(name for name, r in RELEVANCE.items() if r.pairwise)
 
 
-def get_relevance(name: str) -> Callable[[Tensor, Tensor], Tensor]:
-    """The relevance variant `name`; unknown names raise with the valid ones."""
+def get_relevance(name: str) -> Relevance:
+    """The relevance variant `name` (callable as `(d, applicable) -> relevance`); unknown names raise with
+    the valid ones."""
     try:
         return RELEVANCE[name]
     except KeyError:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from core.algos.routing import js_distance
+from core.algos.routing import DISTANCES, js_distance, logp_distance
 
 
 def teacher_forced_batch(
@@ -315,6 +315,11 @@ def teacher_forced_chunks(
         yield jobs, logits
 
 
+def _gather_tokens(logp: Tensor, token_ids: Tensor) -> Tensor:
+    """(N,) log-probs of the tokens `token_ids` (N,) from log-distributions (N, V)."""
+    return torch.gather(logp, -1, token_ids.long().unsqueeze(-1)).squeeze(-1)
+
+
 def _logp_stats(logp: Tensor, token_ids: Tensor) -> tuple[Tensor, Tensor]:
     """(log pi(y), entropy) from log-distributions (..., V): gather, and H = -sum_v exp(l_v) l_v."""
     token_logp = torch.gather(logp, -1, token_ids.long().unsqueeze(-1)).squeeze(-1)
@@ -405,8 +410,11 @@ def contrastive_js(
     chunk_size: int = 8,
     logp_full: Tensor | None = None,
     pad_token_id: int = 0,
+    distance: str = "js",
+    token_logp: Tensor | None = None,
 ) -> Tensor:
-    """Relevance d[i, k, t] = js_distance(p_t, q_t) (B, K, T) by contrastive replay.
+    """Relevance d[i, k, t] = js_distance(p_t, q_t) (B, K, T) by contrastive replay (`distance="logp"`:
+    d = logp_distance(log p_t(y_t), log q_t(y_t)), the sampled token's log-probs only).
 
     p_t: next-token distribution at response position t under the full prompt x_i; q_t: the same
     under the contrastive prompt x_i^-k (`contrastive_ids[i][k]`, None when reward k does not apply
@@ -418,8 +426,15 @@ def contrastive_js(
     `logp_full` (B, T, V) from `response_logprobs` (the rollout pass) is reused when given;
     otherwise the full-prompt rows join the job list (a group's full rows before its contrastive
     rows) and are kept only until their sample's contrastive rows are done (memory stays bounded by
-    the chunk). Padding positions get d = 0.
+    the chunk). Padding positions get d = 0. For `distance="logp"` the full-prompt side needs only the
+    sampled tokens' log-probs: `token_logp` (B, T) when given (else gathered from `logp_full`, else from
+    the full-prompt rows, of which only the gathered (T_i,) values are kept).
     """
+    if distance not in DISTANCES:
+        raise ValueError(f"unknown distance {distance!r}; valid: {', '.join(DISTANCES)}")
+    if distance == "logp" and token_logp is None and logp_full is not None:
+        token_logp = torch.gather(logp_full, -1, response_ids.to(logp_full.device).long().unsqueeze(-1)).squeeze(-1)
+    have_full = logp_full is not None if distance == "js" else token_logp is not None
     b, t = response_ids.shape
     if len(contrastive_ids) != b:
         raise ValueError(f"contrastive prompts for {len(contrastive_ids)} samples, responses for {b}")
@@ -443,7 +458,7 @@ def contrastive_js(
             groups.setdefault(tuple(prompts_ids[i]), []).append(i)
     jobs: list[tuple[int, int]] = []
     for members in groups.values():
-        if logp_full is None:
+        if not have_full:
             jobs.extend((i, -1) for i in members)
         variants: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         for i in members:
@@ -453,7 +468,8 @@ def contrastive_js(
             jobs.extend(rows)
     remaining = {i: len(applies[i]) for i in {i for i, _ in jobs}}  # contrastive rows still to run
     prompts = [prompts_ids[i] if k < 0 else contrastive_ids[i][k] for i, k in jobs]
-    cache: dict[int, Tensor] = {}  # sample -> its (T_i, V) full-prompt log-distribution, while still needed
+    # sample -> its (T_i, V) full-prompt log-distribution ((T_i,) sampled-token log-probs for "logp"), while needed
+    cache: dict[int, Tensor] = {}
     for chunk_jobs, logits in teacher_forced_chunks(
         model, prompts, response_ids, lengths, chunk_size, pad_token_id, rows=[i for i, _ in jobs]
     ):
@@ -469,7 +485,8 @@ def contrastive_js(
         contrast = []  # (row in chunk) of the contrastive rows
         for row, (i, k) in enumerate(pairs):
             if k < 0:
-                cache[i] = logq[starts[row]: starts[row + 1]]
+                rows = logq[starts[row]: starts[row + 1]]
+                cache[i] = rows if distance == "js" else _gather_tokens(rows, response_ids[i, : rows.shape[0]])
             else:
                 contrast.append(row)
         if contrast:
@@ -479,13 +496,17 @@ def contrastive_js(
             kk = torch.tensor([pairs[row][1] for row in contrast], dtype=torch.long, device=device)
             kk = kk[:, None].expand(-1, t_c)[real_c]
             tt = real_c.nonzero()[:, 1]
-            if logp_full is None:
+            full = logp_full if distance == "js" else token_logp
+            if not have_full:
                 logp = torch.cat([cache[pairs[row][0]] for row in contrast], 0)
             else:
-                logp = logp_full[ii.to(logp_full.device), tt.to(logp_full.device)].to(device)
+                logp = full[ii.to(full.device), tt.to(full.device)].to(device)
             logq_c = logq if len(contrast) == len(pairs) else torch.cat(
                 [logq[starts[row]: starts[row + 1]] for row in contrast], 0)
-            d[ii, kk, tt] = js_distance(logp, logq_c)
+            if distance == "js":
+                d[ii, kk, tt] = js_distance(logp, logq_c)
+            else:
+                d[ii, kk, tt] = logp_distance(logp, _gather_tokens(logq_c, response_ids[ii, tt]))
         for i, k in pairs:
             if k >= 0:
                 remaining[i] -= 1

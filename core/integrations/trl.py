@@ -89,12 +89,13 @@ class PromptRow:
         messages[j]["content"] = content[: self.start] + text + content[self.end:]
         return messages
 
-    def contrastive(self, family: str) -> Any | None:
-        """The prompt x^-k for reward `family` (None when the row does not state it)."""
+    def contrastive(self, family: str, contrast: str = "remove") -> Any | None:
+        """The prompt x^-k for reward `family` (None when the row does not state it); `contrast` as in
+        `core.tasks.PromptItem.contrastive_prompt` (remove the constraint, or swap its argument)."""
         families = self.item.families()
         if family not in families:
             return None
-        return self.variant(self.item.contrastive_prompt(families.index(family)))
+        return self.variant(self.item.contrastive_prompt(families.index(family), contrast))
 
 
 def _last_user(messages: Sequence[Mapping]) -> int:
@@ -285,7 +286,8 @@ class MRTPOConfig(GRPOConfig):
                                                             "gdpo or grpo (every token gets the response's advantage)"})
     routing: str = field(default="replay", metadata={"help": "where each reward's credit goes: replay (contrastive "
                                                               "JS), span (verifier spans, an oracle) or uniform (= GDPO)"})
-    relevance: str = field(default="js", metadata={"help": "token relevance for replay routing: js or js_specific"})
+    relevance: str = field(default="js", metadata={"help": "token relevance for replay routing: js, js_specific, "
+                                                          "swap, swap_specific, logp or logp_specific"})
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
@@ -611,9 +613,10 @@ class MRTPOTrainer(GRPOTrainer):
             pairs = applicable if args.replay_pairs == "all" else routing_lib.replay_pairs(group_adv, applicable,
                                                                                              args.relevance)
         pad = self.processing_class.pad_token_id if self.processing_class.pad_token_id is not None else 0
+        relevance = routing_lib.get_relevance(args.relevance)
 
         def contrastive_js(chosen: Tensor) -> Tensor:
-            variants = [[row.contrastive(name) if bool(chosen[i, k]) else None
+            variants = [[row.contrastive(name, relevance.contrast) if bool(chosen[i, k]) else None
                          for k, name in enumerate(self.reward_names)] for i, row in enumerate(prompt_rows)]
             flat = [v for vs in variants for v in vs if v is not None]
             flat_ids = iter(self._token_ids(flat)) if flat else iter(())
@@ -627,7 +630,8 @@ class MRTPOTrainer(GRPOTrainer):
                 model.eval()  # no dropout in the replay: it measures the policy itself
                 try:
                     d = tf_lib.contrastive_js(model, prompt_ids, contrastive_ids, ids.to(device), mask.to(device),
-                                              args.replay_chunk, logp_full=None, pad_token_id=pad)  # (b, K, T)
+                                              args.replay_chunk, logp_full=None, pad_token_id=pad,
+                                              distance=relevance.distance)  # (b, K, T)
                 finally:
                     model.train(was_training)
             return d.float().cpu()

@@ -247,10 +247,11 @@ def rollout_logprobs(state: TrainState, rollout: Rollout) -> tf_lib.ResponseLogp
         )
 
 
-def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | None = None
+def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | None = None, contrast: str = "remove"
                            ) -> list[list[list[int] | None]]:
     """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply, or where
-    `pairs` (B, K) bool is False: no contrastive pass for that pair)."""
+    `pairs` (B, K) bool is False: no contrastive pass for that pair); `contrast` as in
+    `core.tasks.PromptItem.contrastive_prompt` (remove the constraint, or swap its argument)."""
     cache: dict[tuple[str, int], list[int]] = {}
     out = []
     for i, item in enumerate(rollout.items):
@@ -262,7 +263,7 @@ def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | 
                 continue
             key = (item.key, families.index(name))
             if key not in cache:
-                cache[key] = list(model_lib.encode_prompt(state.tokenizer, item.contrastive_prompt(key[1])))
+                cache[key] = list(model_lib.encode_prompt(state.tokenizer, item.contrastive_prompt(key[1], contrast)))
             row.append(cache[key])
         out.append(row)
     return out
@@ -287,13 +288,15 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
     if source is None:
         return Routing(None, None)
     pairs = replay_pairs(state, scores) if source == "replay" else None
+    variant = routing_lib.get_relevance(cfg.relevance)
 
     def contrastive_js(chosen: Tensor) -> Tensor:
         with torch.no_grad(), state.autocast():
             d = tf_lib.contrastive_js(
-                state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen),
+                state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen, variant.contrast),
                 rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,
                 logp_full=None if logprobs is None else logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
+                distance=variant.distance, token_logp=None if logprobs is None else logprobs.token_logp,
             )  # (B, K, T)
         return d.float().cpu()
 

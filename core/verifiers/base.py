@@ -10,6 +10,8 @@ import importlib
 import importlib.util
 import logging
 import math
+import random
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -150,6 +152,9 @@ class Verifier:
     # rule ("comma"), 1 for words of its follow-up sentences ("capital" in "No capital letters
     # are allowed." after a lowercase rule).
     cue_words: ClassVar[dict[str, int]] = {}
+    # What `counterfactual` swaps ("keyword", "phrase", "operands"); "" for a family without an argument to
+    # swap (the `swap` relevance then removes its sentence, as `js` does).
+    swap_kind: ClassVar[str] = ""
 
     def __init__(self, graded: bool = False, **kwargs: Any) -> None:
         if not isinstance(graded, bool):
@@ -196,6 +201,13 @@ class Verifier:
         """The raw check on a str; returns (score, spans). Built-in checks never raise."""
         raise NotImplementedError
 
+    def counterfactual(self, part: str, rng: random.Random) -> str | None:
+        """`part` (the prompt text stating this constraint: its sentence, or the task text for a task
+        verifier) with the constraint's argument replaced by another value of the same kind drawn from
+        `rng`, for the `swap` relevance (docs/METHOD.md, "Relevance variants"). None: this family has no
+        argument to swap, or `part` does not contain it; the caller then removes `part` instead."""
+        return None
+
     def verify(self, text: Any) -> VerifyResult:
         """Score and inspected spans of `text`; never raises (a non-string scores 0, no spans;
         an exception inside a custom check is logged and scores 0)."""
@@ -235,6 +247,28 @@ class Verifier:
 
     def __hash__(self) -> int:
         return hash((self.family, repr(sorted(self.kwargs.items())), self.graded))
+
+
+def swap_values(part: str, olds: Iterable[str], pool: Iterable[str], rng: random.Random) -> str | None:
+    """`part` with every occurrence (literal, case-insensitive) of each value in `olds` replaced by a value
+    of `pool` drawn from `rng`: distinct draws, none equal (case-insensitively) to an old value. None when
+    an old value does not occur in `part` or the pool has too few other values.
+
+    >>> swap_values("Include the keyword light.", ["light"], ["light", "stone"], random.Random(0))
+    'Include the keyword stone.'
+    """
+    olds = [o for o in olds if o]
+    taken = {o.lower() for o in olds}
+    choices = sorted({v for v in pool if v.lower() not in taken})
+    if not olds or len(choices) < len(olds) or any(o.lower() not in part.lower() for o in olds):
+        return None
+    new = {}
+    for old in olds:
+        pick = rng.choice(choices)
+        choices.remove(pick)
+        new[old.lower()] = pick
+    pattern = re.compile("|".join(re.escape(o) for o in sorted(olds, key=len, reverse=True)), re.IGNORECASE)
+    return pattern.sub(lambda m: new[m.group().lower()], part)
 
 
 _REGISTRY: dict[str, type[Verifier]] = {}

@@ -43,11 +43,22 @@ variant of a binary-only family raises `VerifierSpecError`).
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, Verifier, as_choice, as_int, as_text, as_word_list, register
+from core.verifiers.base import (
+    Param,
+    Span,
+    Verifier,
+    as_choice,
+    as_int,
+    as_text,
+    as_word_list,
+    register,
+    swap_values,
+)
 from core.verifiers.language import LANGUAGE_NAMES, detect_language
 from core.verifiers.text import capital_words, sentence_spans, word_spans
 
@@ -72,6 +83,17 @@ def _graded_count(count: int, relation: str, target: int) -> float:
     if count < target:
         return 1.0
     return max(0.0, (target - 1) / count) if count > 0 else 0.0
+
+
+# Values the `swap` relevance draws a counterfactual argument from (`Verifier.counterfactual`): words and
+# phrases of the kind the shipped prompt sets use (core/tools/promptgen.py), so a swapped prompt stays in the
+# distribution the embedded models were trained on.
+SWAP_WORDS = (
+    "light", "green", "stone", "quiet", "bright", "warm", "river", "happy", "little", "steady", "gentle", "morning",
+    "silver", "calm", "sweet", "fresh", "round", "golden",
+)  # fmt: skip
+SWAP_END_PHRASES = ("That is all.", "The end.", "Thank you.", "See you soon.")
+SWAP_START_PHRASES = ("Dear reader", "Hello friend", "Good day", "Well now")
 
 
 def _join_words(words: list[str], conj: str = "and") -> str:
@@ -233,6 +255,11 @@ class KeywordExistence(Verifier):
     def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
         return list(self.kwargs["keywords"]), dict(self.cue_words)
 
+    swap_kind = "keyword"
+
+    def counterfactual(self, part: str, rng: random.Random) -> str | None:
+        return swap_values(part, self.kwargs["keywords"], SWAP_WORDS, rng)
+
 
 @register("keywords:forbidden_words")
 class ForbiddenWords(Verifier):
@@ -263,6 +290,11 @@ class ForbiddenWords(Verifier):
     def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
         return list(self.kwargs["forbidden_words"]), dict(self.cue_words)
 
+    swap_kind = "keyword"
+
+    def counterfactual(self, part: str, rng: random.Random) -> str | None:
+        return swap_values(part, self.kwargs["forbidden_words"], SWAP_WORDS, rng)
+
 
 @register("keywords:frequency")
 class KeywordFrequency(Verifier):
@@ -292,6 +324,11 @@ class KeywordFrequency(Verifier):
     def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
         k = self.kwargs
         return [k["keyword"], f"{k['relation']} {k['frequency']}"], dict(self.cue_words)
+
+    swap_kind = "keyword"
+
+    def counterfactual(self, part: str, rng: random.Random) -> str | None:
+        return swap_values(part, [self.kwargs["keyword"]], SWAP_WORDS, rng)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,6 +364,12 @@ class _PhrasePosition(Verifier):
 
     def prompt_cues(self) -> tuple[list[str], dict[str, int]]:
         return [self.kwargs[self.phrase_arg]], dict(self.cue_words)
+
+    swap_kind = "phrase"
+
+    def counterfactual(self, part: str, rng: random.Random) -> str | None:
+        pool = SWAP_END_PHRASES if self.at_end else SWAP_START_PHRASES
+        return swap_values(part, [self.kwargs[self.phrase_arg]], pool, rng)
 
 
 @register("startend:end_checker")
@@ -689,6 +732,36 @@ class Arithmetic(Verifier):
         except ValueError:  # more digits than int() accepts from a string: not the answer
             return 0.0, [m.span()]
         return float(value == self.kwargs["answer"]), [m.span()]
+
+    swap_kind = "operands"
+
+    def counterfactual(self, part: str, rng: random.Random) -> str | None:
+        """The task text with every integer (operand) replaced by another one with as many digits, redrawn
+        until the operands' sum differs (so the asked-for answer changes for a sum). None without an
+        integer in the text.
+
+        >>> import random
+        >>> Arithmetic(answer=9).counterfactual("What is 5 plus 4?", random.Random(0))
+        'What is 8 plus 8?'
+        """
+        olds = [int(m.group()) for m in _INT_RE.finditer(part)]
+        if not olds:
+            return None
+        for _ in range(100):
+            news = [_other_int(v, rng) for v in olds]
+            if sum(news) != sum(olds):
+                break
+        values = iter(news)
+        return _INT_RE.sub(lambda m: str(next(values)), part)
+
+
+def _other_int(value: int, rng: random.Random) -> int:
+    """An integer != value with as many digits and the same sign, drawn uniformly from rng (0 draws 1..8)."""
+    digits = len(str(abs(value)))
+    low, high = (1 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
+    pick = rng.randint(low, high - 1)
+    pick = pick + 1 if pick >= abs(value) and low <= abs(value) <= high else pick
+    return -pick if value < 0 else pick
 
 
 # ---------------------------------------------------------------------------------------------
