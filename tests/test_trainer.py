@@ -20,9 +20,11 @@ torch.set_num_threads(1)
 CONTRACT_KEYS = [
     "reward/all_satisfied", "adv/mean", "adv/std", "adv/abs_mean", "loss/policy", "loss/kl", "loss/total",
     "policy/clip_frac", "policy/kl", "policy/entropy", "time/generate", "time/verify", "time/replay", "time/update",
-    "time/step",
+    "time/step", "span/overlap",
 ]  # fmt: skip
-PER_REWARD = ["reward/{}", "js/{}/mean", "js/{}/max", "span/{}/mass_in", "span/{}/auc", "span/{}/auc_control"]
+PER_REWARD = ["reward/{}", "js/{}/mean", "js/{}/max", "span/{}/mass_in", "span/{}/auc", "span/{}/auc_control",
+              "span/{}/overlap", "span/{}/lift", "span/{}/mass_control", "span/{}/mass_in_ceiling",
+              "span/{}/auc_vs_entropy", "span/{}/auc_satisfied", "span/{}/auc_violated"]
 
 
 @pytest.fixture
@@ -80,6 +82,11 @@ def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
     row = metrics.iloc[0]
     assert row["reward/test:letters"] == pytest.approx(row["reward/test:letters"])  # not NaN
     assert 0 < row["js/test:letters/mean"] <= row["js/test:letters/max"] <= 1
+    overlap = metrics["span/overlap"].dropna()
+    assert len(overlap) and overlap.between(0, 1 + 1e-6).all()
+    assert (metrics["span/test:letters/mass_in_ceiling"] == 1.0).all()  # every letters span is non-empty
+    assert metrics["span/test:letters/auc_vs_entropy"].between(-1, 1).all()  # replay gives the entropy baseline
+    assert -1 <= row["span/test:letters/auc_vs_entropy"] <= 1  # the replay run has the entropy baseline
     assert row["time/step"] >= row["time/generate"]
     # The held-out set is scored at checkpoints only (steps 2 and 3).
     assert metrics["eval/reward/test:letters"].notna().tolist() == [False, True, True]

@@ -1,7 +1,9 @@
 """Span agreement metrics: does a reward's relevance / routing mass land on its verifier's spans?
 
 Logged per step and reward (`span/<name>/...`, `js/<name>/...`; docs/METHOD.md, "Span agreement"):
-`mass_in_span`, `roc_auc`, `span_auc` with its `control_auc`, `span_agreement`, `js_summary`.
+`mass_in_span`, `roc_auc`, `span_auc` with its `control_auc`, `span_agreement`, `js_summary`; and how
+reward-specific the routing is ("Specificity"): `token_shares`, `pairwise_overlap`, `mass_control`,
+`specificity`.
 
 Shapes: B samples, K rewards, T response tokens (`mask` (B, T) is 1 on real tokens); relevance d
 (B, K, T) is NaN for a reward that does not apply to a sample's prompt.
@@ -123,3 +125,104 @@ def js_summary(d: Tensor, mask: Tensor, reward_names: Sequence[str]) -> dict[str
         out[f"js/{name}/max"] = float(vals.max()) if vals.numel() else float("nan")
     return out
 
+
+
+# ----------------------------------------------------------------------------- specificity (docs/METHOD.md)
+
+
+def token_shares(x: Tensor, mask: Tensor) -> Tensor:
+    """p[i, k, t] = x[k,i,t] m[i,t] / sum_t x[k,i,t] m[i,t]: x (B, K, T) (routing weights or relevance)
+    normalised over each response's real tokens; NaN for a row with no mass (or NaN x: does not apply)."""
+    m = mask.to(torch.float32)[:, None, :]
+    x = x.to(torch.float32)
+    dead = torch.isnan(x).all(-1, keepdim=True)
+    x = torch.nan_to_num(x, nan=0.0).clamp(min=0.0) * m
+    total = x.sum(-1, keepdim=True)
+    p = x / total.clamp(min=torch.finfo(torch.float32).tiny)
+    return torch.where((total > 0) & ~dead, p, torch.full_like(p, torch.nan))
+
+
+def pairwise_overlap(p: Tensor) -> Tensor:
+    """(B, K, K) routing overlap of two rewards on one response: O[i, k, j] = sum_t min(p_k(t), p_j(t)) for
+    the token shares p (B, K, T) of `token_shares`; 1 = identical routing (GRPO/GDPO), 0 = disjoint.
+    NaN where either row is NaN and on the diagonal."""
+    o = torch.minimum(p[:, :, None, :], p[:, None, :, :]).sum(-1)  # NaN propagates
+    eye = torch.eye(p.shape[1], dtype=torch.bool, device=p.device)[None]
+    return torch.where(eye, torch.full_like(o, torch.nan), o)
+
+
+def mass_control(p: Tensor, span_mask: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(lift (B, K), control (B, K, K)): routing mass on reward k's span relative to the span's token share.
+
+        share_k   = |S_k| / T_i                               (the span's share of the response's tokens)
+        lift[i,k] = sum_{t in S_k} p_k(t) / share_k            (k's own mass; 1 = no preference)
+        ctl[i,k,j] = sum_{t in S_k} p_j(t) / share_k           (reward j's mass on k's span; < 1 avoids it)
+
+    NaN where k's span is empty, where row k or j of p is NaN (does not apply), and on the diagonal of ctl."""
+    s = span_mask.to(torch.float32) * mask.to(torch.float32)[:, None, :]  # (B, K, T)
+    share = s.sum(-1) / mask.to(torch.float32).sum(-1, keepdim=True).clamp(min=1.0)  # (B, K)
+    on_span = torch.einsum("bkt,bjt->bkj", s, torch.nan_to_num(p, nan=0.0))  # mass of j on k's span
+    dead = torch.isnan(p).all(-1)  # (B, K)
+    ratio = on_span / share[:, :, None].clamp(min=torch.finfo(torch.float32).tiny)
+    ok = (share[:, :, None] > 0) & ~dead[:, None, :] & ~dead[:, :, None]
+    ratio = torch.where(ok, ratio, torch.full_like(ratio, torch.nan))
+    eye = torch.eye(p.shape[1], dtype=torch.bool, device=p.device)[None]
+    lift = torch.diagonal(ratio, dim1=1, dim2=2)
+    return lift, torch.where(eye, torch.full_like(ratio, torch.nan), ratio)
+
+
+def _nanmean(x: Tensor) -> float:
+    x = x[~torch.isnan(x)]
+    return float(x.mean()) if x.numel() else float("nan")
+
+
+def specificity(
+    weights: Tensor,
+    d: Tensor | None,
+    span_mask: Tensor,
+    mask: Tensor,
+    rewards: Tensor,
+    reward_names: Sequence[str],
+    applicable: Tensor,
+    entropy: Tensor | None = None,
+) -> dict[str, float]:
+    """Step metrics of how reward-specific the routing is (docs/METHOD.md, "Specificity"):
+
+    - `span/overlap` and `span/<name>/overlap`: `pairwise_overlap` of the routing-weight shares, averaged
+      over the response's pairs of rewards that both apply (per reward: its pairs);
+    - `span/<name>/lift`, `span/<name>/mass_control`: `mass_control` averaged over the samples with a
+      non-empty span of k (control: over the other applicable rewards j too);
+    - `span/<name>/mass_in_ceiling`: share of k's applicable samples with a non-empty span (`mass_in`
+      cannot exceed it: an empty span takes no mass);
+    - `span/<name>/auc_vs_entropy`: `span_auc` of d minus the same AUC of the policy's next-token entropy
+      (NaN without entropy or d);
+    - `span/<name>/auc_satisfied`, `span/<name>/auc_violated`: `span_auc` of d over the samples whose
+      score on k is 1 / below 1.
+    `weights` (B, K, T), d (B, K, T) or None, rewards (B, K), applicable (B, K) bool, entropy (B, T) or None.
+    """
+    app = applicable.bool()
+    w = torch.where(app[:, :, None], weights.to(torch.float32), torch.full_like(weights, torch.nan, dtype=torch.float32))
+    p = token_shares(w, mask)
+    o = pairwise_overlap(p)
+    lift, ctl = mass_control(p, span_mask, mask)
+    nonempty = (span_mask.bool() & mask.bool()[:, None, :]).any(-1)  # (B, K)
+    out = {"span/overlap": _nanmean(o)}
+    for k, name in enumerate(reward_names):
+        out[f"span/{name}/overlap"] = _nanmean(o[:, k, :])
+        out[f"span/{name}/lift"] = _nanmean(lift[:, k])
+        out[f"span/{name}/mass_control"] = _nanmean(ctl[:, k, :])
+        n_app = int(app[:, k].sum())
+        out[f"span/{name}/mass_in_ceiling"] = float((nonempty[:, k] & app[:, k]).sum()) / n_app if n_app else float("nan")
+        auc_k = span_auc(d, span_mask, mask, k) if d is not None else float("nan")
+        if d is not None and entropy is not None:
+            ent = torch.where(torch.isnan(d), d, entropy.to(d.dtype)[:, None, :].expand_as(d))
+            out[f"span/{name}/auc_vs_entropy"] = auc_k - span_auc(ent, span_mask, mask, k)
+        else:
+            out[f"span/{name}/auc_vs_entropy"] = float("nan")
+        for outcome, rows in (("satisfied", rewards[:, k] >= 1.0), ("violated", rewards[:, k] < 1.0)):
+            if d is None:
+                out[f"span/{name}/auc_{outcome}"] = float("nan")
+                continue
+            keep = torch.where(rows[:, None, None], d, torch.full_like(d, torch.nan))
+            out[f"span/{name}/auc_{outcome}"] = span_auc(keep, span_mask, mask, k)
+    return out

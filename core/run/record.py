@@ -82,8 +82,10 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     if weights is None:
         weights = rollout.mask[:, None, :].expand(-1, len(names), -1)
     # Routing mass over the pairs routing acted on (a skipped pair has uniform weights and advantage 0).
-    m.update(span_metrics.span_agreement(js, weights, rec.scores.span_mask, rollout.mask, names,
-                                         rec.scores.applicable if replayed is None else replayed))
+    acted = rec.scores.applicable if replayed is None else replayed
+    m.update(span_metrics.span_agreement(js, weights, rec.scores.span_mask, rollout.mask, names, acted))
+    m.update(span_metrics.specificity(weights, js, rec.scores.span_mask, rollout.mask, rec.scores.rewards, names,
+                                      acted, rec.routing.entropy))
     m.update(rec.times)
     return m
 

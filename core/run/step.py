@@ -108,6 +108,7 @@ class Routing:
     weights: Tensor | None  # (B, K, T) routing weights; None when the estimator ignores them
     js: Tensor | None  # (B, K, T) relevance d (NaN where not computed); None when no replay ran
     replayed: Tensor | None = None  # (B, K) bool: pairs whose contrastive pass ran; None when no replay ran
+    entropy: Tensor | None = None  # (B, T) the policy's next-token entropy under x (replay only; the metrics' baseline)
 
 
 @dataclass
@@ -306,7 +307,8 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
     )
     with torch.no_grad():
         weights, js = routing_lib.get_routing(source)(inputs)
-    return Routing(weights.float(), js, None if js is None else pairs & scores.applicable)
+    return Routing(weights.float(), js, None if js is None else pairs & scores.applicable,
+                   None if logprobs is None else logprobs.entropy.float().cpu())
 
 
 def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, routing: Routing) -> Advantages:
