@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "efficiency": ("core.tools.efficiency", "the sample-efficiency study (GRPO, GDPO, MRTPO variants)"),
     "trl": ("core.tools.bench_trl", "MRTPOTrainer vs TRL's GDPO on the same batches, 1 vs N processes"),
     "live": ("mrtpo_viz.tools.bench_live", "a run's s/step with and without a browser watching its curves"),
+    "faithfulness": ("core.tools.bench_faithfulness", "span faithfulness and cost of every relevance variant"),
 }
 SUBCOMMANDS["bench"] = ("core.cli", "benchmarks that print numbers: " + ", ".join(BENCHMARKS))
 

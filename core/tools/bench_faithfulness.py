@@ -1,0 +1,208 @@
+"""`mrtpo bench faithfulness`: how reward-specific each relevance variant's routing is, on fixed samples.
+
+    mrtpo bench faithfulness [--model tiny-instruct] [--prompts 64] [--samples 4] [--out docs/results]
+
+Samples `--samples` responses to each of the first `--prompts` prompts of the prompt set (default: the
+default set, the policy as shipped, seed 0), verifies them, and for every relevance variant of
+`core.algos.routing.RELEVANCE` replays every applicable (sample, reward) pair (`replay_pairs=all`) and
+computes, per reward, the span metrics of docs/METHOD.md ("Span agreement", "Specificity"): mass_in and
+its ceiling, lift, mass control, overlap, auc, auc minus the entropy baseline's, auc by outcome. The same
+metrics for four baselines that need no replay: `random` (uniform noise), `position` (1 / (t + 1): early
+tokens), `entropy` (the policy's next-token entropy, the same for every reward) and `span` (the verifier
+span mask itself, the oracle). Cost: contrastive passes per response and seconds of replay per batch,
+next to one GDPO step (sample + verify + update) on the same batch. Metrics are averaged over batches.
+Writes `faithfulness-<model>.md` and `.csv` under `--out` and prints the Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import time
+from pathlib import Path
+
+METRICS = ("mass_in", "mass_in_ceiling", "lift", "mass_control", "overlap", "auc", "auc_vs_entropy",
+           "auc_satisfied", "auc_violated", "auc_control")
+BASELINES = ("random", "position", "entropy", "span")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mrtpo bench faithfulness", description=__doc__.split("\n\n")[1])
+    p.add_argument("--model", default="tiny-instruct", help="preset or local model folder (default: tiny-instruct)")
+    p.add_argument("--prompt-set", default="sample_data/prompts/default.jsonl")
+    p.add_argument("--prompts", type=int, default=64, help="prompts (the first ones of the set; default 64)")
+    p.add_argument("--samples", type=int, default=4, help="responses per prompt (default 4)")
+    p.add_argument("--batch-prompts", type=int, default=16, help="prompts per batch (default 16)")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--replay-chunk", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--out", default="docs/results", help="folder of the Markdown and CSV report")
+    return p
+
+
+def baseline_relevance(name: str, span_mask, mask, entropy, applicable, seed: int):
+    """(B, K, T) relevance of a baseline (NaN where a reward does not apply): `random` uniform noise,
+    `position` 1 / (t + 1), `entropy` the policy's next-token entropy, `span` the span mask (the oracle)."""
+    import torch
+
+    b, k, t = span_mask.shape
+    if name == "random":
+        rel = torch.rand((b, k, t), generator=torch.Generator().manual_seed(seed))
+    elif name == "position":
+        rel = (1.0 / (torch.arange(t, dtype=torch.float32) + 1.0)).expand(b, k, t)
+    elif name == "entropy":
+        rel = entropy.float()[:, None, :].expand(b, k, t)
+    elif name == "span":
+        rel = span_mask.float()
+    else:
+        raise ValueError(f"unknown baseline {name!r}; valid: {', '.join(BASELINES)}")
+    rel = rel * mask.float()[:, None, :]
+    return torch.where(applicable[:, :, None], rel, torch.full_like(rel, float("nan")))
+
+
+def relevance_metrics(rel, weights, scores, mask, names, entropy) -> dict[str, dict[str, float]]:
+    """reward -> metric -> value for one batch (METRICS), plus "*" -> {"overlap": the response-level mean}."""
+    from core.algos import span_metrics
+
+    app = scores.applicable
+    flat = span_metrics.span_agreement(rel, weights, scores.span_mask, mask, names, app)
+    flat.update(span_metrics.specificity(weights, rel, scores.span_mask, mask, scores.rewards, names, app, entropy))
+    out = {name: {m: flat[f"span/{name}/{m}"] for m in METRICS} for name in names}
+    out["*"] = {"overlap": flat["span/overlap"]}
+    return out
+
+
+def run(args) -> tuple[list[dict], list[dict], dict]:
+    """(metric rows, cost rows, settings): one row per (relevance or baseline, reward)."""
+    import torch
+
+    from core.algos import routing as routing_lib
+    from core.config import TrainConfig
+    from core.run import lifecycle
+    from core.run import step as step_lib
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    base = TrainConfig(model=args.model, prompt_set=args.prompt_set, group_size=args.samples,
+                       prompts_per_step=args.batch_prompts, max_new_tokens=args.max_new_tokens,
+                       replay_chunk=args.replay_chunk, seed=args.seed, device=args.device, replay_pairs="all",
+                       runs_dir="runs", checkpoint_every=0, steps=1)
+    state = lifecycle.build_state(base)
+    state.items = state.items[: args.prompts]
+    gdpo = lifecycle.build_state(dataclasses.replace(base, method="gdpo"))
+    names = state.reward_names
+    n_batches = math.ceil(len(state.items) / args.batch_prompts)
+    sums: dict[tuple[str, str, str], list[float]] = {}
+    cost: dict[str, dict[str, list[float]]] = {}
+
+    def add(label: str, per_reward: dict[str, dict[str, float]]) -> None:
+        for reward, values in per_reward.items():
+            for metric, value in values.items():
+                sums.setdefault((label, reward, metric), []).append(value)
+
+    for batch in range(1, n_batches + 1):
+        t0 = time.perf_counter()
+        rollout = step_lib.collect_rollout(state, batch, keep_logits=True)
+        scores = step_lib.verify(state, rollout)
+        t_sample = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        logprobs = step_lib.rollout_logprobs(state, rollout)
+        t_logprobs = time.perf_counter() - t0
+        entropy = logprobs.entropy.float().cpu()
+        for variant in routing_lib.RELEVANCE:
+            state.cfg = dataclasses.replace(base, relevance=variant)
+            t0 = time.perf_counter()
+            routing = step_lib.route(state, rollout, scores, logprobs)
+            seconds = time.perf_counter() - t0
+            rel = routing_lib.get_relevance(variant)(routing.js, routing.replayed)
+            add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy))
+            c = cost.setdefault(variant, {"passes": [], "replay_s": [], "logprobs_s": []})
+            c["passes"].append(float(routing.replayed.sum()) / rollout.mask.shape[0])
+            c["replay_s"].append(seconds)
+            c["logprobs_s"].append(t_logprobs)
+        for name in BASELINES:
+            rel = baseline_relevance(name, scores.span_mask, rollout.mask, entropy, scores.applicable,
+                                     args.seed + batch)
+            weights = routing_lib.routing_weights(rel, rollout.mask)
+            add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy))
+        rollout.logits = None
+        t0 = time.perf_counter()
+        step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses
+        cost.setdefault("gdpo", {"step_s": []})["step_s"].append(t_sample + time.perf_counter() - t0)
+        print(f"batch {batch}/{n_batches} done", file=sys.stderr, flush=True)
+
+    def mean(values: list[float]) -> float:
+        values = [v for v in values if v is not None and not math.isnan(v)]
+        return sum(values) / len(values) if values else float("nan")
+
+    rows = []
+    for label in (*routing_lib.RELEVANCE, *BASELINES):
+        for reward in (*names, "*"):
+            row = {"relevance": label, "reward": reward}
+            row.update({m: mean(sums.get((label, reward, m), [])) for m in (("overlap",) if reward == "*" else METRICS)})
+            rows.append(row)
+    gdpo_s = mean(cost["gdpo"]["step_s"])
+    cost_rows = [{"relevance": "gdpo", "passes_per_response": 0.0, "replay_s_per_batch": 0.0,
+                  "step_s": gdpo_s, "step_vs_gdpo": 1.0}]
+    for variant in routing_lib.RELEVANCE:
+        c = cost[variant]
+        step_s = gdpo_s + mean(c["logprobs_s"]) + mean(c["replay_s"])
+        cost_rows.append({"relevance": variant, "passes_per_response": mean(c["passes"]),
+                          "replay_s_per_batch": mean(c["replay_s"]), "step_s": step_s, "step_vs_gdpo": step_s / gdpo_s})
+    settings = {"model": args.model, "prompt_set": args.prompt_set, "prompts": len(state.items),
+                "samples": args.samples, "batches": n_batches, "responses_per_batch": args.batch_prompts * args.samples,
+                "max_new_tokens": args.max_new_tokens, "seed": args.seed, "threads": torch.get_num_threads()}
+    return rows, cost_rows, settings
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
+    """The report: settings, cost per variant, overlap per variant, one table per reward."""
+    lines = [f"# Faithfulness of the relevance variants ({settings['model']})", "",
+             "Produced by `mrtpo bench faithfulness` (" + ", ".join(f"{k} {v}" for k, v in settings.items()) + ").",
+             "Metrics: docs/METHOD.md, \"Span agreement\" and \"Specificity\"; every applicable (sample, reward) pair "
+             "replayed; averages over batches. Baselines need no replay.", "",
+             "## Cost and overlap", "",
+             "| relevance | contrastive passes / response | replay s / batch | step s (est.) | x GDPO | mean pairwise overlap |",
+             "|---|---|---|---|---|---|"]
+    overlap = {r["relevance"]: r["overlap"] for r in rows if r["reward"] == "*"}
+    for c in cost_rows:
+        lines.append(f"| {c['relevance']} | {_fmt(c['passes_per_response'])} | {_fmt(c['replay_s_per_batch'])} | "
+                     f"{_fmt(c['step_s'])} | {_fmt(c['step_vs_gdpo'])} | {_fmt(overlap.get(c['relevance'], 1.0))} |")
+    for label in BASELINES:
+        lines.append(f"| baseline: {label} | - | - | - | - | {_fmt(overlap[label])} |")
+    lines += ["", "GDPO step = sample + verify + update on the batch; a variant's step is estimated as GDPO's + the "
+              "p_t log-softmax + its replay (every applicable pair; `replay_pairs=nonzero_adv` runs fewer).", ""]
+    for reward in dict.fromkeys(r["reward"] for r in rows if r["reward"] != "*"):
+        lines += [f"## {reward}", "", "| relevance | " + " | ".join(METRICS) + " |",
+                  "|---" * (len(METRICS) + 1) + "|"]
+        for r in rows:
+            if r["reward"] == reward:
+                lines.append(f"| {r['relevance']} | " + " | ".join(_fmt(r[m]) for m in METRICS) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pandas as pd
+
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    rows, cost_rows, settings = run(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = Path(args.model).name
+    pd.DataFrame(rows).to_csv(out / f"faithfulness-{tag}.csv", index=False)
+    pd.DataFrame(cost_rows).to_csv(out / f"faithfulness-{tag}-cost.csv", index=False)
+    text = markdown(rows, cost_rows, settings)
+    (out / f"faithfulness-{tag}.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
