@@ -429,6 +429,8 @@ def test_bootstrap_hand_computed_intervals():
     assert rep.bootstrap_interval(v) == rep.bootstrap_interval(v)
     assert -0.1 < rep.bootstrap_interval(v)[1] < rep.bootstrap_interval(v)[2] < 0.3
     assert all(math.isnan(x) for x in rep.bootstrap_interval([]))
+    point, lo, hi = rep.bootstrap_interval([0.2])  # one seed: a point without an interval
+    assert point == 0.2 and math.isnan(lo) and math.isnan(hi)
     assert all(math.isnan(x) for x in rep.bootstrap_interval([1.0, 0.0], geometric=True))
 
 
@@ -492,3 +494,12 @@ def test_paired_section_without_gdpo_and_in_report(study, tmp_path):
     assert "mrtpo-replay beats GDPO beyond the interval on: all satisfied, other." in md
     page = rep.html_page(rep.efficiency_figure(df), df, [0.2, 0.3, 0.4], None)
     assert "+0.23 [+0.20, +0.25]" in page
+
+
+def test_one_seed_gives_no_interval_and_no_verdict(study):
+    one = study[2][study[2]["seed"] == 0]
+    rows = rep.paired_differences(one, [0.3])
+    assert rows["n"].max() == 1 and rows["low"].isna().all()
+    assert rep.verdict_sentences(rows) == ["mrtpo-replay: one paired seed, so no interval and no verdict."]
+    header, table = rep.paired_table(rows)
+    assert table[0][header.index("all satisfied")] == "+0.20"  # 0.5 - 0.3 at step 4, seed 0

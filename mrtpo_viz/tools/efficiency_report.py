@@ -210,7 +210,8 @@ def bootstrap_interval(values: Sequence[float], geometric: bool = False, resampl
     With values v_1..v_n: point = (1/n) sum_i v_i; B resamples draw n indices uniformly with replacement
     (`numpy.random.default_rng(seed)`), each gives the mean of its values; low / high = the (1-level)/2 and
     (1+level)/2 percentiles of the B means (numpy's linear interpolation). `geometric=True` (ratios): the same on
-    log v, then exp: point = (prod_i v_i)^(1/n). docs/METHOD.md, "Paired differences against GDPO".
+    log v, then exp: point = (prod_i v_i)^(1/n). With one value there is no interval (low = high = NaN), so no
+    verdict. docs/METHOD.md, "Paired differences against GDPO".
 
     >>> bootstrap_interval([0.0, 1.0])  # resample means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4
     (0.5, 0.0, 1.0)
@@ -219,10 +220,12 @@ def bootstrap_interval(values: Sequence[float], geometric: bool = False, resampl
     if v.size == 0 or not np.isfinite(v).all() or (geometric and (v <= 0).any()):
         return math.nan, math.nan, math.nan
     x = np.log(v) if geometric else v
+    back = np.exp if geometric else (lambda t: t)
+    if x.size < 2:  # one seed: a point, no spread to resample
+        return float(back(x.mean())), math.nan, math.nan
     idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
     means = x[idx].mean(axis=1)
     lo, hi = np.percentile(means, [50 * (1 - level), 50 * (1 + level)])
-    back = np.exp if geometric else (lambda t: t)
     return float(back(x.mean())), float(back(lo)), float(back(hi))
 
 
@@ -313,6 +316,9 @@ def verdict_sentences(pd_rows: pd.DataFrame, baseline: str = BASELINE) -> list[s
     name = baseline.upper()
     lines = []
     for method, (better, worse) in verdicts(pd_rows).items():
+        if int(pd_rows.loc[pd_rows["method"] == method, "n"].max()) < 2:
+            lines.append(f"{method}: one paired seed, so no interval and no verdict.")
+            continue
         text = f"{method} beats {name} beyond the interval on: {', '.join(better)}" if better else (
             f"{method} beats {name} beyond the interval on none")
         text += f"; falls behind it beyond the interval on: {', '.join(worse)}." if worse else "."
@@ -325,6 +331,8 @@ def paired_cell(r: pd.Series) -> str:
     for a rate difference, '–' without pairs."""
     if not math.isfinite(r["point"]):
         return "–"
+    if not math.isfinite(r["low"]):  # one seed
+        return f"{r['point']:.2f}" if r["measure"].startswith("steps>=") else f"{r['point']:+.2f}"
     if r["measure"].startswith("steps>="):
         star = "*" if r["censored_method"] or r["censored_baseline"] else ""
         return f"{r['point']:.2f} [{r['low']:.2f}, {r['high']:.2f}]{star}"
