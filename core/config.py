@@ -41,6 +41,10 @@ from core.run.names import RUN_NAME_RULE, is_run_name
 METHODS = ("grpo", "gdpo", "mrtpo")
 ROUTINGS = ("replay", "span", "uniform")
 RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific")
+# The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): chosen by `mrtpo bench
+# faithfulness`, where swap_specific alone met every credit-specificity target (README, "Reward-specific
+# credit"; docs/results/faithfulness-tiny-instruct.md). Runs recorded before this default say `js` in config.json.
+DEFAULT_RELEVANCE = "swap_specific"
 REPLAY_PAIRS = ("nonzero_adv", "all")
 DEVICES = ("auto", "cpu", "cuda")
 # Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
@@ -94,7 +98,7 @@ class TrainConfig:
     """advantage estimator: grpo (sum rewards, then normalise), gdpo (normalise each reward per group) or mrtpo (GDPO routed to tokens)"""
     routing: str = "replay"
     """mrtpo only: where each reward's credit goes; replay (contrastive JS), span (verifier spans, an oracle) or uniform (= gdpo)"""
-    relevance: str = "js"
+    relevance: str = DEFAULT_RELEVANCE
     """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean"""
     sharpen: float = 1.0
     """exponent on the normalised relevance u before mixing; 1.0 leaves it as measured, >1 concentrates credit"""

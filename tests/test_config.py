@@ -12,6 +12,7 @@ import pytest
 from helpers import MICRO_REWARDS
 
 from core.config import (
+    DEFAULT_RELEVANCE,
     METHODS,
     RELEVANCES,
     ROUTINGS,
@@ -190,6 +191,7 @@ def test_routing_and_relevance_names_match_the_registries():
 
     assert tuple(ROUTINGS) == tuple(ROUTING)
     assert tuple(RELEVANCES) == tuple(RELEVANCE)
+    assert TrainConfig().relevance == DEFAULT_RELEVANCE == "swap_specific"
 
 
 def test_config_module_never_imports_torch():

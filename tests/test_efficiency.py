@@ -100,10 +100,11 @@ def test_setting_multi_picks_model_prompt_sets_tokens_and_methods(tmp_path):
     args = eff.resolve_args(eff.build_parser().parse_args(["--setting", "multi", "--out", str(tmp_path)]))
     assert args.model == "tiny-multi" and args.max_new_tokens == 96
     assert args.prompt_set.endswith("multi.jsonl") and args.heldout.endswith("multi-heldout.jsonl")
-    swap = [] if eff.arm_error("mrtpo-swap") else ["mrtpo-swap"]  # study v2's swap arm, once the trainer has it
-    assert args.methods == ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific", *swap]
-    spec = eff.plan_runs(args)[3 * len(args.seeds)]
-    assert spec.fields["relevance"] == "js_specific" and spec.fields["eval_prompt_set"].endswith("multi-heldout.jsonl")
+    assert args.methods == ["grpo", "gdpo", "mrtpo-replay", "mrtpo-swap-specific", "mrtpo-swap"]
+    specs = eff.plan_runs(args)
+    relevance = [specs[i * len(args.seeds)].fields.get("relevance") for i in (2, 3, 4)]
+    assert relevance == ["js", "swap_specific", "swap"]  # js pinned: the default relevance is not js any more
+    assert specs[3 * len(args.seeds)].fields["eval_prompt_set"].endswith("multi-heldout.jsonl")
     mine = eff.resolve_args(eff.build_parser().parse_args(["--setting", "multi", "--max-new-tokens", "64",
                                                            "--methods", "gdpo"]))
     assert mine.max_new_tokens == 64 and mine.methods == ["gdpo"]  # flags override the setting

@@ -151,6 +151,7 @@ def test_two_steps_token_advantages_and_a_complete_run_store(trl_run):
     assert changed  # two optimizer steps moved the policy
     store = RunStore(path)
     assert store.status()["state"] == "completed" and store.status()["step"] == 2
+    assert store.config()["relevance"] == "swap_specific"  # MRTPOConfig's default is the project's default
     metrics = store.metrics()
     assert metrics["step"].tolist() == [1, 2] and store.credit_steps() == [1, 2]
     frame = store.credit(2)

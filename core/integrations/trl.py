@@ -38,7 +38,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import TRL_REQUIREMENT, ConfigError, TrainConfig, field_error, reward_weights_error, trl_problem
+from core.config import (
+    DEFAULT_RELEVANCE,
+    TRL_REQUIREMENT,
+    ConfigError,
+    TrainConfig,
+    field_error,
+    reward_weights_error,
+    trl_problem,
+)
 
 if trl_problem():
     raise ImportError(f"core.integrations.trl: {trl_problem()}")
@@ -286,7 +294,7 @@ class MRTPOConfig(GRPOConfig):
                                                             "gdpo or grpo (every token gets the response's advantage)"})
     routing: str = field(default="replay", metadata={"help": "where each reward's credit goes: replay (contrastive "
                                                               "JS), span (verifier spans, an oracle) or uniform (= GDPO)"})
-    relevance: str = field(default="js", metadata={"help": "token relevance for replay routing: js, js_specific, "
+    relevance: str = field(default=DEFAULT_RELEVANCE, metadata={"help": "token relevance for replay routing: js, js_specific, "
                                                           "swap, swap_specific, logp or logp_specific"})
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})

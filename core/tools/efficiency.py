@@ -5,8 +5,9 @@
     mrtpo bench efficiency --model PATH --methods gdpo mrtpo-replay --jobs 2
     mrtpo bench efficiency --setting multi --seeds 0 1 2 3 4 --steps 150 --out runs/efficiency-multi
 
-Arms (`METHODS`): grpo, gdpo, mrtpo-replay, mrtpo-span (oracle), mrtpo-js-specific and mrtpo-swap; an arm
-whose relevance variant the trainer lacks is refused with the reason (`arm_error`).
+Arms (`METHODS`): grpo, gdpo, mrtpo-replay (relevance js), mrtpo-span (oracle), mrtpo-js-specific, mrtpo-swap
+and mrtpo-swap-specific (the default relevance); an arm whose relevance variant the trainer lacks is refused
+with the reason (`arm_error`).
 
 `--setting` picks the model, the prompt sets, the longest response and the default methods together
 (`core.tools.promptgen.SETTINGS`): `tiny` (tiny-instruct on default.jsonl / heldout.jsonl, the first
@@ -61,12 +62,14 @@ from core.tools.promptgen import SETTINGS, get_setting
 METHODS: dict[str, dict[str, str]] = {
     "grpo": {"method": "grpo"},
     "gdpo": {"method": "gdpo"},
-    "mrtpo-replay": {"method": "mrtpo", "routing": "replay"},
+    "mrtpo-replay": {"method": "mrtpo", "routing": "replay", "relevance": "js"},
     "mrtpo-span": {"method": "mrtpo", "routing": "span"},
     "mrtpo-js-specific": {"method": "mrtpo", "routing": "replay", "relevance": "js_specific"},
     # Study v2's swap arm: relevance from swapped counterfactual prompts (the `swap` variant of
     # core.algos.routing.RELEVANCE). A checkout whose trainer lacks that variant refuses the arm (`arm_error`).
     "mrtpo-swap": {"method": "mrtpo", "routing": "replay", "relevance": "swap"},
+    # The default relevance (core.config.DEFAULT_RELEVANCE), chosen by the faithfulness benchmark.
+    "mrtpo-swap-specific": {"method": "mrtpo", "routing": "replay", "relevance": "swap_specific"},
 }
 
 
@@ -82,10 +85,10 @@ def arm_error(method: str) -> str:
 
 
 # The methods a study of each setting trains unless --methods says otherwise (tiny: the first study's four;
-# multi: study v2's, with mrtpo-swap once the trainer has the swap relevance).
+# multi: study v2's: js, the default relevance swap_specific, and swap).
 SETTING_METHODS: dict[str, list[str]] = {
     "tiny": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-span"],
-    "multi": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-js-specific"] + ([] if arm_error("mrtpo-swap") else ["mrtpo-swap"]),
+    "multi": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-swap-specific", "mrtpo-swap"],
 }
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
 # where and with how many samples per forward pass it ran, which JS maps replay recorded (the training is the

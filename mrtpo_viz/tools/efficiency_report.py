@@ -36,8 +36,9 @@ from core.verifiers.families import OTHER_KIND, REWARD_KINDS, reward_kind
 
 ALL_SATISFIED = "eval/all_satisfied"
 EVAL_REWARD_PREFIX = "eval/reward/"
-METHOD_ORDER = ("grpo", "gdpo", "mrtpo-replay", "mrtpo-span")
-METHOD_COLORS = {"grpo": "#7f7f7f", "gdpo": "#1f77b4", "mrtpo-replay": "#d62728", "mrtpo-span": "#ff7f0e"}
+METHOD_ORDER = ("grpo", "gdpo", "mrtpo-replay", "mrtpo-span", "mrtpo-js-specific", "mrtpo-swap-specific", "mrtpo-swap")
+METHOD_COLORS = {"grpo": "#7f7f7f", "gdpo": "#1f77b4", "mrtpo-replay": "#d62728", "mrtpo-span": "#ff7f0e",
+                 "mrtpo-js-specific": "#9467bd", "mrtpo-swap-specific": "#2ca02c", "mrtpo-swap": "#8c564b"}
 EXTRA_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 TIME_KEYS = {"time/step": "s/step", "time/generate": "generate", "time/logprobs": "logprobs", "time/replay": "replay",
              "time/update": "update"}
