@@ -146,20 +146,25 @@ def test_same_seed_gives_the_same_metrics(make_cfg, tmp_path):
     assert not a[keep].equals(c[keep])
 
 
-def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg):
+@pytest.mark.parametrize("relevance", ["js", "swap_specific"])
+def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg, relevance):
     from core.run import lifecycle
     from core.run import step as step_lib
 
     gdpo = step_lib.train_step(lifecycle.build_state(make_cfg(method="gdpo")), 1).credit
-    mrtpo = step_lib.train_step(lifecycle.build_state(make_cfg(method="mrtpo", lam=0.0)), 1).credit
+    mrtpo = step_lib.train_step(lifecycle.build_state(make_cfg(method="mrtpo", lam=0.0, relevance=relevance)), 1).credit
     assert gdpo["response"].tolist() == mrtpo["response"].tolist()  # same seed: same rollout
     assert gdpo["token_adv"].tolist() == mrtpo["token_adv"].tolist()
     assert gdpo["js"].isna().all() and (gdpo["weight"] == 1).all()
     applies, skipped = mrtpo["score"].notna(), mrtpo["js_skipped"]
     assert mrtpo.loc[applies & ~skipped, "js"].notna().all() and mrtpo.loc[~applies | skipped, "js"].isna().all()
     assert not mrtpo.loc[~applies, "js_skipped"].any()
-    # skipped exactly where the reward's group advantage is 0
-    assert (mrtpo.loc[applies, "js_skipped"] == (mrtpo.loc[applies, "group_adv"] == 0)).all()
+    # js (pairwise): skipped exactly where the reward's group advantage is 0; a *_specific variant reads every
+    # applicable reward of a sample, so it skips a sample's rewards only when none of them is active (replay_pairs)
+    active = applies & (mrtpo["group_adv"] != 0)
+    if relevance != "js":
+        active = applies & active.groupby(mrtpo["sample"]).transform("any")
+    assert (mrtpo.loc[applies, "js_skipped"] == ~active[applies]).all()
 
 
 @pytest.mark.parametrize(
