@@ -18,6 +18,7 @@ TORCH_FREE = [
     "core.verifiers.language",
     "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve",
     "mrtpo_viz.tools.efficiency_report", "mrtpo_viz.tools.synthetic", "mrtpo_viz.tools.bench_app",
+    "mrtpo_viz.tools.bench_server",
 ]
 TOOLS = ("core.tools", "mrtpo_viz.tools")
 

@@ -24,6 +24,9 @@ title is drawn, no skeleton is left and every Plotly chart has drawn its SVG, an
 Targets: every page < 1.5 s cold and < 0.5 s warm. Needs Debian `chromium` and Playwright. Never
 imports torch.
 
+`--server-only` measures no browser: each page's script run on the server, in CPU ms (cold, warm and the
+server's imports; see `mrtpo_viz.tools.bench_server`), which a loaded machine hardly changes.
+
 `--rerun` adds the server-side numbers of the Token credit page (a full script rerun after a widget
 change, in Streamlit's AppTest) and of building its heatmap HTML.
 """
@@ -389,6 +392,23 @@ def rerun_numbers(repeat: int) -> None:
         print(f"Token credit page rerun (AppTest, server side): {median_ms(lambda: at.run()):.1f} ms")
 
 
+def _server_only(args: argparse.Namespace) -> int:
+    """`--server-only`: the pages' server-side CPU time (mrtpo_viz.tools.bench_server)."""
+    from mrtpo_viz.tools import bench_server
+
+    app_root = Path(args.app_root).resolve()
+    tmp = None if args.work else tempfile.TemporaryDirectory(prefix="mrtpo-bench-app-")
+    work = Path(args.work or tmp.name)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        layouts = {(w if w != "synthetic" else f"synthetic {args.synthetic_steps}"):
+                   runs_layout(work, w, args.synthetic_steps) for w in args.runs}
+        return bench_server.main(app_root, layouts, args.pages, args.repeat, args.profile)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mrtpo bench app", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS),
@@ -406,7 +426,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun", action="store_true", help="also the server-side rerun and heatmap numbers")
     parser.add_argument("--no-floor", dest="floor", action="store_false",
                         help="leave out the `streamlit floor` row (a one-line Streamlit page)")
+    parser.add_argument("--server-only", action="store_true",
+                        help="no browser: the CPU ms of each page's script run on the server (imports, cold, warm; "
+                             "see mrtpo_viz/tools/bench_server.py)")
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="with --server-only: a cProfile of each cold page run in DIR")
     args = parser.parse_args(argv)
+    if args.server_only:
+        return _server_only(args)
     if not os.access(CHROMIUM, os.X_OK):
         print(f"mrtpo bench app: needs Chromium at {CHROMIUM} (Debian: apt-get install chromium)", file=sys.stderr)
         return 2
