@@ -144,6 +144,7 @@ COMPARE_METRICS: tuple[CompareMetric, ...] = (
     CompareMetric("response length", "response/length", "tokens"),
     CompareMetric("span overlap: routing mass in spans (per reward)", "span/{name}/mass_in", "share", True,
                   rate=True),
+    CompareMetric("routing overlap between rewards", "span/overlap", "overlap", rate=True),
     CompareMetric("mean JS distance (per reward)", "js/{name}/mean", "JS", True),
     CompareMetric("step time", "time/step", "seconds"),
 )

@@ -454,7 +454,7 @@ def test_js_page(runs_dir):
     at = page("js", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
     assert len(charts(at)) == 3  # per position, in/out of spans, replay over training (one figure)
     assert any("was not computed" in c.value and "group advantage of 0" in c.value for c in at.caption)
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "js_in" in d.value.columns)  # after the sample's specificity tables
     assert table["reward"].tolist() == list(DEFAULT_REWARDS)
     both = table.dropna(subset=["js_in", "js_out"])  # the lowercase verifier inspects every token: no "out"
     assert len(both) == 3 and (both["js_in"] > both["js_out"]).all()  # the synthetic JS peaks inside spans

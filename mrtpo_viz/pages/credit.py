@@ -86,6 +86,8 @@ if df.empty:
     st.warning("This step's credit map holds no tokens.")
     st.stop()
 present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
+cfg, _ = loaders.config(path)
+df, variant = ui.relevance_switch(df, cfg, present, PAGE)
 
 sample = ui.pick_sample(df, present, PAGE, target)
 if sample is None:
@@ -155,6 +157,7 @@ st.caption("Hover a token for its credit, JS distance, routing weight and span m
 st.subheader("Rewards of this sample")
 st.dataframe(analysis.sample_rewards_table(sample_df), hide_index=True, width="stretch",
              column_config={"credit_share_in_span": st.column_config.NumberColumn(format="%.2f")})
+ui.specificity_panel(sample_df, present)
 with st.expander("Response text"):
     st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
 d1, d2, _ = st.columns([1, 1, 3])

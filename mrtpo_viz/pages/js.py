@@ -60,15 +60,20 @@ if skipped:
                f"The other {skipped} had a group advantage of 0 (every sample of the group scored the same), so "
                "their JS could not change any credit and was not computed (`--replay-pairs all` computes them).")
 present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
+df, variant = ui.relevance_switch(df, cfg, present, PAGE)
+recomputed = "relevance" in df.columns
 sample = ui.pick_sample(df, present, PAGE, target)
 ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
 if sample is None:
     st.stop()
 sample_df = df[df["sample"] == sample]
-credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards))
-
+credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards), variant)
+# Under a recomputed variant the panels show its relevance (what routing used) in place of the stored d.
+shown_df = sample_df.assign(js=sample_df["relevance"]) if recomputed else sample_df
 st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
-                                 lambda: figures.js_positions_figure(sample_df, rewards)), key="fig_js_positions")
+                                 lambda: figures.js_positions_figure(shown_df, rewards)), key="fig_js_positions")
+if recomputed:
+    st.caption(f"Per-position values: the relevance under {ui.plain(variant)}, recomputed from the stored d.")
 unstated = [r for r in present if r not in analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}),
                                                                     present)]
 if unstated:
@@ -76,6 +81,7 @@ if unstated:
                + ("it." if len(unstated) == 1 else "them."))
 with st.expander("Response text of this sample"):
     st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
+ui.specificity_panel(sample_df, present)
 
 left, right = st.columns(2)
 left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key), lambda: figures.js_in_out_figure(df, rewards)),
