@@ -1,0 +1,77 @@
+"""`python -m core.tools.ship_run SRC DST [--credit-every N]`: a finished run store made small enough to ship.
+
+    python -m core.tools.ship_run runs/efficiency-multi/runs/mrtpo-swap-s0 sample_data/runs/multi-mrtpo-swap-s0 --credit-every 5
+
+The copy keeps what every app page reads: `config.json`, `status.json`, `metrics.jsonl` (every step, so the
+curves are whole) and the notes file as they are, and the credit maps (the per-step Parquet) of every N-th
+step and the last one. Checkpoints, the log and the writer's lock file stay behind. The Token credit and JS
+pages list only the steps whose credit map exists, so a shipped run offers steps N, 2N, ... and the last.
+A run that is still being written (its writer lock is held, or its status is active) is refused, and so is
+an existing destination.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from core.run.store import ACTIVE_STATES, NOTES_FILE, RunStore, credit_path, writer_lock_held
+
+# Files copied as they are when present (the run store's own files; docs/CONTRACTS.md "Run store").
+KEPT_FILES = ("config.json", "status.json", "metrics.jsonl", NOTES_FILE)
+
+
+def shipped_steps(steps: list[int], every: int) -> list[int]:
+    """The credit steps a shipped copy keeps: {s in steps : s mod every = 0} plus max(steps)."""
+    if every < 1:
+        raise ValueError(f"--credit-every must be at least 1, got {every}")
+    if not steps:
+        return []
+    return sorted({s for s in steps if s % every == 0} | {max(steps)})
+
+
+def ship_run(src: str | Path, dst: str | Path, every: int = 5) -> list[int]:
+    """Copy run `src` to the new folder `dst` (see the module docstring); returns the credit steps kept."""
+    src, dst = Path(src), Path(dst)
+    if not (src / "config.json").is_file():
+        raise ValueError(f"{src} is not a run folder (no config.json)")
+    if dst.exists():
+        raise ValueError(f"{dst} exists already; choose a new folder")
+    store = RunStore(src)
+    state = store.status().get("state")
+    if state in ACTIVE_STATES or writer_lock_held(src):
+        raise ValueError(f"{src} is still being written (state {state!r}); ship a finished run")
+    steps = shipped_steps(store.credit_steps(), every)
+    dst.mkdir(parents=True)
+    for name in KEPT_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
+    for step in steps:
+        target = credit_path(dst, step)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(credit_path(src, step), target)
+    return steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m core.tools.ship_run", description=__doc__.split("\n\n")[0])
+    p.add_argument("src", help="a finished run folder")
+    p.add_argument("dst", help="the new folder (must not exist)")
+    p.add_argument("--credit-every", type=int, default=5, metavar="N",
+                   help="keep the credit maps of every N-th step and the last (default 5)")
+    args = p.parse_args(argv)
+    try:
+        steps = ship_run(args.src, args.dst, args.credit_every)
+    except ValueError as e:
+        print(f"ship_run: {e}", file=sys.stderr)
+        return 2
+    size = sum(f.stat().st_size for f in Path(args.dst).rglob("*") if f.is_file())
+    print(f"{args.dst}: {len(steps)} credit maps (steps {steps[0] if steps else '-'}..{steps[-1] if steps else '-'}), "
+          f"{size / 2**20:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""core.tools.ship_run: a finished run copied with every N-th credit map, readable by the run store."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from core.run.store import RunStore, write_notes
+from core.tools import ship_run as ship
+from mrtpo_viz.tools.synthetic import write_synthetic_run
+
+
+def test_shipped_steps_are_every_nth_and_the_last():
+    assert ship.shipped_steps([1, 2, 3, 4, 5, 6, 7], 3) == [3, 6, 7]
+    assert ship.shipped_steps([1, 2, 3, 4, 5, 6], 3) == [3, 6]
+    assert ship.shipped_steps([1, 2], 5) == [2]
+    assert ship.shipped_steps([], 5) == []
+    assert ship.shipped_steps([1, 2, 3], 1) == [1, 2, 3]
+    with pytest.raises(ValueError, match="at least 1"):
+        ship.shipped_steps([1], 0)
+
+
+def test_a_shipped_run_keeps_every_metric_and_the_chosen_credit_maps(tmp_path):
+    write_synthetic_run(tmp_path / "runs", "r", steps=7)
+    src = tmp_path / "runs" / "r"
+    (src / "checkpoints" / "step_000007").mkdir(parents=True)
+    (src / "train.log").write_text("log\n")
+    write_notes(src, ["study"], "a note")
+    assert ship.main([str(src), str(tmp_path / "out" / "r"), "--credit-every", "3"]) == 0
+    a, b = RunStore(src), RunStore(tmp_path / "out" / "r")
+    assert b.credit_steps() == [3, 6, 7]
+    pd.testing.assert_frame_equal(a.metrics(), b.metrics())
+    assert a.config() == b.config() and b.status()["state"] == "completed"
+    for step in (3, 6, 7):
+        pd.testing.assert_frame_equal(a.credit(step), b.credit(step))
+    names = sorted(p.name for p in (tmp_path / "out" / "r").iterdir())
+    assert names == ["config.json", "credit", "metrics.jsonl", "notes.json", "status.json"]
+
+
+def test_a_running_run_or_an_existing_destination_is_refused(tmp_path, capsys):
+    write_synthetic_run(tmp_path / "runs", "busy", steps=2, state="running")
+    assert ship.main([str(tmp_path / "runs" / "busy"), str(tmp_path / "x")]) == 2
+    assert "still being written" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    write_synthetic_run(tmp_path / "runs", "done", steps=2)
+    (tmp_path / "taken").mkdir()
+    assert ship.main([str(tmp_path / "runs" / "done"), str(tmp_path / "taken")]) == 2
+    assert "exists already" in capsys.readouterr().err
+    assert ship.main([str(tmp_path), str(tmp_path / "y")]) == 2
+    assert "not a run folder" in capsys.readouterr().err
