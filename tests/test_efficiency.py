@@ -504,3 +504,28 @@ def test_one_seed_gives_no_interval_and_no_verdict(study):
     assert rep.verdict_sentences(rows) == ["mrtpo-replay: one paired seed, so no interval and no verdict."]
     header, table = rep.paired_table(rows)
     assert table[0][header.index("all satisfied")] == "+0.20"  # 0.5 - 0.3 at step 4, seed 0
+
+
+def test_credit_placement_hand_computed():
+    # two runs of one method: per run the mean over steps, per kind the mean over its rewards, then over seeds
+    rows = []
+    for seed, (ovl, kw, arith) in enumerate([((0.2, 0.4), (0.5, 0.7), 0.9), ((0.6, 0.6), (0.1, 0.1), 0.5)]):
+        for step, o in zip((1, 2), ovl, strict=True):
+            rows.append(("mrtpo-swap", seed, step, "span/overlap", o))
+            rows.append(("mrtpo-swap", seed, step, "span/keywords:existence/mass_in", kw[step - 1]))
+            rows.append(("mrtpo-swap", seed, step, "span/keywords:forbidden_words/mass_in", 0.0))
+            rows.append(("mrtpo-swap", seed, step, "span/task:arithmetic/mass_control", arith))
+        rows.append(("mrtpo-swap", seed, 3, "span/task:arithmetic/mass_control", float("nan")))  # skipped
+    df = pd.DataFrame(rows, columns=["method", "seed", "step", "metric", "value"])
+    cp = rep.credit_placement(df).set_index(["kind", "measure"])
+    # overlap: run means 0.3 and 0.6 -> 0.45, std of (0.3, 0.6)
+    assert cp.at[("overlap", "overlap"), "mean"] == pytest.approx(0.45)
+    assert cp.at[("overlap", "overlap"), "std"] == pytest.approx(math.sqrt(0.045))  # sample std of (0.3, 0.6)
+    # content (keywords:existence): run means 0.6 and 0.1 -> 0.35; safety (forbidden words) 0
+    assert cp.at[("content", "mass_in"), "mean"] == pytest.approx(0.35)
+    assert cp.at[("safety", "mass_in"), "mean"] == 0.0
+    assert cp.at[("correctness", "mass_control"), "mean"] == pytest.approx(0.7) and cp["n"].eq(2).all()
+    header, table = rep.credit_table(df)
+    assert header[:2] == ["method", "overlap"] and table[0][:2] == ["mrtpo-swap", "0.45"]
+    assert table[0][header.index("correctness: mass_in / ceiling · control")] == "– / – · 0.70"
+    assert "## Where the credit went" in rep.markdown_report(df, [0.5])

@@ -197,6 +197,67 @@ def seconds_per_step(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "metric", "n", "mean", "std"])
 
 
+# ---------------------------------------------------------------------------------------------- where credit went
+
+SPAN_PREFIX = "span/"
+CREDIT_MEASURES = ("mass_in", "mass_in_ceiling", "mass_control")
+
+
+def credit_placement(df: pd.DataFrame) -> pd.DataFrame:
+    """Where each method's routing put each reward kind's credit during training (docs/METHOD.md, "Specificity").
+
+    Per run (method, seed): m[r, q] = mean over the run's steps (NaN skipped) of `span/<r>/<q>`, q in
+    `CREDIT_MEASURES`, and the run's mean `span/overlap`; per reward kind K: the unweighted mean over K's
+    rewards of m[r, q]. Rows: method, kind ("overlap" for the overlap), measure, n (seeds), mean and std over
+    seeds (ddof=1). GDPO/GRPO rows are the uniform baseline (weight 1 on every token: mass_in = the span's token
+    share, overlap 1)."""
+    part = df[df["metric"].str.startswith(SPAN_PREFIX) & (df["step"] > 0)].dropna(subset=["value"])
+    per_run = part.groupby(["method", "seed", "metric"])["value"].mean().reset_index()
+    rows = []
+    for metric, measure in (("span/overlap", "overlap"), *(
+            (m, m.rsplit("/", 1)[1]) for m in dict.fromkeys(per_run["metric"]) if m.rsplit("/", 1)[-1] in CREDIT_MEASURES)):
+        sub = per_run[per_run["metric"] == metric]
+        reward = metric[len(SPAN_PREFIX):].rsplit("/", 1)[0]
+        kind = "overlap" if measure == "overlap" else reward_kind(reward)
+        rows += [{"method": r.method, "seed": r.seed, "kind": kind, "measure": measure, "value": r.value}
+                 for r in sub.itertuples()]
+    cols = ["method", "kind", "measure", "n", "mean", "std"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    by_kind = pd.DataFrame(rows).groupby(["method", "seed", "kind", "measure"], sort=False)["value"].mean()
+    agg = by_kind.groupby(["method", "kind", "measure"], sort=False).agg(
+        n="count", mean="mean", std=lambda v: v.std(ddof=1) if len(v) > 1 else math.nan)
+    return agg.reset_index()[cols]
+
+
+def credit_table(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Method rows; columns: mean pairwise overlap, then per reward kind 'mass_in / ceiling · control'."""
+    cp = credit_placement(df)
+    if cp.empty:
+        return [], []
+    kinds = [k for k in (*REWARD_KINDS, OTHER_KIND) if k in set(cp["kind"])]
+    header = ["method", "overlap"] + [f"{k}: mass_in / ceiling · control" for k in kinds]
+    rows = []
+    for method in methods_of(df):
+        part = cp[cp["method"] == method].set_index(["kind", "measure"])["mean"]
+        if part.empty:
+            continue
+        cell = {key: f"{v:.2f}" for key, v in part.items()}
+        rows.append([method, cell.get(("overlap", "overlap"), "–")] + [" / ".join(
+            cell.get((k, q), "–") for q in ("mass_in", "mass_in_ceiling")) + " · " + cell.get((k, "mass_control"), "–")
+            for k in kinds])
+    return header, rows
+
+
+CREDIT_NOTE = ("Mean over each run's training steps, then over seeds, of the span metrics the trainer logs "
+               "(docs/METHOD.md, \"Specificity\"): overlap = mean pairwise overlap of a response's rewards' routing "
+               "shares (1 = every reward credits the same tokens, as in GDPO); mass_in = share of a reward's routing "
+               "mass on the tokens its verifier inspected, next to the ceiling its spans allow; control = the other "
+               "rewards' mass on those tokens over the tokens' share (1 = no preference, < 1 = they stay away). A "
+               "kind's value is the unweighted mean of its rewards'. GDPO and GRPO give every token weight 1: their "
+               "row is the uniform baseline.")
+
+
 # ---------------------------------------------------------------------------------------------- paired by seed
 
 BASELINE = "gdpo"
@@ -482,6 +543,9 @@ def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | No
             "held-out responses (4 sampled per prompt at temperature 1) that satisfy every constraint, and each reward's mean score over "
             "the prompts that state it.", ""]
     out += paired_section(df, targets, names)
+    credit = credit_table(df)
+    if credit[1]:
+        out += ["## Where the credit went during training", "", _md_table(*credit), "", CREDIT_NOTE, ""]
     out += ["## Seconds per step", "", _md_table(*time_table(df)), "",
             "Trainer wall-clock seconds per optimizer step (mean over a run's steps, then mean ± std over seeds), "
             "with its generate / replay / update parts; held-out evaluation is not included. Runs trained in "
