@@ -21,7 +21,7 @@ def test_shipped_steps_are_every_nth_and_the_last():
 
 
 def test_a_shipped_run_keeps_every_metric_and_the_chosen_credit_maps(tmp_path):
-    write_synthetic_run(tmp_path / "runs", "r", steps=7)
+    write_synthetic_run(tmp_path / "runs", "r", steps=7, config={"prompt_set": "/x/wt/sample_data/prompts/m.jsonl"})
     src = tmp_path / "runs" / "r"
     (src / "checkpoints" / "step_000007").mkdir(parents=True)
     (src / "train.log").write_text("log\n")
@@ -30,11 +30,21 @@ def test_a_shipped_run_keeps_every_metric_and_the_chosen_credit_maps(tmp_path):
     a, b = RunStore(src), RunStore(tmp_path / "out" / "r")
     assert b.credit_steps() == [3, 6, 7]
     pd.testing.assert_frame_equal(a.metrics(), b.metrics())
-    assert a.config() == b.config() and b.status()["state"] == "completed"
+    moved = {"run_name": "r", "runs_dir": str((tmp_path / "out").resolve()), "prompt_set": "sample_data/prompts/m.jsonl"}
+    assert b.config() == {**a.config(), **moved} and b.status()["state"] == "completed"
     for step in (3, 6, 7):
         pd.testing.assert_frame_equal(a.credit(step), b.credit(step))
     names = sorted(p.name for p in (tmp_path / "out" / "r").iterdir())
     assert names == ["config.json", "credit", "metrics.jsonl", "notes.json", "status.json"]
+
+
+def test_portable_path_and_a_copy_inside_the_repository():
+    assert ship.portable_path("/a/b/sample_data/prompts/x.jsonl") == "sample_data/prompts/x.jsonl"
+    assert ship.portable_path("/a/sample_data/b/sample_data/c") == "sample_data/c"
+    assert ship.portable_path("/tmp/x.jsonl") == "/tmp/x.jsonl"
+    assert ship.portable_path("sample_data/x") == "sample_data/x" and ship.portable_path(3) == 3
+    cfg = ship.shipped_config({"run_name": "old", "runs_dir": "/w/runs"}, ship.REPO_ROOT / "sample_data/runs/new")
+    assert cfg == {"run_name": "new", "runs_dir": "sample_data/runs"}
 
 
 def test_a_running_run_or_an_existing_destination_is_refused(tmp_path, capsys):

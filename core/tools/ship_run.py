@@ -3,7 +3,8 @@
     python -m core.tools.ship_run runs/efficiency-multi/runs/mrtpo-swap-s0 sample_data/runs/multi-mrtpo-swap-s0 --credit-every 5
 
 The copy keeps what every app page reads: `config.json`, `status.json`, `metrics.jsonl` (every step, so the
-curves are whole) and the notes file as they are, and the credit maps (the per-step Parquet) of every N-th
+curves are whole) and the notes file as they are, except that the config names its new place (`run_name`,
+`runs_dir`) and a path into a checkout's `sample_data/` becomes relative to the repository (`portable_path`), and the credit maps (the per-step Parquet) of every N-th
 step and the last one. Checkpoints, the log and the writer's lock file stay behind. The Token credit and JS
 pages list only the steps whose credit map exists, so a shipped run offers steps N, 2N, ... and the last.
 A run that is still being written (its writer lock is held, or its status is active) is refused, and so is
@@ -13,11 +14,13 @@ an existing destination.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from core.run.store import ACTIVE_STATES, NOTES_FILE, RunStore, credit_path, writer_lock_held
+from core.paths import REPO_ROOT
+from core.run.store import ACTIVE_STATES, NOTES_FILE, RunStore, atomic_write_json, credit_path, writer_lock_held
 
 # Files copied as they are when present (the run store's own files; docs/CONTRACTS.md "Run store").
 KEPT_FILES = ("config.json", "status.json", "metrics.jsonl", NOTES_FILE)
@@ -30,6 +33,26 @@ def shipped_steps(steps: list[int], every: int) -> list[int]:
     if not steps:
         return []
     return sorted({s for s in steps if s % every == 0} | {max(steps)})
+
+
+def portable_path(value: object) -> object:
+    """'/any/checkout/sample_data/prompts/x.jsonl' -> 'sample_data/prompts/x.jsonl'; anything else unchanged."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        return value
+    parts = PurePosixPath(value).parts
+    if "sample_data" not in parts:
+        return value
+    return str(PurePosixPath(*parts[len(parts) - 1 - parts[::-1].index("sample_data"):]))
+
+
+def shipped_config(config: dict, dst: Path) -> dict:
+    """The config of the copy at `dst`: its run_name and runs_dir (relative to the repository when inside it),
+    and every path into sample_data/ relative (`portable_path`)."""
+    out = {k: portable_path(v) for k, v in config.items()}
+    parent = dst.resolve().parent
+    out["run_name"] = dst.name
+    out["runs_dir"] = str(parent.relative_to(REPO_ROOT)) if parent.is_relative_to(REPO_ROOT) else str(parent)
+    return out
 
 
 def ship_run(src: str | Path, dst: str | Path, every: int = 5) -> list[int]:
@@ -48,6 +71,8 @@ def ship_run(src: str | Path, dst: str | Path, every: int = 5) -> list[int]:
     for name in KEPT_FILES:
         if (src / name).is_file():
             shutil.copy2(src / name, dst / name)
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    atomic_write_json(dst / "config.json", shipped_config(config, dst))
     for step in steps:
         target = credit_path(dst, step)
         target.parent.mkdir(parents=True, exist_ok=True)
