@@ -81,9 +81,10 @@ def test_bench_overhead_from_a_checkpoint(micro_model, prompt_file, tmp_path):
     run = lifecycle.train(TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), runs_dir=str(tmp_path),
                                       group_size=2, prompts_per_step=2, max_new_tokens=6, steps=1, device="cpu"),
                           out=open(os.devnull, "w"))
-    out = mrtpo("bench", "overhead", "--checkpoint", str(run / "checkpoints" / "step_000001"), "--prompt-set",
-                str(prompt_file), "--prompts", "2", "--group-size", "2", "--max-new-tokens", "6", "--repeats", "1",
-                "--min-rewards", "1", timeout=300)
+    # model, prompt set, max_new_tokens and relevance come from the checkpoint's run
+    out = mrtpo("bench", "overhead", "--checkpoint", str(run / "checkpoints" / "step_000001"), "--prompts", "2",
+                "--group-size", "2", "--repeats", "1", "--min-rewards", "1", timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "batches of steps 2.." in out.stdout and "MRTPO / GDPO step time" in out.stdout
+    assert f"model {micro_model} " in out.stdout and "max_new_tokens 6," in out.stdout
     assert "contrastive passes run" in out.stdout

@@ -31,21 +31,35 @@ TARGET_TRAINED = 1.05
 
 def _overhead_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mrtpo bench overhead", description=__doc__.split("\n\n")[1])
-    p.add_argument("--model", default="tiny-instruct", help="preset or local model folder (default: tiny-instruct)")
+    p.add_argument("--model", help="preset or local model folder (default: the checkpoint's run's, else tiny-instruct)")
     p.add_argument("--micro", action="store_true", help="use a micro random model built on the fly (smoke test)")
     p.add_argument("--checkpoint", metavar="DIR",
                    help="start from a run's checkpoint folder (RUN/checkpoints/step_NNNNNN): its policy and optimizer, "
-                        "and the batches its run would draw after that step")
-    p.add_argument("--prompt-set", default="sample_data/prompts/default.jsonl")
+                        "and the batches its run would draw after that step; the run's model, prompt set, "
+                        "max_new_tokens and relevance unless given")
+    p.add_argument("--prompt-set", help="default: the checkpoint's run's, else sample_data/prompts/default.jsonl")
     p.add_argument("--prompts", type=int, default=4, help="prompts per batch (default: 4)")
     p.add_argument("--group-size", type=int, default=8, help="responses per prompt (default: 8)")
     p.add_argument("--min-rewards", type=int, default=3, help="use prompts with at least this many rewards (default: 3)")
-    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--max-new-tokens", type=int, help="default: the checkpoint's run's, else 48")
+    p.add_argument("--relevance", help="MRTPO's relevance variant (default: the checkpoint's run's, else the default)")
     p.add_argument("--replay-chunk", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3, help="timed batches (after one warm-up batch)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--seed", type=int, default=0)
     return p
+
+
+DEFAULT_PROMPT_SET = "sample_data/prompts/default.jsonl"
+
+
+def checkpoint_run_config(checkpoint: Path) -> dict:
+    """The config.json of the run a checkpoint folder (RUN/checkpoints/step_NNNNNN) belongs to; {} if unreadable."""
+    try:
+        data = json.loads((checkpoint.parent.parent / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def overhead(argv: list[str]) -> int:
@@ -57,11 +71,12 @@ def overhead(argv: list[str]) -> int:
             print(f"mrtpo bench overhead: {args.checkpoint!r} is not a checkpoint folder "
                   "(expected RUN/checkpoints/step_NNNNNN with config.json and trainer_state.json)", file=sys.stderr)
             return 2
-    from core.config import ConfigError, TrainConfig
+    from core.config import DEFAULT_RELEVANCE, ConfigError, TrainConfig
     from core.model import ModelLoadError
     from core.paths import missing_model_hint
 
-    model = args.model
+    run_config = checkpoint_run_config(checkpoint) if checkpoint is not None else {}
+    model = args.model or run_config.get("model", "tiny-instruct")
     tmp = None
     if args.micro:
         from core.tools.fixtures import make_micro_model
@@ -70,9 +85,11 @@ def overhead(argv: list[str]) -> int:
         model = str(make_micro_model(f"{tmp.name}/micro"))
     try:
         base = TrainConfig(
-            model=model, prompt_set=args.prompt_set, method="mrtpo", group_size=args.group_size,
-            prompts_per_step=args.prompts, max_new_tokens=args.max_new_tokens, replay_chunk=args.replay_chunk,
-            device=args.device, seed=args.seed, steps=args.repeats + 1,
+            model=model, prompt_set=args.prompt_set or run_config.get("prompt_set", DEFAULT_PROMPT_SET),
+            method="mrtpo", group_size=args.group_size, prompts_per_step=args.prompts,
+            max_new_tokens=args.max_new_tokens or run_config.get("max_new_tokens", 48),
+            relevance=args.relevance or run_config.get("relevance", DEFAULT_RELEVANCE),
+            replay_chunk=args.replay_chunk, device=args.device, seed=args.seed, steps=args.repeats + 1,
         )  # fmt: skip
         return _run_overhead(base, args, checkpoint)
     except (ConfigError, ModelLoadError) as exc:
@@ -105,7 +122,7 @@ def _run_overhead(base, args, checkpoint: Path | None) -> int:
     start = "the initial model" if checkpoint is None else f"checkpoint {checkpoint} (batches of steps {first_step}..)"
     print(
         f"model {base.model} on {state.device} from {start}, {base.prompts_per_step} prompts x G={base.group_size}, "
-        f"{'/'.join(map(str, rewards))} rewards per prompt, max_new_tokens {base.max_new_tokens}, "
+        f"{'/'.join(map(str, rewards))} rewards per prompt, max_new_tokens {base.max_new_tokens}, relevance {base.relevance}, "
         f"{args.repeats} timed batches (+1 warm-up)",
         flush=True,
     )
