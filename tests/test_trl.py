@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -229,7 +230,8 @@ def test_two_processes_give_the_one_process_token_advantages_and_only_rank_0_wri
     fixed_batch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixed_batch)
     fixed_batch.main([*common, "--run-name", "one"])
-    pids = dict(line.split()[1::2] for line in two.stdout.splitlines() if line.startswith("rank "))
+    # each rank prints "rank R pid P" (other output, e.g. torch.distributed's, may also start with "rank")
+    pids = dict(m.groups() for m in re.finditer(r"^rank (\d+) pid (\d+)$", two.stdout, re.M))
     assert set(pids) == {"0", "1"}
     assert sorted(r.name for r in list_runs(tmp_path)) == ["one", "two"]  # one folder per run, whatever the ranks
     a, b = RunStore(tmp_path / "one"), RunStore(tmp_path / "two")
