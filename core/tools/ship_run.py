@@ -22,8 +22,9 @@ from pathlib import Path, PurePosixPath
 from core.paths import REPO_ROOT
 from core.run.store import ACTIVE_STATES, NOTES_FILE, RunStore, atomic_write_json, credit_path, writer_lock_held
 
-# Files copied as they are when present (the run store's own files; docs/CONTRACTS.md "Run store").
-KEPT_FILES = ("config.json", "status.json", "metrics.jsonl", NOTES_FILE)
+# Files copied as they are when present (the run store's own files; docs/CONTRACTS.md "Run store"); config.json
+# is written anew (`shipped_config`).
+KEPT_FILES = ("status.json", "metrics.jsonl", NOTES_FILE)
 
 
 def shipped_steps(steps: list[int], every: int) -> list[int]:
