@@ -213,18 +213,13 @@ def credit_placement(df: pd.DataFrame) -> pd.DataFrame:
     share, overlap 1)."""
     part = df[df["metric"].str.startswith(SPAN_PREFIX) & (df["step"] > 0)].dropna(subset=["value"])
     per_run = part.groupby(["method", "seed", "metric"])["value"].mean().reset_index()
-    rows = []
-    for metric, measure in (("span/overlap", "overlap"), *(
-            (m, m.rsplit("/", 1)[1]) for m in dict.fromkeys(per_run["metric"]) if m.rsplit("/", 1)[-1] in CREDIT_MEASURES)):
-        sub = per_run[per_run["metric"] == metric]
-        reward = metric[len(SPAN_PREFIX):].rsplit("/", 1)[0]
-        kind = "overlap" if measure == "overlap" else reward_kind(reward)
-        rows += [{"method": r.method, "seed": r.seed, "kind": kind, "measure": measure, "value": r.value}
-                 for r in sub.itertuples()]
     cols = ["method", "kind", "measure", "n", "mean", "std"]
-    if not rows:
+    if per_run.empty:
         return pd.DataFrame(columns=cols)
-    by_kind = pd.DataFrame(rows).groupby(["method", "seed", "kind", "measure"], sort=False)["value"].mean()
+    reward, measure = per_run["metric"].str[len(SPAN_PREFIX):].str.rpartition("/")[[0, 2]].T.values
+    per_run = per_run.assign(measure=measure, kind=["overlap" if not r else reward_kind(r) for r in reward])
+    rows = per_run[(per_run["metric"] == "span/overlap") | per_run["measure"].isin(CREDIT_MEASURES)]
+    by_kind = rows.groupby(["method", "seed", "kind", "measure"], sort=False)["value"].mean()
     agg = by_kind.groupby(["method", "kind", "measure"], sort=False).agg(
         n="count", mean="mean", std=lambda v: v.std(ddof=1) if len(v) > 1 else math.nan)
     return agg.reset_index()[cols]
