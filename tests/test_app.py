@@ -536,3 +536,22 @@ def test_app_modules_never_import_torch():
             "import sys; assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(runs_dir):
+    """Once per session the sidebar carries a script that imports Plotly's chart module: at once on a page that
+    draws charts, after the page has settled on one that does not (the module would compete with its own)."""
+    module = ui.chart_module()
+    assert module and module.startswith("static/js/PlotlyChart.")
+    at = page("runs", runs_dir)
+    assert 'data-prefetch="settled"' in html_of(at) and module in html_of(at)
+    at.switch_page("mrtpo_viz/pages/curves.py").run()
+    assert not at.exception and "data-prefetch" not in html_of(at)  # once per session
+    for name in ("curves", "js", "debugger", "compare"):
+        fresh = AppTest.from_file(APP, default_timeout=60)
+        fresh.switch_page(f"mrtpo_viz/pages/{name}.py").run()
+        assert not fresh.exception, fresh.exception
+        assert 'data-prefetch="at-once"' in html_of(fresh) and module in html_of(fresh), name
+    fresh = AppTest.from_file(APP, default_timeout=60)
+    fresh.switch_page("mrtpo_viz/pages/credit.py").run()
+    assert 'data-prefetch="settled"' in html_of(fresh)

@@ -530,3 +530,68 @@ def test_compare_targets_survive_clearing_and_picking_runs_again(tmp_path):
                 browser.close()
     finally:
         stop_app(proc)
+
+
+# From page start: when the Runs table first appeared in the page (ms since navigation start).
+MARK_TABLE_JS = """
+window.__tableAt = null;
+new MutationObserver(() => {
+    if (window.__tableAt === null && document.querySelector('[data-testid="stDataFrame"]'))
+        window.__tableAt = performance.now();
+}).observe(document, {subtree: true, childList: true});
+"""
+CHART_MODULE_JS = ("() => performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.'))"
+                   ".map(e => e.startTime)")
+
+
+def playwright_or_skip():
+    """Playwright's sync_playwright, after checking that Chromium and Playwright are there (see `require`)."""
+    require(chromium_path() is not None, "Chromium is not installed (looked for /usr/bin/chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed in this environment")
+    return sync_playwright
+
+
+def browser_page(pw):
+    """Chromium and a new page in it (1400 x 1000, 90 s timeouts): (browser, page)."""
+    browser = open_browser(pw)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(90000)
+    return browser, page
+
+
+def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_reuses_it(tmp_path):
+    """The first page (Runs, no charts) asks for Plotly's chart module only once its own table is on the page, so
+    the ~4.7 MB module does not compete with it; the first chart page opened from there reuses that module (one
+    request in all) and draws its charts (issue 14, the app's first page fast)."""
+    sync_playwright = playwright_or_skip()
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            page.add_init_script(MARK_TABLE_JS)
+            try:
+                page.goto(url + "/")
+                wait_for_script(page)
+                page.wait_for_function(CHART_MODULE_JS.replace("() =>", "() => 0 <") + ".length", timeout=30000)
+                requested = page.evaluate(CHART_MODULE_JS)
+                table_at = page.evaluate("() => window.__tableAt")
+                assert table_at is not None and len(requested) == 1 and requested[0] >= table_at, (table_at, requested)
+                sidebar(page, "Training curves")
+                page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg')"
+                                       ".length > 0")
+                assert len(page.evaluate(CHART_MODULE_JS)) == 1
+            except BaseException:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser_chart_module_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)

@@ -40,7 +40,7 @@ def targets_box(label: str) -> str:
 
 
 st.title("Compare runs")
-runs = ui.page_runs()
+runs = ui.page_runs(charts=True)
 target = ui.link_target(PAGE, ("run", "metric", "source", "targets", *ui.STYLE_PARAMS))
 if target:
     ui.apply_run_link(runs, target, multi=True)

@@ -26,7 +26,7 @@ PAGE = "curves"
 DRAWN_KEY = "curves_drawn"  # session state: (the signature of the figures on the page, when they were drawn)
 
 st.title("Training curves")
-runs = ui.page_runs()
+runs = ui.page_runs(charts=True)
 target = ui.link_target(PAGE, ("run", *ui.STYLE_PARAMS))
 if target:
     ui.apply_run_link(runs, target, multi=True)

@@ -33,7 +33,7 @@ tab_runs, tab_play = st.tabs(["Credit vs spans in a run", "Verifier playground"]
 PAGE = "debugger"
 
 with tab_runs:
-    runs = ui.page_runs(mrtpo_first=True, stop=False)
+    runs = ui.page_runs(mrtpo_first=True, stop=False, charts=True)
     if runs:
         target = ui.link_target(PAGE, ("run",))
         if target:

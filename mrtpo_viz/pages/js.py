@@ -16,7 +16,7 @@ PAGE = "js"
 STEP_KEY = "js_step"
 
 st.title("JS divergence")
-runs = ui.page_runs(with_credit=True, mrtpo_first=True)  # only MRTPO runs have JS distances
+runs = ui.page_runs(with_credit=True, mrtpo_first=True, charts=True)  # only MRTPO runs have JS distances
 target = ui.link_target(PAGE, ("run", "step", "sample"))
 if target:
     ui.apply_run_link(runs, target)
