@@ -24,6 +24,9 @@ title is drawn, no skeleton is left and every Plotly chart has drawn its SVG, an
 Targets: every page < 1.5 s cold and < 0.5 s warm. Needs Debian `chromium` and Playwright. Never
 imports torch.
 
+`--before CHECKOUT` measures another checkout of the app too (a worktree of the commit before a change) and
+prints its table first: the two take turns page by page, so that a change in the machine's load falls on both.
+
 `--server-only` measures no browser: each page's script run on the server, in CPU ms (cold, warm and the
 server's imports; see `mrtpo_viz.tools.bench_server`), which a loaded machine hardly changes.
 
@@ -421,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                         "not shown (60)")
     parser.add_argument("--app-root", default=str(REPO_ROOT),
                         help="checkout whose app is served (default: this one; to measure another version)")
+    parser.add_argument("--before", default=None, metavar="CHECKOUT",
+                        help="also serve this checkout (e.g. a worktree of the commit before a change), page by page in "
+                             "turn with --app-root, and print its table first, as 'before'")
     parser.add_argument("--work", default=None, help="folder for the run layouts and server logs (default: a temp "
                         "folder; give one to reuse the synthetic run between invocations)")
     parser.add_argument("--rerun", action="store_true", help="also the server-side rerun and heatmap numbers")
@@ -451,26 +457,36 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tmp.name)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        results = {}
+        roots = {"before": Path(args.before).resolve(), "after": app_root} if args.before else {"": app_root}
+        results: dict[str, dict] = {side: {} for side in roots}
         pages = [FLOOR_PAGE, *args.pages] if args.floor else args.pages
         for which in args.runs:
             t0 = time.perf_counter()
             runs_dir = runs_layout(work, which, args.synthetic_steps)
             label = which if which != "synthetic" else f"synthetic {args.synthetic_steps}"
             print(f"{label}: runs directory ready in {time.perf_counter() - t0:.1f} s; pages:", flush=True)
-            results[label] = measure(app_root, runs_dir, pages, args.repeat, args.timeout, work,
-                                     lambda msg: print(msg, flush=True))
+            for side in roots:
+                results[side][label] = {"startup": {"s": []}}
+            for i, page in enumerate(pages):
+                # with --before: the two checkouts take turns page by page (which goes first alternates), so a
+                # change in the machine's load falls on both
+                for side, root in (list(roots.items())[::-1] if i % 2 else roots.items()):
+                    got = measure(root, runs_dir, [page], args.repeat, args.timeout, work,
+                                  lambda msg, side=side: print(f"{side} {msg}".strip(), flush=True))
+                    results[side][label][page] = got[page]
+                    results[side][label]["startup"]["s"] += got["startup"]["s"]
             pages = [p for p in pages if p != FLOOR_PAGE]  # the floor does not depend on the run
-        startup = [s for r in results.values() for s in r.pop("startup")["s"]]
-        text, ok = table(results, args.pages, floor=args.floor)
-        print(f"\nSeconds until the page is shown (cold, reload: from opening its URL; warm: from clicking its sidebar "
-              f"link; median of {args.repeat}; app at {app_root}):\n")
-        print(text)
-        print(f"\ntargets: every page < {COLD_TARGET_S} s cold and < {WARM_TARGET_S} s warm -> "
-              f"{'met' if ok else 'NOT met'}")
-        if startup:
-            print(f"server start-up until healthy: median {statistics.median(startup):.2f} s "
-                  f"(min {min(startup):.2f}, max {max(startup):.2f}, {len(startup)} servers)")
+        for side, root in roots.items():
+            startup = [s for r in results[side].values() for s in r.pop("startup")["s"]]
+            text, ok = table(results[side], args.pages, floor=args.floor)
+            print(f"\n{side + ': ' if side else ''}Seconds until the page is shown (cold, reload: from opening its URL; "
+                  f"warm: from clicking its sidebar link; median of {args.repeat}; app at {root}):\n")
+            print(text)
+            print(f"\ntargets: every page < {COLD_TARGET_S} s cold and < {WARM_TARGET_S} s warm -> "
+                  f"{'met' if ok else 'NOT met'}")
+            if startup:
+                print(f"server start-up until healthy: median {statistics.median(startup):.2f} s "
+                      f"(min {min(startup):.2f}, max {max(startup):.2f}, {len(startup)} servers)")
         if args.rerun:
             rerun_numbers(7)
     finally:
