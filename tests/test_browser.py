@@ -399,6 +399,8 @@ def test_run_store_text_is_shown_as_text_never_markdown(tmp_path):
                     page.goto(url + path)
                     wait_for_script(page)
                     page.wait_for_timeout(1500)
+                    if path.startswith("/curves"):  # on a loaded machine the run's error can take longer to show
+                        page.get_by_text(f"boom {bait} **bold**").first.wait_for(timeout=30000)
                     texts[path] = page.inner_text("body")
                     drawn = page.evaluate("() => [...document.querySelectorAll('img, a')].filter(e => (e.src || e.href "
                                           "|| '').includes('pixel')).map(e => e.closest('[data-testid]')"
