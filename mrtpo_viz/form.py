@@ -42,6 +42,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "keep_checkpoints": {"label": "Checkpoints kept (0: all)", "advanced": True},
     "replay_chunk": {"label": "Replay chunk (samples per pass)", "step": 4, "advanced": True},
     "replay_pairs": {"label": "Replay pairs", "advanced": True},
+    "replay_dtype": {"label": "Replay precision", "advanced": True},
     "eval_samples": {"label": "Eval samples per prompt", "advanced": True},
     "eval_prompts": {"label": "Eval prompts", "advanced": True},
     "backend": {"label": "Engine (backend)"},

@@ -16,6 +16,7 @@ V vocabulary. Never imports streamlit or plotly.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,18 @@ import torch
 from torch import Tensor
 
 from core.algos.routing import DISTANCES, js_distance, logp_distance
+
+
+def replay_precision(device_type: str, replay_dtype: str, run_context: contextlib.AbstractContextManager):
+    """The context replay's no-gradient passes run in (docs/METHOD.md, "Replay precision"): `run_context`, the
+    run's own precision, for replay_dtype "auto"; bf16 autocast on `device_type` for "bfloat16"; autocast off
+    (fp32 compute for fp32 weights) for "float32". Only the compute precision of the forward changes: the
+    log-softmax and the distances stay in float32 (`contrastive_js` upcasts the logits)."""
+    if replay_dtype == "auto":
+        return run_context
+    if replay_dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"unknown replay_dtype {replay_dtype!r}; valid: auto, float32, bfloat16")
+    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=replay_dtype == "bfloat16")
 
 
 def teacher_forced_batch(

@@ -278,7 +278,7 @@ def verifier_rewards(dataset: Iterable[Mapping]) -> list[Callable[..., list[floa
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
-                 "run_name", "checkpoint_every", "keep_checkpoints")
+                 "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
 
 
 @dataclass
@@ -307,6 +307,8 @@ class MRTPOConfig(GRPOConfig):
     replay_pairs: str = field(default="nonzero_adv", metadata={"help": "nonzero_adv: replay only the (sample, reward) "
                                                                        "pairs whose group advantage is nonzero (the "
                                                                        "others cannot change an advantage); all"})
+    replay_dtype: str = field(default="auto", metadata={"help": "precision of the contrastive passes: auto (the "
+                                                                 "run's, accelerate's autocast), float32 or bfloat16"})
     runs_dir: str | None = field(default="runs", metadata={"help": "where process 0 writes the run store the app "
                                                                      "reads (None: no run store)"})
     run_name: str = field(default="", metadata={"help": "run folder name ([A-Za-z0-9._-]); empty: automatic"})
@@ -633,7 +635,8 @@ class MRTPOTrainer(GRPOTrainer):
             with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
                                               gather_deepspeed3_params=args.ds3_gather_for_generation) as model,
                   disable_gradient_checkpointing(self.model, args.gradient_checkpointing_kwargs),
-                  torch.no_grad(), self.accelerator.autocast()):
+                  torch.no_grad(),
+                  tf_lib.replay_precision(device.type, args.replay_dtype, self.accelerator.autocast())):
                 was_training = model.training
                 model.eval()  # no dropout in the replay: it measures the policy itself
                 try:
@@ -681,6 +684,7 @@ class MRTPOTrainer(GRPOTrainer):
             "steps": self.total_record_steps(), "lr": args.learning_rate, "clip_range": args.epsilon,
             "kl_beta": args.beta, "inner_epochs": args.num_iterations, "max_grad_norm": args.max_grad_norm,
             "seed": args.seed, "replay_chunk": args.replay_chunk, "replay_pairs": args.replay_pairs,
+            "replay_dtype": args.replay_dtype,
             "runs_dir": str(args.runs_dir),
             "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
             "keep_checkpoints": args.keep_checkpoints,

@@ -73,6 +73,10 @@ class TrainState:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def replay_autocast(self):
+        """The precision of replay's contrastive passes: `cfg.replay_dtype` (`core.algos.teacher_forcing.replay_precision`)."""
+        return tf_lib.replay_precision(self.device.type, self.cfg.replay_dtype, self.autocast())
+
     def check_stop(self) -> None:
         if self.stop_requested:
             raise StopRequested()
@@ -292,7 +296,7 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
     variant = routing_lib.get_relevance(cfg.relevance)
 
     def contrastive_js(chosen: Tensor) -> Tensor:
-        with torch.no_grad(), state.autocast():
+        with torch.no_grad(), state.replay_autocast():
             d = tf_lib.contrastive_js(
                 state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen, variant.contrast),
                 rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,

@@ -29,7 +29,8 @@ from core.config import ConfigError, TrainConfig, add_config_arguments, config_f
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
-RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "keep_checkpoints", "replay_chunk", "replay_pairs")
+RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "keep_checkpoints", "replay_chunk", "replay_pairs",
+                       "replay_dtype")
 
 
 def build_parser() -> argparse.ArgumentParser:

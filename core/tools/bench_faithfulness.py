@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-prompts", type=int, default=16, help="prompts per batch (default 16)")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--replay-chunk", type=int, default=16)
+    p.add_argument("--replay-dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                   help="precision of the contrastive passes (default: auto, the run's: fp32 on CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
     p.add_argument("--out", default="docs/results", help="folder of the Markdown and CSV report")
@@ -87,7 +89,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     base = TrainConfig(model=args.model, prompt_set=args.prompt_set, group_size=args.samples,
                        prompts_per_step=args.batch_prompts, max_new_tokens=args.max_new_tokens,
-                       replay_chunk=args.replay_chunk, seed=args.seed, device=args.device, replay_pairs="all",
+                       replay_chunk=args.replay_chunk, replay_dtype=args.replay_dtype, seed=args.seed,
+                       device=args.device, replay_pairs="all",
                        runs_dir="runs", checkpoint_every=0, steps=1)
     state = lifecycle.build_state(base)
     state.items = state.items[: args.prompts]

@@ -44,6 +44,8 @@ def _overhead_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, help="default: the checkpoint's run's, else 48")
     p.add_argument("--relevance", help="MRTPO's relevance variant (default: the checkpoint's run's, else the default)")
     p.add_argument("--replay-chunk", type=int, default=16)
+    p.add_argument("--replay-dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                   help="precision of the contrastive passes (default: auto, the run's: fp32 on CPU)")
     p.add_argument("--repeats", type=int, default=3, help="timed batches (after one warm-up batch)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--seed", type=int, default=0)
@@ -89,7 +91,7 @@ def overhead(argv: list[str]) -> int:
             method="mrtpo", group_size=args.group_size, prompts_per_step=args.prompts,
             max_new_tokens=args.max_new_tokens or run_config.get("max_new_tokens", 48),
             relevance=args.relevance or run_config.get("relevance", DEFAULT_RELEVANCE),
-            replay_chunk=args.replay_chunk, device=args.device, seed=args.seed, steps=args.repeats + 1,
+            replay_chunk=args.replay_chunk, replay_dtype=args.replay_dtype, device=args.device, seed=args.seed, steps=args.repeats + 1,
         )  # fmt: skip
         return _run_overhead(base, args, checkpoint)
     except (ConfigError, ModelLoadError) as exc:
@@ -122,7 +124,7 @@ def _run_overhead(base, args, checkpoint: Path | None) -> int:
     start = "the initial model" if checkpoint is None else f"checkpoint {checkpoint} (batches of steps {first_step}..)"
     print(
         f"model {base.model} on {state.device} from {start}, {base.prompts_per_step} prompts x G={base.group_size}, "
-        f"{'/'.join(map(str, rewards))} rewards per prompt, max_new_tokens {base.max_new_tokens}, relevance {base.relevance}, "
+        f"{'/'.join(map(str, rewards))} rewards per prompt, max_new_tokens {base.max_new_tokens}, relevance {base.relevance}, replay precision {base.replay_dtype}, "
         f"{args.repeats} timed batches (+1 warm-up)",
         flush=True,
     )
