@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
 
-from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_dataset  # noqa: E402
+from core.integrations.trl import MRTPOConfig, MRTPOTrainer, end_process_group, prompt_dataset  # noqa: E402
 from core.tasks import load_prompt_set  # noqa: E402
 
 BATCH = 16  # 4 prompts x G = 4
@@ -71,7 +71,10 @@ def main(argv: list[str] | None = None) -> str | None:
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),
                            processing_class=tok, rollout_func=fixed_rollout)
     print(f"rank {trainer.accelerator.process_index} pid {os.getpid()}", flush=True)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        end_process_group()
     return str(trainer.writer.path) if trainer.writer is not None else None
 
 

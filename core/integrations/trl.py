@@ -221,6 +221,14 @@ def prompt_dataset(items: Sequence[PromptItem], tokenizer=None):
     return Dataset.from_list(records)
 
 
+def end_process_group() -> None:
+    """Shut down the torch.distributed process group a multi-process run started (accelerate opens it and never
+    closes it). Left to interpreter exit, gloo's worker threads can be torn down while still joinable, and the
+    process then aborts with "terminate called without an active exception" after the run has finished."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 # ----------------------------------------------------------------------------------------------- reward functions
 
 _ROW_CACHE: dict[str, PromptRow] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 from transformers import PrinterCallback
 
 from core.config import TrainConfig
-from core.integrations.trl import MRTPOConfig, MRTPOTrainer, prompt_dataset
+from core.integrations.trl import MRTPOConfig, MRTPOTrainer, end_process_group, prompt_dataset
 from core.run.store import phase_line
 
 # What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
@@ -56,7 +56,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         **grpo_fields(cfg, output_dir, use_cpu, processes),
         method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
-        replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
+        replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, replay_dtype=cfg.replay_dtype, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
         checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
     )
 
@@ -99,4 +99,5 @@ def run(cfg: TrainConfig) -> Path | None:
         trainer.train()
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
+        end_process_group()
     return trainer.writer.path if trainer.writer is not None else None
