@@ -147,7 +147,7 @@ class TrainConfig:
     replay_pairs: str = "nonzero_adv"
     """(sample, reward) pairs replay scores: nonzero_adv (where the reward's group advantage is nonzero: the rest cannot change any token advantage) or all (JS maps for every reward, slower)"""
     replay_dtype: str = "auto"
-    """precision of replay's contrastive passes: auto (the run's: bf16 autocast on CUDA, fp32 on CPU), float32, or bfloat16 (bf16 autocast on any device: about 1.8x faster replay on CPUs with AVX512-BF16/AMX, relevance within about 2% of fp32; docs/METHOD.md "Replay precision")"""
+    """precision of replay's contrastive passes: auto (the run's: bf16 autocast on CUDA, fp32 on CPU), float32, or bfloat16 (bf16 autocast on any device: replay 10-25% faster on one thread of a CPU with AVX512-BF16, relevance within about 2% of fp32; docs/METHOD.md "Replay precision")"""
 
     # --- run and output ---
     runs_dir: str = "runs"
