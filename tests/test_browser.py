@@ -472,13 +472,16 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
             page.wait_for_timeout(3 * 2000 + 1000)  # three polls of the progress fragment, no new step
             assert page.evaluate("() => window.__chartChanges") == 0, "unchanged figures were drawn again"
             page.evaluate(COUNT_REDRAWS_JS.replace("STEPS", STEPS_JS))
-            for step in range(4, 16):  # a step a second for 12 s
+            started = time.monotonic()
+            for step in range(4, 16):  # a step a second: 12 s, longer on a loaded machine
                 w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
                 w.set_status(step=step)
                 page.wait_for_timeout(1000)
             page.get_by_text("step 15/30").first.wait_for(timeout=6000)  # the progress line keeps up
             redraws = page.evaluate("() => window.__redraws")
-            assert 1 <= redraws <= 2, f"{redraws} redraws of the figures in 12 s"
+            elapsed = time.monotonic() - started
+            # at most once per FIGURE_REFRESH_S: one at once, then one per full period that passed
+            assert 1 <= redraws <= 1 + int(elapsed // FIGURE_REFRESH_S), f"{redraws} redraws of the figures in {elapsed:.1f} s"
             page.wait_for_function(f"() => ({STEPS_JS})() >= 15", timeout=(FIGURE_REFRESH_S + 8) * 1000)
             browser.close()
     finally:
