@@ -303,9 +303,7 @@ def test_colours_and_legends_on_both_themes(tmp_path, theme):
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         with sync_playwright() as pw:
-            browser = open_browser(pw)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(90000)
+            browser, page = browser_page(pw)
             try:
                 page.goto(url + "/curves?run=sample/tiny-instruct-mrtpo-demo")
                 wait_for_script(page)
@@ -388,9 +386,7 @@ def test_run_store_text_is_shown_as_text_never_markdown(tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         with sync_playwright() as pw:
-            browser = open_browser(pw)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(90000)
+            browser, page = browser_page(pw)
             try:
                 texts = {}
                 for path in ("/?run=inject-state", "/curves?run=inject-failed", "/launch", "/credit?run=inject-state",
@@ -506,9 +502,7 @@ def test_compare_targets_survive_clearing_and_picking_runs_again(tmp_path):
     proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
     try:
         with sync_playwright() as pw:
-            browser = open_browser(pw)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(90000)
+            browser, page = browser_page(pw)
             try:
                 page.goto(url + "/compare?" + urlencode([("run", "gdpo-a"), ("run", "mrtpo-b")]))
                 wait_for_script(page)
