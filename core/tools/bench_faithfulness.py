@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from core.config import REPLAY_DTYPES
+
 METRICS = ("mass_in", "mass_in_ceiling", "lift", "mass_control", "overlap", "auc", "auc_vs_entropy",
            "auc_satisfied", "auc_violated", "auc_control")
 BASELINES = ("random", "position", "entropy", "span")
@@ -37,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-prompts", type=int, default=16, help="prompts per batch (default 16)")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--replay-chunk", type=int, default=16)
-    p.add_argument("--replay-dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+    p.add_argument("--replay-dtype", default="auto", choices=REPLAY_DTYPES,
                    help="precision of the contrastive passes (default: auto, the run's: fp32 on CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))

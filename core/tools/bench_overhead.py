@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.config import REPLAY_DTYPES
+
 TARGET_FRESH = 1.15
 TARGET_TRAINED = 1.05
 
@@ -44,7 +46,7 @@ def _overhead_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, help="default: the checkpoint's run's, else 48")
     p.add_argument("--relevance", help="MRTPO's relevance variant (default: the checkpoint's run's, else the default)")
     p.add_argument("--replay-chunk", type=int, default=16)
-    p.add_argument("--replay-dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+    p.add_argument("--replay-dtype", default="auto", choices=REPLAY_DTYPES,
                    help="precision of the contrastive passes (default: auto, the run's: fp32 on CPU)")
     p.add_argument("--repeats", type=int, default=3, help="timed batches (after one warm-up batch)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
