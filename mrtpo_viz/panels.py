@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.choices import routes_by_replay
 from mrtpo_viz import figures
 
 Metrics = Mapping[str, pd.DataFrame]
@@ -36,7 +37,7 @@ def several_passes(cfg: Mapping) -> bool:
 
 def replays(cfg: Mapping) -> bool:
     """The run routes by contrastive replay (MRTPO with routing=replay), the only source of JS distances."""
-    return cfg.get("method") == "mrtpo" and cfg.get("routing", "replay") == "replay"
+    return routes_by_replay(cfg)
 
 
 def has_eval(df: pd.DataFrame) -> bool:

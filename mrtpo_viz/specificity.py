@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from core.config import DEFAULT_RELEVANCE
+from core.choices import DEFAULT_RELEVANCE, routes_by_replay
 
 TINY32 = float(np.finfo(np.float32).tiny)
 
@@ -227,7 +227,7 @@ def computable_variants(cfg: Mapping) -> tuple[list[str], dict[str, str]]:
     distance differs only in the combine (plain d or `specific_relevance`), so it is recomputable; any other
     needs another contrastive prompt's pass or token log-probs that were not stored. Runs without replay
     (grpo, gdpo, span / uniform routing) store no d: nothing is recomputable."""
-    if cfg.get("method") != "mrtpo" or cfg.get("routing", "replay") != "replay":
+    if not routes_by_replay(cfg):
         return [], {v: "this run did no contrastive replay, so it stored no d" for v in VARIANTS}
     own = str(cfg.get("relevance") or DEFAULT_RELEVANCE)
     contrast, distance, _ = VARIANTS.get(own, VARIANTS[DEFAULT_RELEVANCE])

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # Modules the app (or a torch-free command) imports: loading any of them must not load torch.
 TORCH_FREE = [
-    "app", "mrtpo_viz", "core", "core.paths", "core.config", "core.cli", "core.tasks", "core.verifiers",
+    "app", "mrtpo_viz", "core", "core.paths", "core.presets", "core.choices", "core.config", "core.cli", "core.tasks", "core.verifiers",
     "core.run", "core.run.names", "core.run.store", "core.run.train_cli", "core.tools", "core.tools.promptgen",
     "core.verifiers.language",
     "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.paths import EMBEDDED_MODELS
+from core.presets import EMBEDDED_MODELS
 from core.tools import bootstrap as bs
 from core.tools.promptgen import KINDS, get_setting
 

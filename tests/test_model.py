@@ -17,7 +17,8 @@ from core.model import (
     resolve_model,
     response_mask,
 )
-from core.paths import EMBEDDED_MODELS, MODELS_DIR
+from core.paths import MODELS_DIR
+from core.presets import EMBEDDED_MODELS
 from core.tools.fixtures import make_micro_model
 
 

@@ -33,7 +33,7 @@ def test_memory_estimate_by_hand():
 def test_model_shape_is_read_from_config_and_safetensors_headers():
     from transformers import AutoModelForCausalLM
 
-    from core.paths import EMBEDDED_MODELS
+    from core.presets import EMBEDDED_MODELS
 
     shape = resources.model_shape("tiny-instruct")
     model = AutoModelForCausalLM.from_pretrained(EMBEDDED_MODELS["tiny-instruct"][0])
@@ -46,7 +46,7 @@ def test_model_shape_is_read_from_config_and_safetensors_headers():
 
 
 def test_keeps_logits_agrees_with_the_trainers_routing_source():
-    from core.run.step import routing_source
+    from core.choices import routing_source
 
     for method in ("grpo", "gdpo", "mrtpo"):
         for routing in ("replay", "span", "uniform"):

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.choices import routing_source
 from core.config import (
     DEFAULT_RELEVANCE,
     TRL_REQUIREMENT,
@@ -623,7 +624,7 @@ class MRTPOTrainer(GRPOTrainer):
         statistics, then the config's routing source (`core.algos.routing.ROUTING`); (None, None, None) for
         estimators that ignore routing."""
         args = self.args
-        source = step_lib.routing_source(args)
+        source = routing_source(args)
         if source is None:
             return None, None, None
         pairs = None

@@ -40,6 +40,7 @@ from core.algos import advantages as adv_lib
 from core.algos import loss as loss_lib
 from core.algos import routing as routing_lib
 from core.algos import teacher_forcing as tf_lib
+from core.choices import routes_by_replay, routing_source
 from core.config import TrainConfig
 from core.run import record
 
@@ -198,7 +199,7 @@ def collect_rollout(state: TrainState, step: int, keep_logits: bool | None = Non
     cfg = state.cfg
     prompts = sample_prompts(state.items, cfg.prompts_per_step, cfg.seed, step)
     state.model.eval()  # no dropout anywhere: the first update pass must give the rollout policy's log-probs
-    keep = routing_source(cfg) == "replay" if keep_logits is None else keep_logits
+    keep = routes_by_replay(cfg) if keep_logits is None else keep_logits
     rollout = generate(state, prompts, step_seed(cfg.seed, step), keep_logits=keep)
     return decode_rollout(state, rollout)
 
@@ -228,15 +229,6 @@ def verify(state: TrainState, rollout: Rollout) -> Scores:
             rewards[i, k] = float(result.score)
             span_mask[i, k] = span_token_mask(rollout.offsets[i], result.spans, t)
     return Scores(rewards, torch.from_numpy(span_mask))
-
-
-# Estimators that spread credit by routing weights; the others (grpo, gdpo) give every token the same advantage.
-ROUTED_ESTIMATORS = ("mrtpo",)
-
-
-def routing_source(cfg: TrainConfig) -> str | None:
-    """The routing source a config uses (`cfg.routing` for routed estimators), None for grpo/gdpo."""
-    return cfg.routing if cfg.method in ROUTED_ESTIMATORS else None
 
 
 def rollout_logprobs(state: TrainState, rollout: Rollout) -> tf_lib.ResponseLogprobs:
@@ -419,7 +411,7 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
 
     # 3. replay only: p_t (B, T, V) under x, from the sampling's logits when the rollout kept them
     t1 = time.perf_counter()
-    logprobs = rollout_logprobs(state, rollout) if routing_source(cfg) == "replay" else None
+    logprobs = rollout_logprobs(state, rollout) if routes_by_replay(cfg) else None
     if own_rollout:
         rollout.logits = None  # not needed any more (B x T x V)
     times["time/logprobs"] = time.perf_counter() - t1

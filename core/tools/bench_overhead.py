@@ -77,7 +77,7 @@ def overhead(argv: list[str]) -> int:
             return 2
     from core.config import DEFAULT_RELEVANCE, ConfigError, TrainConfig
     from core.model import ModelLoadError
-    from core.paths import missing_model_hint
+    from core.presets import missing_model_hint
 
     run_config = checkpoint_run_config(checkpoint) if checkpoint is not None else {}
     model = args.model or run_config.get("model", "tiny-instruct")

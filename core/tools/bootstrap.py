@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from core.paths import EMBEDDED_MODELS, bootstrap_command
+from core.presets import EMBEDDED_MODELS, bootstrap_command
 from core.tools.promptgen import get_setting
 
 # setting -> the folder its build goes to by default (the embedded preset trained on that setting)

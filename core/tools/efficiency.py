@@ -54,7 +54,8 @@ from typing import Any
 import pandas as pd
 
 from core.config import MODEL_PRESETS, RELEVANCES, ConfigError, TrainConfig, resume_argv, train_argv
-from core.paths import EMBEDDED_MODELS, PROMPTS_DIR, REPO_ROOT, missing_model_hint, resolve_path
+from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path
+from core.presets import EMBEDDED_MODELS, missing_model_hint
 from core.run.store import ACTIVE_STATES, RunStore, pid_alive, read_tail, run_dir
 from core.tools.promptgen import SETTINGS, get_setting
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.choices import routing_source
 from mrtpo_viz import analysis, figures, loaders, panels, ui
 
 PAGE = "compare"
@@ -125,8 +126,7 @@ if targets:
     key = "reward/all_satisfied" if source == "train" else "eval/all_satisfied"
     table = analysis.steps_to_reach(metrics, targets, key=key)
     table.insert(1, "method", [configs[run].get("method") for run in table["run"]])
-    table.insert(2, "routing", [configs[run].get("routing") if configs[run].get("method") == "mrtpo" else None
-                                for run in table["run"]])
+    table.insert(2, "routing", [routing_source(configs[run]) for run in table["run"]])
     st.dataframe(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"),
                  hide_index=True, width="stretch")
     st.caption("not reached: the run's logged values stay below that rate; "

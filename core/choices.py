@@ -1,0 +1,48 @@
+"""The names a run can choose from (method, routing, relevance, ...) and the rule that says whether a run routes.
+
+The registries in core/algos/advantages.py (ESTIMATORS) and core/algos/routing.py (ROUTING, RELEVANCE) know
+these names; they are kept here, not imported from there, because those modules import torch (tests check
+that the lists agree). `core.config` validates fields against them; the app's pages and the memory estimate
+ask `routing_source` / `routes_by_replay`. Imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+METHODS = ("grpo", "gdpo", "mrtpo")
+ROUTINGS = ("replay", "span", "uniform")
+# Estimators that spread credit by routing weights; the others (grpo, gdpo) give every token the same advantage.
+ROUTED_ESTIMATORS = ("mrtpo",)
+RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific")
+# The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): chosen by `mrtpo bench
+# faithfulness`, where swap_specific alone met every credit-specificity target (README, "Reward-specific
+# credit"; docs/results/faithfulness-tiny-instruct.md). Runs recorded before this default say `js` in config.json.
+DEFAULT_RELEVANCE = "swap_specific"
+REPLAY_PAIRS = ("nonzero_adv", "all")
+# Precision of replay's no-gradient contrastive passes (docs/METHOD.md, "Replay precision"): auto is the run's own
+# (bf16 autocast on CUDA, fp32 on CPU), float32 and bfloat16 force one on any device.
+REPLAY_DTYPES = ("auto", "float32", "bfloat16")
+DEVICES = ("auto", "cpu", "cuda")
+# Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
+BACKENDS = ("builtin", "trl")
+
+
+def routing_source(cfg: Any) -> str | None:
+    """The routing source a run uses: its `routing` for a routed estimator (mrtpo), None for grpo and gdpo.
+
+    The one place that decides whether a run routes, and by what: both trainers, the memory estimate and the
+    app's pages ask here. `cfg` is a TrainConfig, an MRTPOConfig or a run's config.json as a dict (a config
+    without `routing` routes by replay, the default since the first run store).
+
+    >>> routing_source({"method": "mrtpo"}), routing_source({"method": "gdpo", "routing": "replay"})
+    ('replay', None)
+    """
+    get = cfg.get if isinstance(cfg, Mapping) else (lambda key, default=None: getattr(cfg, key, default))
+    return get("routing", "replay") if get("method", None) in ROUTED_ESTIMATORS else None
+
+
+def routes_by_replay(cfg: Any) -> bool:
+    """True when the run routes by contrastive replay: the only runs with relevance distances (JS or log-prob)."""
+    return routing_source(cfg) == "replay"
