@@ -413,11 +413,7 @@ def settle_killed(path: str | os.PathLike, why: str = "") -> int | None:
     writer = _take_writer_lock(path)
     last = RunStore(path).last_step()
     writer.truncate_after(last)  # rewrites metrics.jsonl from its whole lines; deletes later credit maps
-    for leftover in [*path.glob(".*.tmp"), *(path / "credit").glob(".*.tmp"), *(path / "checkpoints").glob(".*.tmp")]:
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
-        else:
-            leftover.unlink(missing_ok=True)
+    writer.remove_leftovers()
     writer.set_status(state="stopped", step=last, error=None, stopped_by=KILLED_BY)
     try:
         with open(path / "train.log", "a", encoding="utf-8") as log:

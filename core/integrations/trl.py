@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -769,20 +768,14 @@ class MRTPOTrainer(GRPOTrainer):
         hidden folder then renamed (every process takes part: DeepSpeed gathers weights)."""
         if self.args.runs_dir is None:
             return
-        final = self.writer.checkpoint_dir(step) if self.writer is not None else None
-        tmp = None if final is None else final.parent / f".{final.name}.tmp"
-        if tmp is not None and tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        tmp = self.writer.begin_checkpoint(step) if self.writer is not None else None
         tmp_name = gather_object([str(tmp) if tmp is not None else None])[0]
         if tmp_name is None:
             return
         self.save_model(tmp_name)
         self.accelerator.wait_for_everyone()
-        if final is not None:
-            if final.exists():
-                shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
-            self.writer.prune_checkpoints(self.args.keep_checkpoints)
+        if self.writer is not None:
+            self.writer.commit_checkpoint(step, self.args.keep_checkpoints)
 
 
 class _RunStoreCallback(TrainerCallback):

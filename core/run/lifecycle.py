@@ -18,7 +18,6 @@ import copy
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -67,20 +66,13 @@ def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state
 
 def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:
     """Policy + tokenizer (save_pretrained), optimizer state and the step, written to a temp folder then renamed."""
-    final = writer.checkpoint_dir(step)
-    tmp = final.parent / f".{final.name}.tmp"  # hidden: readers never list a half-written checkpoint
-    if tmp.exists():
-        shutil.rmtree(tmp, ignore_errors=True)
+    tmp = writer.begin_checkpoint(step)
     tmp.mkdir(parents=True)
     state.model.save_pretrained(tmp)
     state.tokenizer.save_pretrained(tmp)
     torch.save(state.optimizer.state_dict(), tmp / "optimizer.pt")
     (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "seed": state.cfg.seed}) + "\n")
-    if final.exists():
-        shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    writer.prune_checkpoints(state.cfg.keep_checkpoints)
-    return final
+    return writer.commit_checkpoint(step, state.cfg.keep_checkpoints)
 
 
 # ------------------------------------------------------------------------------------------ divergence

@@ -402,8 +402,7 @@ class RunWriter:
         writer = cls.open(path)
         atomic_write_json(writer.path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
         writer.truncate_after(step)
-        for leftover in (writer.path / "checkpoints").glob(".*.tmp"):
-            shutil.rmtree(leftover, ignore_errors=True)
+        writer.remove_leftovers()
         return writer
 
     def set_status(self, **fields: Any) -> dict[str, Any]:
@@ -464,6 +463,41 @@ class RunWriter:
 
     def checkpoint_dir(self, step: int) -> Path:
         return self.path / "checkpoints" / f"step_{int(step):06d}"
+
+    # A checkpoint is written into a hidden folder beside its final place, then renamed: readers never list a
+    # half-written one. Both trainers save through these two calls (the TRL one saves from every process between
+    # them: DeepSpeed gathers the weights).
+
+    def begin_checkpoint(self, step: int) -> Path:
+        """The empty hidden folder to save the checkpoint of `step` into (a leftover of an earlier try removed)."""
+        final = self.checkpoint_dir(step)
+        tmp = final.parent / f".{final.name}.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        return tmp
+
+    def commit_checkpoint(self, step: int, keep: int) -> Path:
+        """Rename the saved hidden folder of `step` to its final place (replacing an older save of that step),
+        then keep only the newest `keep` checkpoints (`prune_checkpoints`). Returns the final folder."""
+        final = self.checkpoint_dir(step)
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        os.replace(final.parent / f".{final.name}.tmp", final)
+        self.prune_checkpoints(keep)
+        return final
+
+    def remove_leftovers(self) -> list[Path]:
+        """Delete what an interrupted write left: hidden temp files and folders (`.*.tmp`, from `atomic_write_bytes`
+        and `begin_checkpoint`) in the run folder, credit/ and checkpoints/. Only for a run with no live writer
+        (resume, or after a kill). Returns what it deleted."""
+        found = [*self.path.glob(".*.tmp"), *(self.path / "credit").glob(".*.tmp"),
+                 *(self.path / "checkpoints").glob(".*.tmp")]
+        for leftover in found:
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+        return found
 
     def remove(self) -> None:
         """Delete the whole run folder (only for a run that never started a step)."""
