@@ -35,18 +35,16 @@ from typing import Any
 from core.config import ConfigError, TrainConfig, field_error, resume_argv, train_argv
 from core.paths import REPO_ROOT
 from core.run import names
+from core.run.liveness import pid_alive, pid_start_time
 from core.run.store import (
     ACTIVE_STATES,
     RunStore,
     RunStoreError,
     RunWriter,
-    error_from_log,
-    pid_alive,
-    pid_start_time,
-    read_tail,
     run_dir,
     writer_lock_held,
 )
+from core.run.train_log import error_from_log, read_tail
 
 FORM_ERROR = "_form"  # key of errors that belong to no single field
 

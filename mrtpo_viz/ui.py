@@ -25,7 +25,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.run.store import ACTIVE_STATES, RunInfo, last_phase
+from core.run.store import ACTIVE_STATES, RunInfo
+from core.run.train_log import last_phase
 from mrtpo_viz import launcher, loaders
 
 RUN_KEY = "mrtpo_run"  # path of the run chosen on single-run pages

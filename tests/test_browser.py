@@ -28,7 +28,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from core.run.store import RunStore, pid_alive
+from core.run.liveness import pid_alive
+from core.run.store import RunStore
 
 pytestmark = pytest.mark.browser
 

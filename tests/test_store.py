@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.run.liveness import pid_alive
 from core.run.store import (
     CREDIT_COLUMNS,
     CREDIT_SCHEMA,
@@ -19,7 +20,6 @@ from core.run.store import (
     RunWriter,
     credit_path,
     list_runs,
-    pid_alive,
     run_dir,
 )
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from core.run.store import RunStore, RunWriter, crash_message, error_from_log, read_tail
+from core.run.store import RunStore, RunWriter
+from core.run.train_log import crash_message, error_from_log, read_tail
 
 BAR = "Writing model shards:   0%|          | 0/1\rWriting model shards: 100%|##########| 1/1 [00:00<00:00]"
 
@@ -48,7 +49,7 @@ def test_crashed_status_carries_the_traceback_from_train_log(tmp_path):
 
 
 def test_last_phase_is_the_newest_phase_line():
-    from core.run.store import last_phase, phase_line
+    from core.run.train_log import last_phase, phase_line
 
     log = "\n".join([phase_line("importing torch and transformers"), "some warning",
                      phase_line("loading the model (tiny-instruct) and the prompt set"), "run r: /x"])

@@ -17,7 +17,7 @@ from transformers import PrinterCallback
 
 from core.config import TrainConfig
 from core.integrations.trl import MRTPOConfig, MRTPOTrainer, end_process_group, prompt_dataset
-from core.run.store import phase_line
+from core.run.train_log import phase_line
 
 # What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
 # update (the built-in keeps the policy in eval mode), token-mean over the whole batch (dapo), the full

@@ -33,7 +33,8 @@ from core.config import TrainConfig
 from core.run import names as names_lib
 from core.run.record import summary_line
 from core.run.step import StopRequested, TrainState, evaluate, seed_everything, train_step
-from core.run.store import RunStore, RunWriter, phase_line, run_dir
+from core.run.store import RunStore, RunWriter, run_dir
+from core.run.train_log import phase_line
 
 # ------------------------------------------------------------------------------------------ state
 

@@ -28,7 +28,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.run.liveness import pid_is_writer, pid_start_time
 from core.run.names import RUN_NAME_RULE, is_run_name
+from core.run.train_log import crash_message, read_tail
 
 SCHEMA_VERSION = 1
 SCHEMA_KEY = b"mrtpo_schema_version"
@@ -163,130 +165,6 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def credit_path(path: Path, step: int) -> Path:
     return Path(path) / "credit" / f"step_{int(step):06d}.parquet"
-
-
-def read_tail(path: str | os.PathLike, lines: int = 30, max_bytes: int = 16384) -> str:
-    """The last `lines` lines of a text file as a terminal shows them, reading at most its last `max_bytes`
-    ("" when unreadable): a progress bar that redraws its line with carriage returns counts once, as drawn last."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - max_bytes))
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    shown = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n")]
-    while shown and not shown[-1]:
-        shown.pop()
-    return "\n".join(shown[-lines:])
-
-
-TRACEBACK_HEAD = "Traceback (most recent call last):"
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # "RuntimeError: ...", "KeyboardInterrupt"
-
-
-def error_from_log(text: str) -> str:
-    """What a trainer's log says went wrong: its last Python traceback (from its head line to the exception
-    line), else its last line that names an error (`mrtpo train: error: ...`, `RuntimeError: ...`); "" when it
-    says neither (a process killed by a signal, e.g. the out-of-memory killer, leaves no such line).
-
-    >>> error_from_log("step 1/5\\nTraceback (most recent call last):\\n  File x\\nRuntimeError: boom\\nbye")
-    'Traceback (most recent call last):\\n  File x\\nRuntimeError: boom'
-    """
-    lines = text.split("\n")
-    heads = [i for i, line in enumerate(lines) if line.startswith(TRACEBACK_HEAD)]
-    if heads:
-        block = lines[heads[-1]:]
-        end = next((j for j in range(1, len(block)) if block[j] and not block[j][0].isspace()), len(block) - 1)
-        return "\n".join(block[: end + 1]).rstrip()
-    named = [line for line in lines if re.search(r"\berror\b", line, re.IGNORECASE) or _EXCEPTION_LINE.match(line)]
-    return named[-1].strip() if named else ""
-
-
-# The trainer prints "phase: <what it is doing>" lines while it starts (importing torch, loading the model), so
-# that a viewer of its log can say what the ~20 s before the first step are spent on.
-PHASE_PREFIX = "phase: "
-
-
-def phase_line(text: str) -> str:
-    """The log line that announces a startup phase."""
-    return PHASE_PREFIX + text
-
-
-def last_phase(log: str) -> str:
-    """The startup phase a trainer's log announced last ("" when none)."""
-    for line in reversed(log.split("\n")):
-        if line.startswith(PHASE_PREFIX):
-            return line[len(PHASE_PREFIX):].strip()
-    return ""
-
-
-def crash_message(log: str, pid: Any = None) -> str:
-    """The error to show for a trainer that died without a final status: the error in its log, else what is
-    known (no traceback: it was killed)."""
-    found = error_from_log(log)
-    if found:
-        return found
-    who = f"the trainer (pid {pid})" if pid else "the trainer"
-    return (f"{who} ended without a final status and without an error in its log: it was killed "
-            "(kill -9, or the out-of-memory killer)")
-
-
-def pid_alive(pid: Any) -> bool:
-    """True when a process with this pid exists (a zombie counts as dead)."""
-    try:
-        pid = int(pid)
-    except (TypeError, ValueError):
-        return False
-    if pid <= 0 or pid > 2**22:  # beyond Linux's pid_max: not a process (and os.kill would overflow)
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not a running trainer
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def pid_start_time(pid: Any) -> str | None:
-    """The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks since boot), None when
-    unknown: with the pid it names one process, since a recycled pid starts at another time."""
-    try:
-        with open(f"/proc/{int(pid)}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, ValueError, IndexError, OverflowError, TypeError):
-        return None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-TRAINER_MARKS = ("core.cli", "mrtpo", "core.run", "pytest")  # a legacy status's pid must run one of these
-
-
-def pid_is_writer(status: dict[str, Any]) -> bool:
-    """True when the process status.json names is alive and is the one that wrote it: same start time as
-    recorded (`pid_started`), or, for a status written before start times were recorded, a command line
-    that runs the trainer. A pid the OS recycled for another process is not the run's writer."""
-    pid = status.get("pid")
-    if not pid_alive(pid):
-        return False
-    recorded = status.get("pid_started")
-    if recorded is not None:
-        now = pid_start_time(pid)
-        return now is None or str(recorded) == now
-    cmd = _cmdline(int(pid))
-    return not cmd or any(mark in cmd for mark in TRAINER_MARKS)
 
 
 def _with_added_columns(frame: pd.DataFrame) -> pd.DataFrame:

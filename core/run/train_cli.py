@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             return launch_processes(cfg)
         return _train_trl(cfg, rank)
 
-    from core.run.store import phase_line
+    from core.run.train_log import phase_line
 
     print(phase_line("importing torch and transformers"), flush=True)
     from core.model import ModelLoadError
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
     """One process of a trl run; process 0 reports the run's final state."""
-    from core.run.store import phase_line
+    from core.run.train_log import phase_line
 
     if not rank:
         print(phase_line("importing torch, transformers and TRL"), flush=True)

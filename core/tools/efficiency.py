@@ -56,7 +56,9 @@ import pandas as pd
 from core.config import MODEL_PRESETS, RELEVANCES, ConfigError, TrainConfig, resume_argv, train_argv
 from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path
 from core.presets import EMBEDDED_MODELS, missing_model_hint
-from core.run.store import ACTIVE_STATES, RunStore, pid_alive, read_tail, run_dir
+from core.run.liveness import pid_alive
+from core.run.store import ACTIVE_STATES, RunStore, run_dir
+from core.run.train_log import read_tail
 from core.tools.promptgen import SETTINGS, get_setting
 
 # Study label -> the TrainConfig fields that make the method. One place knows the names.
