@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.algos import teacher_forcing
+from core.algos import forward_passes
+from core.algos.forward_passes import response_logits, teacher_forced_chunks
 from core.algos.routing import js_distance, routing_weights, span_routing, specific_relevance
 from core.algos.span_metrics import control_auc, js_summary, mass_in_span, roc_auc, span_agreement, span_auc
-from core.algos.teacher_forcing import contrastive_js, response_logits, response_logprobs, teacher_forced_chunks
+from core.algos.teacher_forcing import contrastive_distances, response_logprobs
 from core.model import response_mask
 
 NAN = float("nan")
@@ -274,7 +275,7 @@ def test_contrastive_js(tiny):
         [None, [2, 30, 4, 17]],  # reward 0 does not apply to sample 1
         [[2, 40], [9, 9, 9, 9, 9, 9, 9, 9, 9]],
     ]
-    d = contrastive_js(tiny, PROMPTS, contrastive, resp, mask, chunk_size=3)
+    d = contrastive_distances(tiny, PROMPTS, contrastive, resp, mask, chunk_size=3)
     m = mask.bool()
     assert d.shape == (3, 2, resp.shape[1])
     assert torch.isnan(d[1, 0]).all() and not torch.isnan(d[[0, 2]]).any() and not torch.isnan(d[1, 1]).any()
@@ -285,9 +286,9 @@ def test_contrastive_js(tiny):
     for i in (0, 2):  # padding positions of applicable rewards get 0
         assert torch.all(d[i][:, ~m[i]] == 0)
     # chunking and the reused full pass do not change the result
-    d1 = contrastive_js(tiny, PROMPTS, contrastive, resp, mask, chunk_size=1)
+    d1 = contrastive_distances(tiny, PROMPTS, contrastive, resp, mask, chunk_size=1)
     full = response_logprobs(tiny, PROMPTS, resp, mask, chunk=3).logp_full
-    d2 = contrastive_js(tiny, PROMPTS, contrastive, resp, mask, chunk_size=5, logp_full=full)
+    d2 = contrastive_distances(tiny, PROMPTS, contrastive, resp, mask, chunk_size=5, logp_full=full)
     ok = ~torch.isnan(d)
     assert torch.allclose(d1[ok], d[ok], atol=1e-3) and torch.allclose(d2[ok], d[ok], atol=1e-3)
     # against a direct computation for one (sample, reward): unpadded single-row passes
@@ -401,7 +402,7 @@ def test_no_cache_model_falls_back(tiny, wrapper):
 
 
 def test_cached_replay_equals_uncached_replay(tiny):
-    """response_logprobs and contrastive_js (prompt-cached, length-sorted) against the per-row uncached
+    """response_logprobs and contrastive_distances (prompt-cached, length-sorted) against the per-row uncached
     computation of p_t, q_t and d."""
     resp, mask = _cache_case(seed=10)
     contrastive = [
@@ -413,8 +414,8 @@ def test_cached_replay_equals_uncached_replay(tiny):
         [[5], [2, 40, 3]],
     ]
     full = response_logprobs(tiny, CACHE_PROMPTS, resp, mask, chunk=3)
-    d = contrastive_js(tiny, CACHE_PROMPTS, contrastive, resp, mask, chunk_size=3, logp_full=full.logp_full)
-    d_alone = contrastive_js(tiny, CACHE_PROMPTS, contrastive, resp, mask, chunk_size=4)  # full rows join the jobs
+    d = contrastive_distances(tiny, CACHE_PROMPTS, contrastive, resp, mask, chunk_size=3, logp_full=full.logp_full)
+    d_alone = contrastive_distances(tiny, CACHE_PROMPTS, contrastive, resp, mask, chunk_size=4)  # full rows join the jobs
     ref_p = _uncached_rows(tiny, CACHE_PROMPTS, resp, CACHE_LENGTHS)
     for i, n in enumerate(CACHE_LENGTHS):
         lp = torch.log_softmax(ref_p[i], -1)
@@ -437,7 +438,7 @@ def test_chunks_sorted_within_windows_and_prompts_released(tiny, monkeypatch):
     """Jobs sorted by length within windows of SORT_WINDOW_CHUNKS chunks; a prompt's KV state is dropped
     once no later chunk needs it, so with group-contiguous jobs few prompts are alive at a time."""
 
-    monkeypatch.setattr(teacher_forcing, "SORT_WINDOW_CHUNKS", 2)
+    monkeypatch.setattr(forward_passes, "SORT_WINDOW_CHUNKS", 2)
     g = torch.Generator().manual_seed(11)
     n_prompts, group, chunk = 6, 4, 2
     prompts = [[2] + torch.randint(3, 48, (1 + p,), generator=g).tolist() for p in range(n_prompts)]
@@ -445,13 +446,13 @@ def test_chunks_sorted_within_windows_and_prompts_released(tiny, monkeypatch):
     lengths = torch.randint(1, 9, (len(jobs_prompts),), generator=g).tolist()
     resp = torch.randint(3, 48, (len(jobs_prompts), 8), generator=g)
     alive = []
-    release = teacher_forcing._PrefixStore.release
+    release = forward_passes._PrefixStore.release
 
     def spy(self, c):
         release(self, c)
         alive.append(len({id(entry) for entry, _ in self.where.values()}) * chunk)  # live batches x prompts each
 
-    monkeypatch.setattr(teacher_forcing._PrefixStore, "release", spy)
+    monkeypatch.setattr(forward_passes._PrefixStore, "release", spy)
     ref = _uncached_rows(tiny, jobs_prompts, resp, lengths)
     order = []
     for jobs, logits in teacher_forced_chunks(tiny, jobs_prompts, resp, lengths, chunk=chunk):
