@@ -1,5 +1,5 @@
 """Relevance variants (docs/METHOD.md, "Relevance variants"): the `logp` distance on hand-made numbers, the
-`swap` counterfactual prompts per verifier family (removal where a family has no argument), `contrastive_js`
+`swap` counterfactual prompts per verifier family (removal where a family has no argument), `contrastive_distances`
 with the `logp` distance against a direct computation, and one real training step on the shipped
 tiny-instruct with every variant (built-in trainer) and with the two new kinds of pass on TRL."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from core.algos import routing as routing_lib
-from core.algos.teacher_forcing import contrastive_js, response_logprobs
+from core.algos.teacher_forcing import contrastive_distances, response_logprobs
 from core.tasks import CONTRASTS, PromptItem, load_prompt_set
 from core.verifiers import build
 from core.verifiers.base import swap_values
@@ -138,7 +138,7 @@ def test_contrastive_logp_matches_a_direct_computation(tiny):
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
     resp[~mask] = 0
     contrastive = [[[2, 9], None], [[2, 11], [2, 7]]]
-    d = contrastive_js(tiny, prompts, contrastive, resp, mask, chunk_size=2, distance="logp")
+    d = contrastive_distances(tiny, prompts, contrastive, resp, mask, chunk_size=2, distance="logp")
     assert torch.isnan(d[0, 1]).all() and torch.all(d[1, :, 3:] == 0)
     for i, k in ((0, 0), (1, 0), (1, 1)):
         n = int(mask[i].sum())
@@ -151,14 +151,14 @@ def test_contrastive_logp_matches_a_direct_computation(tiny):
         assert torch.allclose(d[i, k, :n], (p_tok - q_tok).abs(), atol=1e-4), (i, k)
     # the full-prompt side from the rollout's token log-probs (no vocabulary-sized tensor), or from logp_full
     full = response_logprobs(tiny, prompts, resp, mask, chunk=2)
-    reused = contrastive_js(tiny, prompts, contrastive, resp, mask, chunk_size=1, distance="logp",
+    reused = contrastive_distances(tiny, prompts, contrastive, resp, mask, chunk_size=1, distance="logp",
                             token_logp=full.token_logp)
-    from_full = contrastive_js(tiny, prompts, contrastive, resp, mask, chunk_size=3, distance="logp",
+    from_full = contrastive_distances(tiny, prompts, contrastive, resp, mask, chunk_size=3, distance="logp",
                                logp_full=full.logp_full)
     ok = ~torch.isnan(d)
     assert torch.allclose(reused[ok], d[ok], atol=1e-4) and torch.allclose(from_full[ok], d[ok], atol=1e-4)
     with pytest.raises(ValueError, match="js, logp"):
-        contrastive_js(tiny, prompts, contrastive, resp, mask, distance="kl")
+        contrastive_distances(tiny, prompts, contrastive, resp, mask, distance="kl")
 
 
 # ----------------------------------------------------------------------------- real training steps

@@ -47,7 +47,7 @@ def batch():
 def _relevance(batch, replay_dtype: str) -> torch.Tensor:
     state, rollout, scores, logprobs = batch
     state.cfg = dataclasses.replace(state.cfg, replay_dtype=replay_dtype)
-    return step_lib.route(state, rollout, scores, logprobs).js
+    return step_lib.route(state, rollout, scores, logprobs).distances
 
 
 def test_bf16_replay_stays_close_to_fp32_on_a_real_model(batch):

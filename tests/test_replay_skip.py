@@ -52,13 +52,13 @@ def test_replay_pairs_hand_case():
 
 
 def _fake_replay(d_full: torch.Tensor, calls: list):
-    """A contrastive_js callable returning fixed distances for the requested pairs (NaN elsewhere)."""
+    """A contrastive_distances callable returning fixed distances for the requested pairs (NaN elsewhere)."""
 
-    def contrastive_js(pairs: torch.Tensor) -> torch.Tensor:
+    def contrastive_distances(pairs: torch.Tensor) -> torch.Tensor:
         calls.append(pairs.clone())
         return torch.where(pairs[:, :, None], d_full, torch.full_like(d_full, float("nan")))
 
-    return contrastive_js
+    return contrastive_distances
 
 
 @pytest.mark.parametrize("relevance", sorted(routing_lib.RELEVANCE))
@@ -80,7 +80,7 @@ def test_skipping_leaves_token_advantages_and_credit_bitwise_equal(relevance, la
     for skip in (False, True):
         inputs = routing_lib.RoutingInputs(
             mask=mask, span_mask=torch.zeros(b, k, t, dtype=torch.bool), applicable=applicable, lam=lam,
-            sharpen=sharpen, relevance=relevance, contrastive_js=_fake_replay(d_full, calls),
+            sharpen=sharpen, relevance=relevance, distances=_fake_replay(d_full, calls),
             replay=routing_lib.replay_pairs(a, applicable, relevance) if skip else None,
         )
         w, d = routing_lib.route_replay(inputs)
@@ -103,7 +103,7 @@ def test_a_sample_wide_variant_treated_as_pairwise_would_change_the_credit():
     for replay in (None, routing_lib.replay_pairs(a, applicable, "js")):  # pairwise selection: wrong here
         inputs = routing_lib.RoutingInputs(mask=mask, span_mask=torch.zeros(b, k, 6, dtype=torch.bool),
                                            applicable=applicable, relevance="js_specific",
-                                           contrastive_js=_fake_replay(d_full, []), replay=replay)
+                                           distances=_fake_replay(d_full, []), replay=replay)
         out.append(adv_lib.get_estimator("mrtpo")(r, routing_lib.route_replay(inputs)[0], mask, G).credit)
     assert not torch.equal(out[0], out[1])
 
@@ -126,7 +126,7 @@ def step_setup(micro_model, letters_setup, tmp_path):
     rewards[:G] = torch.where(torch.isnan(rewards[:G]), rewards[:G], torch.ones_like(rewards[:G]))  # saturated
     rewards[G:2 * G, 0] = torch.where(torch.isnan(rewards[G:2 * G, 0]), rewards[G:2 * G, 0], 0.0)  # one reward
     assert (rewards[2 * G:].nan_to_num(-1).std(0) > 0).any()  # and a group that varies (test:letters is graded)
-    return state, rollout, step_lib.Scores(rewards, scores.span_mask)
+    return state, rollout, dataclasses.replace(scores, rewards=rewards)
 
 
 @pytest.mark.parametrize("relevance", ["js", "js_specific"])
@@ -150,9 +150,9 @@ def test_real_replay_with_and_without_the_skip_is_bitwise_equal(step_setup, rele
     assert torch.equal(r_all.replayed, scores.applicable)
     assert 0 < int(r_skip.replayed.sum()) < int(scores.applicable.sum())
     # computed pairs: the same distances; skipped pairs: NaN (not computed), never 0
-    ran = r_skip.replayed[:, :, None].expand_as(r_skip.js) & rollout.mask.bool()[:, None, :]
-    assert torch.equal(r_skip.js[ran], r_all.js[ran])
-    assert torch.isnan(r_skip.js[~r_skip.replayed]).all()
+    ran = r_skip.replayed[:, :, None].expand_as(r_skip.distances) & rollout.mask.bool()[:, None, :]
+    assert torch.equal(r_skip.distances[ran], r_all.distances[ran])
+    assert torch.isnan(r_skip.distances[~r_skip.replayed]).all()
     share = record.replay_pass_share(r_skip.replayed, scores.applicable, rollout.mask)
     assert share == pytest.approx(float(r_skip.replayed.sum()) / float(scores.applicable.sum()))
     assert record.replay_pass_share(r_all.replayed, scores.applicable, rollout.mask) == 1.0

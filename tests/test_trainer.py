@@ -241,7 +241,7 @@ def test_prompt_sampling_is_seeded_and_covers_every_prompt():
 
 
 def test_span_token_mask_overlap_rule():
-    from core.run.step import span_token_mask
+    from core.run.batch import span_token_mask
 
     offsets = [(0, 3), (3, 4), (4, 4), (4, 9)]
     assert span_token_mask(offsets, [(2, 3)], 6).tolist() == [True, False, False, False, False, False]

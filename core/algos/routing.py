@@ -206,7 +206,7 @@ def replay_pairs(group_adv: Tensor, applicable: Tensor, relevance: str = "js") -
 class RoutingInputs:
     """What a routing source may use.
 
-    `contrastive_js(pairs)` runs the contrastive replay passes on demand for the (sample, reward) pairs
+    `distances(pairs)` runs the contrastive replay passes on demand for the (sample, reward) pairs
     where `pairs` (B, K) is True and returns d (B, K, T), NaN elsewhere (only `replay` calls it).
     `replay` (B, K) bool limits replay to those pairs (`replay_pairs`); None replays every applicable pair.
     """
@@ -218,19 +218,19 @@ class RoutingInputs:
     w_max: float = 5.0
     sharpen: float = 1.0
     relevance: str = "js"
-    contrastive_js: Callable[[Tensor], Tensor] | None = None
+    distances: Callable[[Tensor], Tensor] | None = None
     replay: Tensor | None = None
 
 
 def route_replay(inputs: RoutingInputs) -> tuple[Tensor, Tensor]:
     """`replay`: d by contrastive replay on the chosen pairs, the relevance variant, then `routing_weights`.
     d is NaN where the reward does not apply and where replay was skipped (uniform weights there)."""
-    if inputs.contrastive_js is None:
-        raise ValueError("replay routing needs a contrastive_js pass")
+    if inputs.distances is None:
+        raise ValueError("replay routing needs the trainer's contrastive passes (RoutingInputs.distances)")
     pairs = inputs.applicable.bool()
     if inputs.replay is not None:
         pairs = pairs & inputs.replay.bool()
-    d = inputs.contrastive_js(pairs).float()  # (B, K, T)
+    d = inputs.distances(pairs).float()  # (B, K, T)
     d = torch.where(pairs[:, :, None], d, torch.full_like(d, float("nan")))
     relevance = get_relevance(inputs.relevance)(d, pairs)
     w = routing_weights(relevance, inputs.mask, lam=inputs.lam, w_max=inputs.w_max, sharpen=inputs.sharpen)

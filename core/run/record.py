@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,9 +22,7 @@ import torch
 from torch import Tensor
 
 from core.algos import span_metrics
-
-if TYPE_CHECKING:  # the step's dataclasses (core.run.step imports this module)
-    from core.run.step import Advantages, Rollout, Routing, Scores
+from core.run.batch import Advantages, Rollout, Routing, Scores
 
 
 @dataclass
@@ -72,7 +70,7 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     for key in LOSS_KEYS:
         m[key] = rec.loss_stats.get(key, float("nan"))
     m["response/length"] = float(rollout.mask.sum(1).float().mean())
-    js = rec.routing.js
+    js = rec.routing.distances
     if js is not None:
         m.update(span_metrics.js_summary(js, rollout.mask, names))
     replayed = rec.routing.replayed
@@ -119,7 +117,7 @@ def credit_frame(rec: StepRecord) -> pd.DataFrame:
     st = np.concatenate([np.arange(n) for _, _, n in blocks]).astype(np.int64)  # (N,)
     offsets = [np.asarray(o, dtype=np.int64).reshape(-1, 2) for o in rollout.offsets]
     tokens = rollout.tokens
-    js = rec.routing.js if rec.routing.js is not None else torch.full(credit.shape, float("nan"))
+    js = rec.routing.distances if rec.routing.distances is not None else torch.full(credit.shape, float("nan"))
     weights = rec.routing.weights if rec.routing.weights is not None else torch.ones(credit.shape)
     rewards = rec.scores.rewards.numpy()
     return pd.DataFrame(

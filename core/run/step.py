@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,12 +37,15 @@ from torch import Tensor
 
 from core import model as model_lib
 from core.algos import advantages as adv_lib
+from core.algos import forward_passes
 from core.algos import loss as loss_lib
 from core.algos import routing as routing_lib
 from core.algos import teacher_forcing as tf_lib
-from core.choices import routes_by_replay, routing_source
+from core.choices import routes_by_replay
 from core.config import TrainConfig
+from core.run import batch as batch_lib
 from core.run import record
+from core.run.batch import Advantages, Rollout, Routing, Scores
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -81,46 +84,6 @@ class TrainState:
     def check_stop(self) -> None:
         if self.stop_requested:
             raise StopRequested()
-
-
-@dataclass
-class Rollout:
-    """G sampled responses per prompt, with what the later phases need per sample."""
-
-    items: list  # (B,) PromptItem of each sample
-    prompt_ids: list[list[int]]  # (B,) chat-formatted prompt token ids
-    response_ids: Tensor  # (B, T) sampled ids, padded with pad_id after the response
-    mask: Tensor  # (B, T) 1 on response tokens (up to and including eos)
-    logits: Tensor | None = None  # (B, T, V) next-token logits sampling computed (kept when replay needs p_t)
-    texts: list[str] = field(default_factory=list)  # (B,) decoded responses
-    tokens: list[list[str]] = field(default_factory=list)  # (B, T_i) each token's text
-    offsets: list[list[tuple[int, int]]] = field(default_factory=list)  # (B, T_i) char range in texts[i]
-
-
-@dataclass
-class Scores:
-    rewards: Tensor  # (B, K), NaN where reward k does not apply to sample i's prompt
-    span_mask: Tensor  # (B, K, T) bool: token t overlaps a span verifier k inspected
-
-    @property
-    def applicable(self) -> Tensor:
-        """(B, K) bool: reward k applies to sample i's prompt."""
-        return ~torch.isnan(self.rewards)
-
-
-@dataclass
-class Routing:
-    weights: Tensor | None  # (B, K, T) routing weights; None when the estimator ignores them
-    js: Tensor | None  # (B, K, T) relevance d (NaN where not computed); None when no replay ran
-    replayed: Tensor | None = None  # (B, K) bool: pairs whose contrastive pass ran; None when no replay ran
-    entropy: Tensor | None = None  # (B, T) the policy's next-token entropy under x (replay only; the metrics' baseline)
-
-
-@dataclass
-class Advantages:
-    token_adv: Tensor  # (B, T) A[i, t], 0 at padding
-    credit: Tensor  # (B, K, T) reward k's term of A[i, t]
-    group_adv: Tensor  # (B, K) a[k, i], the GDPO group-normalised advantages
 
 
 # ------------------------------------------------------------------------------------------ phases
@@ -184,12 +147,10 @@ def generate(state: TrainState, prompts: list, seed: int, keep_logits: bool = Fa
 
 
 def decode_rollout(state: TrainState, rollout: Rollout) -> Rollout:
+    """Each response's text, token texts and character offsets, decoded from its sampled ids."""
     lengths = rollout.mask.sum(1).tolist()
-    for i, n in enumerate(lengths):
-        text, offsets = model_lib.decode_with_offsets(state.tokenizer, rollout.response_ids[i, :n].tolist())
-        rollout.texts.append(text)
-        rollout.tokens.append([text[a:b] for a, b in offsets])
-        rollout.offsets.append([(int(a), int(b)) for a, b in offsets])
+    rollout.texts, rollout.tokens, rollout.offsets = batch_lib.decode_responses(
+        state.tokenizer, [rollout.response_ids[i, :n].tolist() for i, n in enumerate(lengths)])
     return rollout
 
 
@@ -204,31 +165,11 @@ def collect_rollout(state: TrainState, step: int, keep_logits: bool | None = Non
     return decode_rollout(state, rollout)
 
 
-def span_token_mask(offsets: list[tuple[int, int]], spans, width: int) -> np.ndarray:
-    """(width,) bool: token t overlaps a character span [s, e) (start_t < e and s < end_t; empty tokens never)."""
-    out = np.zeros(width, dtype=bool)
-    if not spans or not offsets:
-        return out
-    tok = np.asarray(offsets, dtype=np.int64)  # (T_i, 2)
-    sp = np.asarray(spans, dtype=np.int64)  # (S, 2)
-    hit = (tok[:, None, 0] < sp[None, :, 1]) & (sp[None, :, 0] < tok[:, None, 1])  # (T_i, S)
-    out[: len(offsets)] = hit.any(1) & (tok[:, 0] < tok[:, 1])
-    return out
-
-
 def verify(state: TrainState, rollout: Rollout) -> Scores:
-    """Score every response with every reward its prompt states; map the verifiers' spans to tokens."""
-    names = state.reward_names
-    b, t = rollout.response_ids.shape
-    rewards = torch.full((b, len(names)), float("nan"))  # (B, K)
-    span_mask = np.zeros((b, len(names), t), dtype=bool)  # (B, K, T)
-    for i, (item, text) in enumerate(zip(rollout.items, rollout.texts, strict=True)):
-        for k, result in enumerate(item.verify(text, names)):
-            if result is None:
-                continue
-            rewards[i, k] = float(result.score)
-            span_mask[i, k] = span_token_mask(rollout.offsets[i], result.spans, t)
-    return Scores(rewards, torch.from_numpy(span_mask))
+    """Score every response with every reward its prompt states; map the verifiers' spans to tokens
+    (`core.run.batch.verify`)."""
+    return batch_lib.verify(rollout.items, rollout.texts, rollout.offsets, state.reward_names,
+                            rollout.response_ids.shape[1])
 
 
 def rollout_logprobs(state: TrainState, rollout: Rollout) -> tf_lib.ResponseLogprobs:
@@ -266,30 +207,16 @@ def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | 
     return out
 
 
-def replay_pairs(state: TrainState, scores: Scores) -> Tensor:
-    """(B, K) bool: the (sample, reward) pairs replay runs a contrastive pass for. `replay_pairs=nonzero_adv`:
-    where reward k's GDPO group advantage is nonzero (`core.algos.routing.replay_pairs`; the others cannot
-    change a token advantage); `all`: every applicable pair."""
-    cfg = state.cfg
-    if cfg.replay_pairs == "all":
-        return scores.applicable
-    group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
-    return routing_lib.replay_pairs(group_adv, scores.applicable, cfg.relevance)
-
-
 def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs | None) -> Routing:
-    """Routing weights w[k, i, t] from the config's routing source (`core.algos.routing.ROUTING`); replay
-    runs the contrastive passes here for the pairs `replay_pairs` selects, reusing p_t from `logprobs`."""
+    """Routing weights w[k, i, t] from the config's routing source (`core.run.batch.route`); replay runs the
+    contrastive passes here for the pairs `core.run.batch.choose_replay_pairs` selects, reusing p_t from
+    `logprobs`."""
     cfg, dev = state.cfg, state.device
-    source = routing_source(cfg)
-    if source is None:
-        return Routing(None, None)
-    pairs = replay_pairs(state, scores) if source == "replay" else None
     variant = routing_lib.get_relevance(cfg.relevance)
 
-    def contrastive_js(chosen: Tensor) -> Tensor:
+    def distances(chosen: Tensor) -> Tensor:
         with torch.no_grad(), state.replay_autocast():
-            d = tf_lib.contrastive_js(
+            d = tf_lib.contrastive_distances(
                 state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen, variant.contrast),
                 rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,
                 logp_full=None if logprobs is None else logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
@@ -297,14 +224,9 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
             )  # (B, K, T)
         return d.float().cpu()
 
-    inputs = routing_lib.RoutingInputs(
-        mask=rollout.mask, span_mask=scores.span_mask, applicable=scores.applicable, lam=cfg.lam, w_max=cfg.w_max,
-        sharpen=cfg.sharpen, relevance=cfg.relevance, contrastive_js=contrastive_js, replay=pairs,
-    )
-    with torch.no_grad():
-        weights, js = routing_lib.get_routing(source)(inputs)
-    return Routing(weights.float(), js, None if js is None else pairs & scores.applicable,
-                   None if logprobs is None else logprobs.entropy.float().cpu())
+    group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
+    entropy = None if logprobs is None else logprobs.entropy.float().cpu()
+    return batch_lib.route(cfg, rollout.mask, scores, group_adv, distances, entropy)
 
 
 def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, routing: Routing) -> Advantages:
@@ -332,13 +254,14 @@ def policy_update(state: TrainState, rollout: Rollout, token_adv: Tensor) -> dic
     b = rollout.response_ids.shape[0]
     pad = pad_token_id(state.tokenizer)
     n_tokens = float(rollout.mask.sum())
-    chunks = [slice(s, min(s + cfg.replay_chunk, b)) for s in range(0, b, cfg.replay_chunk)]
+    micro_batch = cfg.replay_chunk  # samples per forward pass, in replay and in the update (memory bound)
+    chunks = [slice(s, min(s + micro_batch, b)) for s in range(0, b, micro_batch)]
     ref_logp = None
     if state.ref_model is not None and cfg.kl_beta > 0:
         with torch.no_grad(), state.autocast():
             ref = tf_lib.response_logprobs(
                 state.ref_model, rollout.prompt_ids, rollout.response_ids.to(dev), rollout.mask.to(dev),
-                cfg.replay_chunk, keep_full=False, pad_token_id=pad,
+                micro_batch, keep_full=False, pad_token_id=pad,
             )
         ref_logp = ref.token_logp.float().cpu()  # (B, T)
     totals: dict[str, float] = {}
@@ -354,7 +277,7 @@ def policy_update(state: TrainState, rollout: Rollout, token_adv: Tensor) -> dic
             mask = mask[:, :t_c].to(dev)  # (b, t_c)
             ids = rollout.response_ids[sl, :t_c].to(dev)  # (b, t_c)
             with state.autocast():
-                logits = tf_lib.response_logits(model, rollout.prompt_ids[sl], ids, mask, pad)  # (b, t_c, V)
+                logits = forward_passes.response_logits(model, rollout.prompt_ids[sl], ids, mask, pad)  # (b, t_c, V)
             logp = loss_lib.token_logprobs(logits, ids)  # (b, t_c), float32
             old = old_logp.setdefault(sl.start, logp.detach())
             loss, stats = loss_lib.policy_loss(

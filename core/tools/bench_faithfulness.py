@@ -121,7 +121,7 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
             t0 = time.perf_counter()
             routing = step_lib.route(state, rollout, scores, logprobs)
             seconds = time.perf_counter() - t0
-            rel = routing_lib.get_relevance(variant)(routing.js, routing.replayed)
+            rel = routing_lib.get_relevance(variant)(routing.distances, routing.replayed)
             add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy))
             c = cost.setdefault(variant, {"passes": [], "replay_s": [], "logprobs_s": []})
             c["passes"].append(float(routing.replayed.sum()) / rollout.mask.shape[0])

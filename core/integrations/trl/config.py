@@ -1,0 +1,91 @@
+"""`MRTPOConfig`: TRL's `GRPOConfig` plus MRTPO's method fields, checked like `core.config.TrainConfig`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
+
+# ----------------------------------------------------------------------------------------------- config
+
+# MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
+SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
+                 "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
+
+
+@dataclass
+class MRTPOConfig(GRPOConfig):
+    """`GRPOConfig` plus MRTPO's method fields (docs/METHOD.md), checked like `core.config.TrainConfig`.
+
+    TRL's own fields keep their meaning (`num_generations` is G, `max_completion_length` the longest
+    response, `epsilon` the clip range, `beta` the KL weight, `loss_type` the aggregation). Raises
+    `core.config.ConfigError` naming the field.
+    """
+
+    method: str = field(default="mrtpo", metadata={"help": "advantage estimator: mrtpo (GDPO routed to tokens), "
+                                                            "gdpo or grpo (every token gets the response's advantage)"})
+    routing: str = field(default="replay", metadata={"help": "where each reward's credit goes: replay (contrastive "
+                                                              "JS), span (verifier spans, an oracle) or uniform (= GDPO)"})
+    relevance: str = field(default=DEFAULT_RELEVANCE, metadata={"help": "token relevance for replay routing: js, js_specific, "
+                                                          "swap, swap_specific, logp or logp_specific"})
+    sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
+    lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
+    w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
+    family_weights: dict | str | None = field(
+        default=None, metadata={"help": "weight per reward name (a verifier family), a dict or its JSON; names left "
+                                        "out get 1.0. Sets TRL's reward_weights, so give one or the other"})
+    eps: float = field(default=1e-4, metadata={"help": "added to every standard deviation of the normalisations"})
+    replay_chunk: int = field(default=16, metadata={"help": "samples per forward pass of the contrastive replay"})
+    replay_pairs: str = field(default="nonzero_adv", metadata={"help": "nonzero_adv: replay only the (sample, reward) "
+                                                                       "pairs whose group advantage is nonzero (the "
+                                                                       "others cannot change an advantage); all"})
+    replay_dtype: str = field(default="auto", metadata={"help": "precision of the contrastive passes: auto (the "
+                                                                 "run's, accelerate's autocast), float32 or bfloat16"})
+    runs_dir: str | None = field(default="runs", metadata={"help": "where process 0 writes the run store the app "
+                                                                     "reads (None: no run store)"})
+    run_name: str = field(default="", metadata={"help": "run folder name ([A-Za-z0-9._-]); empty: automatic"})
+    checkpoint_every: int = field(default=0, metadata={"help": "save the policy into the run store every this many "
+                                                                "generation batches (and at the end); 0: only at the end"})
+    keep_checkpoints: int = field(default=3, metadata={"help": "keep the newest this many run-store checkpoints, "
+                                                                "deleting older ones as new ones are saved; 0 keeps all"})
+    multi_objective_aggregation: str = field(
+        default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
+                                                        "normalize_then_sum is GDPO"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.family_weights, str):
+            try:
+                self.family_weights = json.loads(self.family_weights)
+            except json.JSONDecodeError as exc:
+                raise ConfigError("family_weights", f"not a JSON object: {exc}") from exc
+        for name in SHARED_FIELDS:
+            message = field_error(name, getattr(self, name))
+            if message:
+                raise ConfigError(name, message)
+        if self.family_weights is not None:
+            message = field_error("reward_weights", self.family_weights)
+            if message:
+                raise ConfigError("family_weights", message)
+            if self.reward_weights is not None:
+                raise ConfigError("family_weights", "give reward weights once: family_weights (by name) or "
+                                                    "reward_weights (a list in reward-function order)")
+        if self.runs_dir is not None and not str(self.runs_dir):
+            raise ConfigError("runs_dir", "give a folder for the run store, or None for no run store")
+        if self.loss_type == "vespo" or self.off_policy_mask_threshold is not None:
+            raise ConfigError("loss_type", "vespo weights and the off-policy sequence mask read the sign of one "
+                                           "advantage per sequence; MRTPO's advantages are per token, so they "
+                                           "are not defined here (use dapo, grpo, bnpo, dr_grpo, cispo or sapo)")
+        spans = self.steps_per_generation * self.num_iterations
+        if spans % self.gradient_accumulation_steps:
+            raise ConfigError("steps_per_generation", f"a generation batch spans steps_per_generation x "
+                              f"num_iterations = {spans} micro-batches, not a whole number of optimizer steps of "
+                              f"{self.gradient_accumulation_steps}; the run store records whole batches")
+
+    @property
+    def steps_per_batch(self) -> int:
+        """Optimizer steps per generation batch (a run-store step is one generation batch)."""
+        return self.steps_per_generation * self.num_iterations // self.gradient_accumulation_steps

@@ -1,0 +1,222 @@
+"""The dataset side of MRTPO on TRL: dataset rows read as prompts with constraints, and our verifiers as TRL
+reward functions.
+
+A dataset row has a `prompt` (text or chat messages) and its `constraints` (a list, or its JSON, of
+{"family", "kwargs"}; `task` and `key` optional; IFEval's `instruction_id_list` / `kwargs` work too).
+`prompt_row` reads one into a `PromptRow` (its PromptItem, and where the item's text sits in the prompt, so
+that a contrastive prompt is the same prompt with that text replaced); `prompt_dataset` builds a dataset
+from a prompt set; `verifier_rewards` makes one TRL reward function per constraint family.
+Imports neither torch nor TRL (`prompt_dataset` imports `datasets` when called).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.config import ConfigError
+from core.tasks import PromptItem, item_from_record
+
+# ----------------------------------------------------------------------------------------------- dataset rows
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """A dataset row as MRTPO reads it: its PromptItem (verifiers, contrastive prompts) and where the item's
+    prompt text sits in the row's `prompt` (a string, or the last user message of a conversation), so that
+    a contrastive prompt is the same prompt with that text replaced (`variant`)."""
+
+    item: PromptItem
+    prompt: Any  # the row's prompt as TRL gets it: str or list of {"role", "content"}
+    start: int  # item.prompt() == user_text(prompt)[start:end]
+    end: int
+
+    def variant(self, text: str) -> Any:
+        """The row's prompt with the item's text replaced by `text` (same template, same chat format)."""
+        if isinstance(self.prompt, str):
+            return self.prompt[: self.start] + text + self.prompt[self.end:]
+        messages = [dict(m) for m in self.prompt]
+        j = _last_user(messages)
+        content = messages[j]["content"]
+        messages[j]["content"] = content[: self.start] + text + content[self.end:]
+        return messages
+
+    def contrastive(self, family: str, contrast: str = "remove") -> Any | None:
+        """The prompt x^-k for reward `family` (None when the row does not state it); `contrast` as in
+        `core.tasks.PromptItem.contrastive_prompt` (remove the constraint, or swap its argument)."""
+        families = self.item.families()
+        if family not in families:
+            return None
+        return self.variant(self.item.contrastive_prompt(families.index(family), contrast))
+
+
+def _last_user(messages: Sequence[Mapping]) -> int:
+    for j in range(len(messages) - 1, -1, -1):
+        if messages[j].get("role") == "user" and isinstance(messages[j].get("content"), str):
+            return j
+    raise ValueError("the prompt conversation has no user message with text content")
+
+
+def user_text(prompt: Any) -> str:
+    """The text a row's prompt states its constraints in: the string itself, or the last user message."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, Mapping) for m in prompt):
+        return prompt[_last_user(prompt)]["content"]
+    raise ValueError(f"a prompt must be a string or a list of chat messages, got {type(prompt).__name__}")
+
+
+def completion_text(completion: Any) -> str:
+    """TRL's completion as text: a string, or the content of the assistant message."""
+    if isinstance(completion, str):
+        return completion
+    return str(completion[-1].get("content") or "")
+
+
+def _specs(constraints: Any) -> list[dict]:
+    """A row's constraint list: a list (or its JSON) of {"family", "kwargs"}; None-valued kwargs (what Arrow
+    adds when rows have different arguments) dropped."""
+    if isinstance(constraints, str):
+        constraints = json.loads(constraints)
+    if not isinstance(constraints, (list, tuple)):
+        raise ValueError('`constraints` must be a list of {"family": ..., "kwargs": {...}} (or its JSON)')
+    out = []
+    for spec in constraints:
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"bad constraint spec {spec!r}")
+        kwargs = {k: v for k, v in (spec.get("kwargs") or {}).items() if v is not None}
+        out.append({"family": spec.get("family"), "kwargs": kwargs})
+    return out
+
+
+def prompt_row(row: Mapping) -> PromptRow:
+    """Read one dataset row (see the module docstring); raises ValueError with a plain message."""
+    if "prompt" not in row:
+        raise ValueError("a row needs a `prompt` column")
+    text = user_text(row["prompt"])
+    key = str(row.get("key") or "h" + hashlib.sha1(text.encode()).hexdigest()[:10])
+    if "instruction_id_list" in row:  # IFEval format: the verbatim prompt, sentences located by cue words
+        record_ = {"key": key, "prompt": text, "instruction_id_list": row["instruction_id_list"],
+                   "kwargs": row.get("kwargs") or []}
+        item = item_from_record(record_)
+        return PromptRow(item, row["prompt"], 0, len(text))
+    if "constraints" not in row:
+        raise ValueError("a row needs `constraints` (a list of {family, kwargs}) or IFEval's `instruction_id_list`")
+    specs = _specs(row["constraints"])
+    if row.get("task"):  # native: the prompt states task + constraint sentences; find that text in the prompt
+        item = item_from_record({"key": key, "task": row["task"], "constraints": specs})
+        stated = item.prompt()
+        start = text.find(stated)
+        if start < 0:
+            raise ValueError(f"the prompt does not contain the task and constraint sentences {stated!r}; "
+                             "drop the `task` column to use the prompt text as it is")
+        return PromptRow(item, row["prompt"], start, start + len(stated))
+    item = item_from_record({"key": key, "task": text, "prompt": text, "constraints": specs})
+    return PromptRow(item, row["prompt"], 0, len(text))
+
+
+def _row_error(index: int, exc: Exception) -> ConfigError:
+    return ConfigError("train_dataset", f"row {index}: {exc}")
+
+
+def dataset_rows(dataset: Iterable[Mapping]) -> list[PromptRow]:
+    """Every row read with `prompt_row`; the first bad row raises ConfigError naming it (e.g. a constraint
+    family without a verifier), before anything runs or is written."""
+    rows = []
+    for i, row in enumerate(dataset):
+        try:
+            rows.append(prompt_row(row))
+        except ValueError as exc:
+            raise _row_error(i, exc) from exc
+    if not rows:
+        raise ConfigError("train_dataset", "the dataset holds no prompts")
+    return rows
+
+
+def reward_families(dataset: Iterable[Mapping]) -> list[str]:
+    """The constraint families of a dataset in first-seen order: the rewards `verifier_rewards` makes."""
+    out: list[str] = []
+    for row in dataset_rows(dataset):
+        out += [f for f in row.item.families() if f not in out]
+    return out
+
+
+def prompt_dataset(items: Sequence[PromptItem], tokenizer=None):
+    """A `datasets.Dataset` of a prompt set (PromptItems), one row per prompt: `prompt`, `key`, `task` and
+    `constraints` (JSON text, so Arrow keeps each constraint's own arguments).
+
+    The prompt is what the built-in trainer's `core.model.encode_prompt` feeds the model: a one-message
+    conversation when the tokenizer has a chat template, else the text plus a newline (TRL tokenizes a
+    string prompt as it is). IFEval-format items keep their verbatim prompt and no `task`.
+    """
+    from datasets import Dataset
+
+    chat = tokenizer is None or bool(getattr(tokenizer, "chat_template", None))
+    records = []
+    for item in items:
+        text = item.prompt()
+        rec = {
+            "prompt": [{"role": "user", "content": text}] if chat else text + "\n",
+            "key": item.key,
+            "task": item.task if item.text is None else "",
+            "constraints": json.dumps([c.to_spec() for c in item.constraints]),
+        }
+        records.append(rec)
+    return Dataset.from_list(records)
+
+
+
+# ----------------------------------------------------------------------------------------------- reward functions
+
+_ROW_CACHE: dict[str, PromptRow] = {}
+
+
+def _cached_row(row: Mapping) -> PromptRow:
+    key = json.dumps(row, sort_keys=True, default=str)
+    found = _ROW_CACHE.get(key)
+    if found is None:
+        if len(_ROW_CACHE) > 100_000:
+            _ROW_CACHE.clear()
+        found = _ROW_CACHE[key] = prompt_row(row)
+    return found
+
+
+ROW_COLUMNS = ("prompt", "key", "task", "constraints", "instruction_id_list", "kwargs")
+
+
+def _batch_rows(prompts: Sequence[Any], columns: Mapping[str, Any]) -> list[dict]:
+    """Per-row dicts of the columns a reward function gets from TRL (every dataset column as a list)."""
+    n = len(prompts)
+    lists = {k: v for k, v in columns.items() if k in ROW_COLUMNS and isinstance(v, list) and len(v) == n}
+    return [{"prompt": prompts[i], **{k: v[i] for k, v in lists.items()}} for i in range(n)]
+
+
+def verifier_reward(family: str) -> Callable[..., list[float | None]]:
+    """A TRL reward function for one constraint family: the score of the row's verifier of that family on
+    the completion, None (TRL: NaN, "does not apply") for rows that do not state it.
+
+    >>> reward = verifier_reward("punctuation:no_comma")
+    >>> reward(prompts=["Say hi. Do not use any commas."], completions=["hi, there"],
+    ...        constraints=['[{"family": "punctuation:no_comma", "kwargs": {}}]'])
+    [0.0]
+    """
+
+    def reward(prompts, completions, **columns) -> list[float | None]:
+        out: list[float | None] = []
+        for row, completion in zip(_batch_rows(prompts, columns), completions, strict=True):
+            verifier = _cached_row(row).item.verifier_for(family)
+            out.append(None if verifier is None else float(verifier.verify(completion_text(completion)).score))
+        return out
+
+    reward.__name__ = family
+    reward.__qualname__ = f"verifier_reward({family!r})"
+    reward.family = family  # type: ignore[attr-defined]
+    return reward
+
+
+def verifier_rewards(dataset: Iterable[Mapping]) -> list[Callable[..., list[float | None]]]:
+    """One `verifier_reward` per constraint family of the dataset, in first-seen order."""
+    return [verifier_reward(f) for f in reward_families(dataset)]

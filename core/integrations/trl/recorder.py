@@ -1,0 +1,266 @@
+"""The run store of an `MRTPOTrainer` run: what one generation batch leaves, and how process 0 records it.
+
+Each process keeps its rows of a generation batch as a `LocalBatch` (the `core.run.batch` dataclasses of its b
+rows). `gather_object` brings them to process 0, `merge_batches` concatenates them in process order (global
+sample index p b + i), and `RunRecorder` (a mixin of `MRTPOTrainer`) writes config.json, status.json,
+metrics.jsonl, one credit Parquet per generation batch and the checkpoints with `core.run.store` /
+`core.run.record`, exactly as the built-in trainer does, so the app shows TRL runs like built-in ones.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import gather_object
+from torch import Tensor
+from transformers import TrainerCallback
+
+from core.algos import advantages as adv_lib
+from core.config import TrainConfig
+from core.run import names as names_lib
+from core.run import record
+from core.run.batch import Advantages, Rollout, Routing, Scores
+from core.run.store import RunWriter, run_dir
+
+# TRL's per-update metrics -> the run store's keys (docs/CONTRACTS.md); what TRL does not measure is NaN.
+TRL_LOSS_METRICS = {"entropy": "policy/entropy", "clip_ratio/region_mean": "policy/clip_frac", "kl": "loss/kl"}
+
+# ----------------------------------------------------------------------------------------------- one batch
+
+
+@dataclass(frozen=True)
+class PromptView:
+    """What a credit map records of a sample's prompt (`PromptItem.key`, `PromptItem.prompt()`), without the
+    verifiers: it crosses processes (a custom verifier module need not be importable by pickle)."""
+
+    key: str
+    text: str
+
+    def prompt(self) -> str:
+        return self.text
+
+
+@dataclass
+class LocalBatch:
+    """One process's b rows of a generation batch, as the record needs them (CPU tensors; `rollout.items` are
+    `PromptView`s): gathered to process 0 and concatenated in process order by `merge_batches`."""
+
+    rollout: Rollout  # (b,) rows, ids and mask (b, T)
+    span_mask: Tensor  # (b, K, T)
+    routing: Routing  # weights, distances (b, K, T), replayed (b, K)
+    token_adv: Tensor  # (b, T)
+    credit: Tensor  # (b, K, T)
+
+
+@dataclass
+class PendingBatch:
+    """The generation batch in training, from its generation until its last optimizer step records it."""
+
+    parts: list[LocalBatch] | None  # every process's rows (process 0 only; None elsewhere)
+    rewards: Tensor  # (B, K) the gathered rewards, identical on every process
+    start: float  # perf_counter at the start of generation
+    times: dict[str, float]  # time/generate, time/verify, time/replay, time/advantages
+    losses: list[Tensor] = field(default_factory=list)  # this process's summed loss of each optimizer step
+    metrics: dict[str, list[float]] = field(default_factory=dict)  # TRL's per-update metrics (TRL_LOSS_METRICS)
+
+
+def _pad_cat(parts: list[Tensor | None], width: int, fill: float = 0.0) -> Tensor | None:
+    """Concatenate along dim 0 after right-padding the last dim to `width` (None when any part is None)."""
+    if any(p is None for p in parts):
+        return None
+    padded = [torch.nn.functional.pad(p, (0, width - p.shape[-1]), value=fill) for p in parts]
+    return torch.cat(padded, 0)
+
+
+def merge_batches(parts: list[LocalBatch], rewards: Tensor, group_adv: Tensor
+                  ) -> tuple[Rollout, Scores, Routing, Advantages]:
+    """(Rollout, Scores, Routing, Advantages) of the whole batch from the processes' parts, in process order
+    (global sample index p b + i), padded to the longest response of any process."""
+    width = max(max(p.rollout.mask.shape[1] for p in parts), 1)
+    rollouts = [p.rollout for p in parts]
+    rollout = Rollout(
+        items=[it for r in rollouts for it in r.items], prompt_ids=[x for r in rollouts for x in r.prompt_ids],
+        response_ids=_pad_cat([r.response_ids for r in rollouts], width).long(),
+        mask=_pad_cat([r.mask for r in rollouts], width).long(),
+        texts=[x for r in rollouts for x in r.texts], tokens=[x for r in rollouts for x in r.tokens],
+        offsets=[x for r in rollouts for x in r.offsets],
+    )
+    scores = Scores(rewards, _pad_cat([p.span_mask for p in parts], width).bool())
+    replayed = [p.routing.replayed for p in parts]
+    routing = Routing(_pad_cat([p.routing.weights for p in parts], width),
+                      _pad_cat([p.routing.distances for p in parts], width),
+                      None if any(r is None for r in replayed) else torch.cat(replayed, 0))
+    adv = Advantages(_pad_cat([p.token_adv for p in parts], width), _pad_cat([p.credit for p in parts], width),
+                     group_adv)
+    return rollout, scores, routing, adv
+
+
+# ----------------------------------------------------------------------------------------------- the recorder
+
+
+class RunRecorder:
+    """The run-store half of `MRTPOTrainer` (a mixin: it reads the trainer's `args`, `accelerator`,
+    `num_generations`, `reward_names`, `beta`, `state` and TRL's `_metrics`). Its steps run at the points of HF's
+    loop through `RunStoreCallback`; process 0 writes, the other processes only join the reductions."""
+
+    writer: RunWriter | None
+    store_config: dict | None
+    record_step: int
+    stopped: bool
+    _batch: PendingBatch | None
+    _loss_sum: Tensor | None
+    _metric_marks: dict[str, int]
+
+    def _init_recorder(self, store_config: dict | None) -> None:
+        self.store_config = store_config
+        self.writer = None
+        self.record_step = 0
+        self.stopped = False
+        self._batch = None
+        self._loss_sum = None
+        self._metric_marks = {}
+
+    def _mark_metrics(self) -> None:
+        self._metric_marks = {k: len(v) for k, v in self._metrics["train"].items()}
+
+    def _harvest_metrics(self) -> None:
+        """Move TRL's per-update metrics logged since the last mark into the batch's lists."""
+        if self._batch is None:
+            return
+        for key in TRL_LOSS_METRICS:
+            values = self._metrics["train"].get(key, [])
+            self._batch.metrics.setdefault(key, []).extend(values[self._metric_marks.get(key, 0):])
+        self._mark_metrics()
+
+    def default_store_config(self) -> dict[str, Any]:
+        """config.json for a run started from Python: TrainConfig's keys, from this trainer's settings."""
+        args = self.args
+        model = self.accelerator.unwrap_model(self.model)
+        unknown = dict.fromkeys(TrainConfig.__dataclass_fields__)  # e.g. the prompt set: the caller's dataset
+        return {
+            **unknown,
+            "model": str(getattr(model.config, "_name_or_path", "") or type(model).__name__),
+            "method": args.method, "routing": args.routing, "relevance": args.relevance, "sharpen": args.sharpen,
+            "lam": args.lam, "w_max": args.w_max, "reward_weights": dict(args.family_weights or {}), "eps": args.eps,
+            "group_size": self.num_generations, "prompts_per_step": args.generation_batch_size // self.num_generations,
+            "max_new_tokens": args.max_completion_length, "temperature": args.temperature,
+            "steps": self.total_record_steps(), "lr": args.learning_rate, "clip_range": args.epsilon,
+            "kl_beta": args.beta, "inner_epochs": args.num_iterations, "max_grad_norm": args.max_grad_norm,
+            "seed": args.seed, "replay_chunk": args.replay_chunk, "replay_pairs": args.replay_pairs,
+            "replay_dtype": args.replay_dtype,
+            "runs_dir": str(args.runs_dir),
+            "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
+            "keep_checkpoints": args.keep_checkpoints,
+            "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
+        }
+
+    def total_record_steps(self) -> int:
+        return max(self.state.max_steps // self.args.steps_per_batch, 1) if self.state.max_steps else 0
+
+    def open_run(self) -> None:
+        """Process 0: create the run folder (config.json, status running)."""
+        args = self.args
+        if args.runs_dir is None or not self.accelerator.is_main_process:
+            return
+        config = dict(self.store_config) if self.store_config is not None else self.default_store_config()
+        name = args.run_name or names_lib.auto_run_name(args.method, lambda n: run_dir(args.runs_dir, n).exists())
+        config.update(run_name=name, runs_dir=str(args.runs_dir), reward_names=self.reward_names)
+        self.writer = RunWriter.create(args.runs_dir, name, config)
+        self.writer.set_status(state="running", pid=os.getpid(), step=0, total_steps=self.total_record_steps(),
+                               error=None)
+        print(f"run {name}: {self.writer.path}", flush=True)
+
+    def begin_batch(self, parts: list[LocalBatch] | None, rewards: Tensor, start: float,
+                    times: dict[str, float]) -> None:
+        """A new generation batch is in training (called after its token advantages are made)."""
+        self._batch = PendingBatch(parts, rewards, start, times)
+        self._mark_metrics()
+
+    def add_loss(self, loss: Tensor) -> None:
+        """Sum this process's micro-batch losses of the current optimizer step."""
+        self._loss_sum = loss.detach() if self._loss_sum is None else self._loss_sum + loss.detach()
+
+    def end_optimizer_step(self, control) -> None:
+        """After every optimizer step, on every process: keep its loss, record a finished generation batch,
+        and stop every process when any of them was asked to."""
+        self._harvest_metrics()
+        if self._batch is not None and self._loss_sum is not None:
+            self._batch.losses.append(self._loss_sum)
+        self._loss_sum = None
+        if self._batch is not None and self._step % (self.args.steps_per_generation * self.num_iterations) == 0:
+            self._record_batch(self._batch)
+            self._batch = None
+        asked = float(self._guard is not None and self._guard.requested)
+        if self.accelerator.num_processes > 1:
+            asked = float(self.accelerator.reduce(torch.tensor([asked], device=self.accelerator.device), "sum").item())
+        if asked:
+            self.stopped = True
+            control.should_training_stop = True
+
+    def _record_batch(self, batch: PendingBatch) -> None:
+        """Process 0 writes the batch's credit map and metrics line (the other processes only join the
+        reductions)."""
+        losses = torch.stack(batch.losses).mean() if batch.losses else torch.tensor(float("nan"))
+        loss = self.accelerator.reduce(losses.to(self.accelerator.device).float(), "mean").item()
+        self.record_step += 1
+        step = self.record_step
+        if self.args.checkpoint_every and step % self.args.checkpoint_every == 0:
+            self.save_run_checkpoint(step)
+        if self.writer is None:
+            return
+        times = dict(batch.times)
+        times["time/update"] = time.perf_counter() - batch.start - sum(times.values())
+        times["time/step"] = time.perf_counter() - batch.start
+        loss_stats = {key: float(np.mean(v)) if v else float("nan") for key, v in
+                      ((TRL_LOSS_METRICS[k], batch.metrics.get(k, [])) for k in TRL_LOSS_METRICS)}
+        loss_stats["loss/kl"] = loss_stats["loss/kl"] if self.beta else 0.0
+        loss_stats["loss/total"] = loss
+        loss_stats["loss/policy"] = loss - self.beta * loss_stats["loss/kl"]
+        loss_stats["policy/kl"] = float("nan")  # TRL does not measure KL(pi_old || pi) per update
+        group_adv = adv_lib.group_normalized(batch.rewards, self.num_generations, self.args.eps)  # (B, K)
+        rollout, scores, routing, adv = merge_batches(batch.parts, batch.rewards, group_adv)
+        rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
+                                loss_stats, times)
+        metrics = record.step_metrics(rec)
+        self.writer.write_credit(step, record.credit_frame(rec))
+        self.writer.append_metrics(metrics)
+        self.writer.set_status(state="running", step=step)
+        print(record.summary_line(metrics, self.total_record_steps(), self.reward_names), flush=True)
+
+    def save_run_checkpoint(self, step: int) -> None:
+        """The policy and tokenizer (save_pretrained) into the run store's checkpoints/step_<step>
+        (`RunWriter.begin_checkpoint` / `commit_checkpoint`; every process takes part: DeepSpeed gathers weights)."""
+        if self.args.runs_dir is None:
+            return
+        tmp = self.writer.begin_checkpoint(step) if self.writer is not None else None
+        tmp_name = gather_object([str(tmp) if tmp is not None else None])[0]
+        if tmp_name is None:
+            return
+        self.save_model(tmp_name)
+        self.accelerator.wait_for_everyone()
+        if self.writer is not None:
+            self.writer.commit_checkpoint(step, self.args.keep_checkpoints)
+
+
+class RunStoreCallback(TrainerCallback):
+    """Calls the trainer's run-store steps at the points of HF's loop (kept out of the trainer's own methods so
+    they read top to bottom)."""
+
+    def __init__(self, trainer: RunRecorder):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.trainer.open_run()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer.end_optimizer_step(control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        step = self.trainer.record_step
+        if step and (not args.checkpoint_every or step % args.checkpoint_every):
+            self.trainer.save_run_checkpoint(step)

@@ -1,0 +1,270 @@
+"""`MRTPOTrainer`: TRL's `GRPOTrainer` with MRTPO's token advantages and the project's run store.
+
+TRL keeps generation (transformers or vLLM), accelerate / DeepSpeed, the loss and the optimizer; MRTPO
+replaces TRL's (B,) advantages with (b, T) token advantages, which TRL's loss takes as they are. One
+generation batch, per process (b local rows of a batch of B = b * P samples; process p holds rows
+[p b, (p + 1) b)):
+
+    super()._generate_and_score_completions   TRL generates, calls the reward functions, gathers rewards (B, K)
+    _local_rollout                            the local rows' prompts, ids and mask, decoded with offsets
+    core.run.batch.verify                     our verifiers' spans as token masks (b, K, T)
+    core.run.batch.route                      routing weights (b, K, T) (replay: `_distances`, the contrastive
+                                              passes through `core.algos.teacher_forcing`)
+    estimator(..., rows=)                     token advantages (b, T) from the gathered rewards: the batch's
+                                              statistics, this process's rows (`core.algos.advantages`)
+    -> out["advantages"] = (b, T)
+
+The middle of the step is the built-in trainer's (`core.run.batch`); the run store is written by
+`RunRecorder` (`core.integrations.trl.recorder`). Formulas: docs/METHOD.md ("Local rows" for the
+statistics across processes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+from torch import Tensor
+from trl import GRPOTrainer
+from trl.models import unwrap_model_for_generation
+from trl.models.utils import disable_gradient_checkpointing
+
+from core.algos import advantages as adv_lib
+from core.algos import routing as routing_lib
+from core.algos import teacher_forcing as tf_lib
+from core.config import ConfigError, reward_weights_error
+from core.integrations.trl.config import MRTPOConfig
+from core.integrations.trl.dataset import (
+    ROW_COLUMNS,
+    PromptRow,
+    completion_text,
+    dataset_rows,
+    prompt_row,
+    verifier_reward,
+)
+from core.integrations.trl.recorder import LocalBatch, PromptView, RunRecorder, RunStoreCallback
+from core.run import batch as batch_lib
+from core.run.batch import Rollout, Scores
+from core.run.lifecycle import SignalGuard
+
+
+@dataclass
+class CapturedRewards:
+    """What TRL's `_calculate_rewards` saw of the current batch, kept for the token advantages."""
+
+    rewards: Tensor  # (B, K) gathered from every process
+    completions: list  # (b,) TRL's completions (text or messages) the reward functions scored
+    completion_ids: list[list[int]]  # (b,) the sampled ids, unpadded
+
+
+def end_process_group() -> None:
+    """Shut down the torch.distributed process group a multi-process run started (accelerate opens it and never
+    closes it). Left to interpreter exit, gloo's worker threads can be torn down while still joinable, and the
+    process then aborts with "terminate called without an active exception" after the run has finished."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+class MRTPOTrainer(RunRecorder, GRPOTrainer):
+    """TRL's `GRPOTrainer` with MRTPO's token advantages and the project's run store (module docstring).
+
+    `reward_funcs` defaults to `verifier_rewards(train_dataset)`; reward functions that are not verifier
+    families are routed uniformly (they have no constraint sentence to remove) and have no spans.
+    `store_config` is what config.json records (the `mrtpo train --backend trl` command passes its
+    TrainConfig); by default it is built from `args`.
+    """
+
+    def __init__(self, model, reward_funcs=None, args: MRTPOConfig | None = None, train_dataset=None,
+                 eval_dataset=None, processing_class=None, *, store_config: dict | None = None, **kwargs):
+        if args is None or not isinstance(args, MRTPOConfig):
+            raise TypeError("MRTPOTrainer needs args=MRTPOConfig(...) (GRPOConfig plus routing, relevance, lam, ...)")
+        for unsupported in ("tools", "environment_factory"):
+            if kwargs.get(unsupported):
+                raise ConfigError(unsupported, "MRTPO scores the whole completion text with its verifiers; tool calls "
+                                               "and environments are not supported")
+        if train_dataset is None:
+            raise ConfigError("train_dataset", "MRTPOTrainer needs a dataset of prompts with constraint lists")
+        rows = dataset_rows(train_dataset)  # every row readable, every constraint with a verifier
+        if reward_funcs is None:
+            families: list[str] = []
+            for row in rows:
+                families += [f for f in row.item.families() if f not in families]
+            reward_funcs = [verifier_reward(f) for f in families]
+        reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        names = [getattr(f, "__name__", None) or type(f).__name__ for f in reward_funcs]
+        if args.family_weights is not None:
+            message = reward_weights_error(args.family_weights, names)
+            if message:
+                raise ConfigError("family_weights", message)
+            args.reward_weights = [float(args.family_weights.get(n, 1.0)) for n in names]
+        super().__init__(model, reward_funcs, args, train_dataset, eval_dataset, processing_class, **kwargs)
+        if self.is_fsdp_enabled:
+            raise ConfigError("fsdp", "the contrastive replay runs a data-dependent number of forward passes per "
+                                      "process, which FSDP cannot keep in step; use DDP or DeepSpeed")
+        if self.is_deepspeed_enabled and not args.ds3_gather_for_generation:
+            ds = getattr(self.accelerator.state, "deepspeed_plugin", None)
+            if ds is not None and getattr(ds, "zero_stage", 0) == 3:
+                raise ConfigError("ds3_gather_for_generation", "the replay's forward passes need the ZeRO-3 weights "
+                                                               "gathered (their number differs between processes)")
+        self.reward_names: list[str] = list(self.reward_func_names)
+        self._rows: dict[str, PromptRow] = {}
+        self._variant_ids: dict[str, list[int]] = {}
+        self._captured: CapturedRewards | None = None
+        self._guard: SignalGuard | None = None
+        self._init_recorder(store_config)
+        self.add_callback(RunStoreCallback(self))
+
+    # ------------------------------------------------------------------ TRL hooks
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._captured = CapturedRewards(rewards, list(completions), [list(ids) for ids in completion_ids_list])
+        return rewards
+
+    def _generate_and_score_completions(self, inputs):
+        t0 = time.perf_counter()
+        out = super()._generate_and_score_completions(inputs)
+        if not self.model.training:  # evaluation: TRL's own advantages, no replay
+            return out
+        times = {"time/generate": time.perf_counter() - t0}
+        local = self._token_advantages(inputs, out, times)
+        out["advantages"] = local.token_adv.to(out["completion_ids"].device)
+        parts = gather_object([local])  # every process's rows, in process order
+        self.begin_batch(parts if self.accelerator.is_main_process else None,
+                         self._captured.rewards.float().cpu(), t0, times)
+        return out
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self.model.training:
+            self.add_loss(loss)
+        return loss
+
+    def log(self, logs, start_time=None):
+        super().log(logs, start_time)
+        self._metric_marks = {}  # TRL cleared its metric lists
+
+    def train(self, *args, **kwargs):
+        """TRL's training loop inside a SignalGuard: SIGTERM/SIGINT on any process stop every process after the
+        current optimizer step (they agree at each step end) and the run is marked stopped; an exception marks it
+        failed with its traceback."""
+        with SignalGuard() as guard:
+            self._guard = guard
+            try:
+                result = super().train(*args, **kwargs)
+            except BaseException as exc:
+                if self.writer is not None:
+                    stopped = isinstance(exc, KeyboardInterrupt)
+                    tail = "".join(traceback.format_exception(exc))[-4000:]
+                    self.writer.set_status(state="stopped" if stopped else "failed", step=self.record_step,
+                                           error=None if stopped else tail)
+                raise
+            finally:
+                self._guard = None
+        if self.writer is not None:
+            self.writer.set_status(state="stopped" if self.stopped else "completed", step=self.record_step, error=None)
+        return result
+
+    # ------------------------------------------------------------------ MRTPO on the local rows
+
+    def _prompt_row(self, row: Mapping) -> PromptRow:
+        key = json.dumps({k: row[k] for k in ROW_COLUMNS if k in row}, sort_keys=True, default=str)
+        found = self._rows.get(key)
+        if found is None:
+            found = self._rows[key] = prompt_row(row)
+        return found
+
+    def _token_ids(self, prompts: list[Any]) -> list[list[int]]:
+        """Token ids of prompts in TRL's format, tokenized as TRL tokenizes them (`_tokenize_prompts`), cached."""
+        keys = [json.dumps(p, sort_keys=True) for p in prompts]
+        todo = [i for i, k in enumerate(keys) if k not in self._variant_ids]
+        if todo:
+            ids = self._tokenize_prompts([prompts[i] for i in todo])[0]
+            for i, row_ids in zip(todo, ids, strict=True):
+                self._variant_ids[keys[i]] = [int(x) for x in row_ids]
+        return [self._variant_ids[k] for k in keys]
+
+    def _local_rollout(self, prompt_rows: list[PromptRow], out: dict) -> Rollout:
+        """This process's rows as a `core.run.batch.Rollout`: prompt ids, completion ids and mask (b, T), and the
+        completions decoded with character offsets, which must be the text TRL's reward functions scored."""
+        captured = self._captured
+        mask = out["completion_mask"].cpu().long()  # (b, T), 0 on padding (and on truncated rows when masked)
+        if "tool_mask" in out:
+            mask = mask * out["tool_mask"].cpu().long()
+        prompt_ids = [r[m.bool()].tolist() for r, m in zip(out["prompt_ids"].cpu(), out["prompt_mask"].cpu(),
+                                                             strict=True)]
+        texts, tokens, offsets = batch_lib.decode_responses(self.processing_class, captured.completion_ids)
+        for text, completion in zip(texts, captured.completions, strict=True):
+            if text != completion_text(completion):
+                raise RuntimeError(f"the completion decodes to {text!r} but TRL scored {completion_text(completion)!r}; "
+                                   "MRTPO needs the reward text to be the decoded completion ids")
+        items = [PromptView(r.item.key, r.item.prompt()) for r in prompt_rows]
+        return Rollout(items, prompt_ids, out["completion_ids"].cpu(), mask, texts=texts, tokens=tokens,
+                       offsets=offsets)
+
+    def _token_advantages(self, inputs: list[dict], out: dict, times: dict[str, float]) -> LocalBatch:
+        """Verify, route and compute the token advantages of this process's rows (module docstring)."""
+        args, names = self.args, self.reward_names
+        t1 = time.perf_counter()
+        b, p = len(inputs), self.accelerator.process_index
+        rows = slice(p * b, (p + 1) * b)
+        rewards_all = self._captured.rewards.float().cpu()  # (B, K), identical on every process
+        if rewards_all.shape[0] != b * self.accelerator.num_processes:
+            raise RuntimeError(f"gathered {rewards_all.shape[0]} reward rows for {self.accelerator.num_processes} "
+                               f"processes of {b} rows")
+        prompt_rows = [self._prompt_row(x) for x in inputs]
+        rollout = self._local_rollout(prompt_rows, out)
+        spans = batch_lib.verify([r.item for r in prompt_rows], rollout.texts, rollout.offsets, names,
+                                 rollout.response_ids.shape[1]).span_mask  # (b, K, T)
+        scores = Scores(rewards_all[rows], spans)  # TRL's rewards (its reward functions), our spans
+        times["time/verify"] = time.perf_counter() - t1
+
+        t1 = time.perf_counter()
+        group_adv = adv_lib.group_normalized(rewards_all, self.num_generations, args.eps)[rows]  # (b, K), global stats
+        routing = batch_lib.route(args, rollout.mask, scores, group_adv, self._distances(prompt_rows, rollout))
+        times["time/replay"] = time.perf_counter() - t1
+
+        t1 = time.perf_counter()
+        estimator = adv_lib.get_estimator(args.method)
+        token_adv, credit = estimator(rewards_all, routing.weights, rollout.mask, self.num_generations,
+                                      self.reward_weights.cpu(), args.eps, rows=rows)  # (b, T), (b, K, T)
+        times["time/advantages"] = time.perf_counter() - t1
+        return LocalBatch(rollout, spans, routing, token_adv, credit)
+
+    def _distances(self, prompt_rows: list[PromptRow], rollout: Rollout) -> batch_lib.DistanceFn:
+        """The contrastive passes of the local rows for `core.run.batch.route`: (b, K) pairs -> relevance
+        distances (b, K, T), on the policy as TRL holds it (unwrapped, gathered under ZeRO-3, no dropout)."""
+        args = self.args
+        pad = self.processing_class.pad_token_id if self.processing_class.pad_token_id is not None else 0
+        relevance = routing_lib.get_relevance(args.relevance)
+
+        def distances(chosen: Tensor) -> Tensor:
+            variants = [[row.contrastive(name, relevance.contrast) if bool(chosen[i, k]) else None
+                         for k, name in enumerate(self.reward_names)] for i, row in enumerate(prompt_rows)]
+            flat = [v for vs in variants for v in vs if v is not None]
+            flat_ids = iter(self._token_ids(flat)) if flat else iter(())
+            contrastive_ids = [[None if v is None else next(flat_ids) for v in vs] for vs in variants]  # (b, K)
+            device = self.accelerator.device
+            with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                              gather_deepspeed3_params=args.ds3_gather_for_generation) as model,
+                  disable_gradient_checkpointing(self.model, args.gradient_checkpointing_kwargs),
+                  torch.no_grad(),
+                  tf_lib.replay_precision(device.type, args.replay_dtype, self.accelerator.autocast())):
+                was_training = model.training
+                model.eval()  # no dropout in the replay: it measures the policy itself
+                try:
+                    d = tf_lib.contrastive_distances(
+                        model, rollout.prompt_ids, contrastive_ids, rollout.response_ids.to(device),
+                        rollout.mask.to(device), args.replay_chunk, logp_full=None, pad_token_id=pad,
+                        distance=relevance.distance)  # (b, K, T)
+                finally:
+                    model.train(was_training)
+            return d.float().cpu()
+
+        return distances
