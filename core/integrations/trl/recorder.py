@@ -241,7 +241,7 @@ class RunRecorder:
         tmp_name = gather_object([str(tmp) if tmp is not None else None])[0]
         if tmp_name is None:
             return
-        self.save_model(tmp_name)
+        self.save_model(tmp_name, _internal_call=True)  # a run-store checkpoint: never a hub push of its own
         self.accelerator.wait_for_everyone()
         if self.writer is not None:
             self.writer.commit_checkpoint(step, self.args.keep_checkpoints)
