@@ -120,11 +120,16 @@ def trl_run(micro, runs_root, tmp_path_factory):
 
     class Recording(MRTPOTrainer):
         shapes: list = []
+        saves: list = []  # (output_dir, _internal_call) of every save_model call
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
             self.shapes.append((tuple(out["advantages"].shape), tuple(out["completion_ids"].shape)))
             return out
+
+        def save_model(self, output_dir=None, _internal_call=False):
+            self.saves.append((output_dir, _internal_call))
+            return super().save_model(output_dir, _internal_call)
 
     trainer = Recording(AutoModelForCausalLM.from_pretrained(path),
                         args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5),
@@ -132,7 +137,11 @@ def trl_run(micro, runs_root, tmp_path_factory):
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
     changed = any(not bool((a == b.detach()).all()) for a, b in zip(before, trainer.model.parameters(), strict=True))
+    trl_run_saves.extend(Recording.saves)
     return trainer.writer.path, Recording.shapes, changed
+
+
+trl_run_saves: list = []  # the trl_run fixture's save_model calls
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +177,42 @@ def test_two_steps_token_advantages_and_a_complete_run_store(trl_run):
     offset = (per_token["credit"] - per_token["adv"]).to_numpy()
     assert np.ptp(offset) < 1e-4
     assert store.checkpoints() and (store.checkpoints()[-1] / "config.json").exists()
+
+
+@needs_trl
+def test_run_store_checkpoints_are_internal_saves_never_a_hub_push(trl_run):
+    """Every checkpoint the run store takes calls save_model with _internal_call=True: with push_to_hub, HF's
+    save_model(_internal_call=False) pushes the folder to the Hub each time."""
+    assert trl_run_saves and all(internal for _, internal in trl_run_saves), trl_run_saves
+    assert all("checkpoints" in str(folder) for folder, _ in trl_run_saves)
+
+
+@needs_trl
+def test_end_process_group_releases_the_trainer_and_destroys_the_group(tmp_path):
+    """end_process_group: barrier (finished runs), the DDP wrapper and accelerate's prepared objects released,
+    then the group destroyed; a no-op without a group."""
+    import torch.distributed as dist
+
+    from core.integrations.trl import end_process_group
+
+    class Accel:
+        freed = 0
+
+        def free_memory(self):
+            self.freed += 1
+
+    class Trainer:
+        model = object()
+        model_wrapped = object()
+        accelerator = Accel()
+
+    end_process_group(Trainer())  # no group: nothing happens
+    assert Trainer.accelerator.freed == 0
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    trainer = Trainer()
+    end_process_group(trainer, finished=True)
+    assert not dist.is_initialized()
+    assert trainer.model_wrapped is trainer.model and trainer.accelerator.freed == 1
 
 
 @needs_trl

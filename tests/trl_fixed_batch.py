@@ -71,10 +71,12 @@ def main(argv: list[str] | None = None) -> str | None:
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),
                            processing_class=tok, rollout_func=fixed_rollout)
     print(f"rank {trainer.accelerator.process_index} pid {os.getpid()}", flush=True)
+    finished = False
     try:
         trainer.train()
+        finished = True
     finally:
-        end_process_group()
+        end_process_group(trainer, finished)
     return str(trainer.writer.path) if trainer.writer is not None else None
 
 

@@ -84,6 +84,7 @@ def run(cfg: TrainConfig) -> Path | None:
     on_cpu = use_cpu(cfg)
     model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
     output_dir = tempfile.mkdtemp(prefix="mrtpo-trl-")  # HF's own output folder; the run store is elsewhere
+    trainer, finished = None, False
     try:
         args = trl_args(cfg, output_dir, on_cpu, world_size())
         trainer = MRTPOTrainer(
@@ -97,7 +98,8 @@ def run(cfg: TrainConfig) -> Path | None:
             print(phase_line(f"step 1 of {cfg.steps}: sampling {cfg.prompts_per_step * cfg.group_size} responses "
                              f"on {world_size()} process{'es' if world_size() > 1 else ''}"), flush=True)
         trainer.train()
+        finished = True
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-        end_process_group()
+        end_process_group(trainer, finished)
     return trainer.writer.path if trainer.writer is not None else None

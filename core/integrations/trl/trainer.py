@@ -21,6 +21,7 @@ statistics across processes).
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 import traceback
@@ -63,12 +64,27 @@ class CapturedRewards:
     completion_ids: list[list[int]]  # (b,) the sampled ids, unpadded
 
 
-def end_process_group() -> None:
-    """Shut down the torch.distributed process group a multi-process run started (accelerate opens it and never
-    closes it). Left to interpreter exit, gloo's worker threads can be torn down while still joinable, and the
-    process then aborts with "terminate called without an active exception" after the run has finished."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+def end_process_group(trainer: GRPOTrainer | None = None, finished: bool = True) -> None:
+    """End a multi-process run's torch.distributed process group in order (accelerate opens it and never closes it).
+
+    1. `finished` (every rank came out of `train()`): a barrier, so that no rank tears the group down while another
+       still talks through it (process 0 writes the run store and its final status after the last step); skipped
+       after an error, where another rank may never arrive;
+    2. the trainer's hold on the group dropped: DDP's reducer keeps the group and its gloo work alive, so the DDP
+       wrapper and accelerate's lists of prepared objects are released and garbage-collected now, while the
+       interpreter is whole;
+    3. `destroy_process_group`.
+    Left to interpreter exit, gloo's worker threads can be torn down while still joinable, and the process then
+    aborts with "terminate called without an active exception" after the run has finished."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    if finished:
+        torch.distributed.barrier()
+    if trainer is not None:
+        trainer.model_wrapped = trainer.model
+        trainer.accelerator.free_memory()
+    gc.collect()
+    torch.distributed.destroy_process_group()
 
 
 class MRTPOTrainer(RunRecorder, GRPOTrainer):
