@@ -472,3 +472,23 @@ def test_cli_backend_trl_runs_every_method_and_option(micro_model, prompt_file, 
         assert [p.name for p in store.checkpoints()] == ["step_000002"]  # step 1's was pruned (keep 1)
     has_js = metrics.filter(like="js/").notna().any().any() if metrics.filter(like="js/").size else False
     assert has_js == ("--routing" not in flags and "--method" not in flags)
+
+
+@needs_trl
+@pytest.mark.parametrize("backend", ["builtin", "trl"])
+def test_a_diverging_run_ends_failed_on_both_backends_and_saves_no_weights(tmp_path, backend, capsys):
+    """lr 1 with a huge KL weight makes step 1's loss NaN on the shipped tiny-instruct: the step is recorded, no
+    checkpoint is saved (the trl backend used to save all-NaN weights and fail at step 2) and the run ends
+    failed, saying why."""
+    from core.cli import main
+
+    code = main(["train", "--backend", backend, "--steps", "4", "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "8",
+                 "--lr", "1", "--max-grad-norm", "0", "--kl-beta", "1e30", "--inner-epochs", "4",
+                 "--checkpoint-every", "1", "--runs-dir", str(tmp_path), "--run-name", "nan", "--device", "cpu"])
+    assert code == 1
+    store = RunStore(tmp_path / "nan")
+    status = store.status()
+    assert status["state"] == "failed" and status["step"] == 1
+    assert status["error"].startswith("diverged at step 1: loss/total is nan")
+    assert store.metrics()["step"].tolist() == [1] and store.checkpoints() == []
+    assert "mrtpo train: diverged at step 1" in capsys.readouterr().err

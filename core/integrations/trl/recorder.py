@@ -10,6 +10,7 @@ metrics.jsonl, one credit Parquet per generation batch and the checkpoints with 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from core.config import TrainConfig
 from core.run import names as names_lib
 from core.run import record
 from core.run.batch import Advantages, Rollout, Routing, Scores
+from core.run.lifecycle import divergence
 from core.run.store import RunWriter, run_dir
 
 # TRL's per-update metrics -> the run store's keys (docs/CONTRACTS.md); what TRL does not measure is NaN.
@@ -112,6 +114,7 @@ class RunRecorder:
     store_config: dict | None
     record_step: int
     stopped: bool
+    diverged: str  # "diverged at step N: why" once a recorded step shows the run diverged (core.run.lifecycle rule)
     _batch: PendingBatch | None
     _loss_sum: Tensor | None
     _metric_marks: dict[str, int]
@@ -121,6 +124,8 @@ class RunRecorder:
         self.writer = None
         self.record_step = 0
         self.stopped = False
+        self.diverged = ""
+        self._start_entropy: float | None = None
         self._batch = None
         self._loss_sum = None
         self._metric_marks = {}
@@ -195,6 +200,8 @@ class RunRecorder:
         if self._batch is not None and self._step % (self.args.steps_per_generation * self.num_iterations) == 0:
             self._record_batch(self._batch)
             self._batch = None
+        if self.diverged:
+            control.should_training_stop = True
         asked = float(self._guard is not None and self._guard.requested)
         if self.accelerator.num_processes > 1:
             asked = float(self.accelerator.reduce(torch.tensor([asked], device=self.accelerator.device), "sum").item())
@@ -204,24 +211,29 @@ class RunRecorder:
 
     def _record_batch(self, batch: PendingBatch) -> None:
         """Process 0 writes the batch's credit map and metrics line (the other processes only join the
-        reductions)."""
+        reductions). A step that shows the run diverged (`core.run.lifecycle.divergence`: a non-finite loss, or
+        an entropy at the uniform distribution's) is recorded, its weights are not saved, every process stops
+        after it and the run ends `failed`, as the built-in trainer's does."""
         losses = torch.stack(batch.losses).mean() if batch.losses else torch.tensor(float("nan"))
         loss = self.accelerator.reduce(losses.to(self.accelerator.device).float(), "mean").item()
         self.record_step += 1
         step = self.record_step
-        if self.args.checkpoint_every and step % self.args.checkpoint_every == 0:
-            self.save_run_checkpoint(step)
-        if self.writer is None:
-            return
-        times = dict(batch.times)
-        times["time/update"] = time.perf_counter() - batch.start - sum(times.values())
-        times["time/step"] = time.perf_counter() - batch.start
         loss_stats = {key: float(np.mean(v)) if v else float("nan") for key, v in
                       ((TRL_LOSS_METRICS[k], batch.metrics.get(k, [])) for k in TRL_LOSS_METRICS)}
         loss_stats["loss/kl"] = loss_stats["loss/kl"] if self.beta else 0.0
         loss_stats["loss/total"] = loss
         loss_stats["loss/policy"] = loss - self.beta * loss_stats["loss/kl"]
         loss_stats["policy/kl"] = float("nan")  # TRL does not measure KL(pi_old || pi) per update
+        reason = self._divergence(loss_stats)
+        if reason:
+            self.diverged = f"diverged at step {step}: {reason}"
+        elif self.args.checkpoint_every and step % self.args.checkpoint_every == 0:
+            self.save_run_checkpoint(step)
+        if self.writer is None:
+            return
+        times = dict(batch.times)
+        times["time/update"] = time.perf_counter() - batch.start - sum(times.values())
+        times["time/step"] = time.perf_counter() - batch.start
         group_adv = adv_lib.group_normalized(batch.rewards, self.num_generations, self.args.eps)  # (B, K)
         rollout, scores, routing, adv = merge_batches(batch.parts, batch.rewards, group_adv)
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
@@ -229,8 +241,25 @@ class RunRecorder:
         metrics = record.step_metrics(rec)
         self.writer.write_credit(step, record.credit_frame(rec))
         self.writer.append_metrics(metrics)
+        if self.diverged:
+            self.writer.set_status(state="failed", step=step, error=self.diverged)
+            print(f"mrtpo train: {self.diverged}", file=sys.stderr, flush=True)
+            return
         self.writer.set_status(state="running", step=step)
         print(record.summary_line(metrics, self.total_record_steps(), self.reward_names), flush=True)
+
+    def _divergence(self, loss_stats: dict[str, float]) -> str:
+        """Why this step shows the run diverged ("" when it does not), by the built-in trainer's rule; every
+        process gets the same answer (the loss is reduced, TRL's entropy gathered, and the verdict reduced too)."""
+        if self._start_entropy is None and np.isfinite(loss_stats.get("policy/entropy", float("nan"))):
+            self._start_entropy = loss_stats["policy/entropy"]
+        vocab = int(self.accelerator.unwrap_model(self.model).get_output_embeddings().weight.shape[0])
+        reason = divergence(loss_stats, vocab, self._start_entropy)
+        if self.accelerator.num_processes > 1:
+            flag = torch.tensor([float(bool(reason))], device=self.accelerator.device)
+            if self.accelerator.reduce(flag, "sum").item() and not reason:
+                reason = "another process saw it diverge"
+        return reason
 
     def save_run_checkpoint(self, step: int) -> None:
         """The policy and tokenizer (save_pretrained) into the run store's checkpoints/step_<step>
@@ -262,5 +291,5 @@ class RunStoreCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         step = self.trainer.record_step
-        if step and (not args.checkpoint_every or step % args.checkpoint_every):
+        if step and not self.trainer.diverged and (not args.checkpoint_every or step % args.checkpoint_every):
             self.trainer.save_run_checkpoint(step)

@@ -183,7 +183,7 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 raise
             finally:
                 self._guard = None
-        if self.writer is not None:
+        if self.writer is not None and not self.diverged:  # a diverged run is already marked failed
             self.writer.set_status(state="stopped" if self.stopped else "completed", step=self.record_step, error=None)
         return result
 
