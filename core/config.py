@@ -271,7 +271,7 @@ def _model_check(v: str, cfg: TrainConfig) -> str:
     if p.is_dir():
         if not (p / "config.json").exists():
             return f"{v!r} is a folder without config.json; point it at a save_pretrained folder"
-        return ""
+        return resources.safetensors_problem(p)
     return (
         f"{v!r} is neither a preset ({', '.join(MODEL_PRESETS)}) nor an existing model folder "
         "(nothing is downloaded: give a local save_pretrained folder)"

