@@ -110,6 +110,21 @@ def test_truncate_after_for_resume(tmp_path):
     assert store.credit_steps() == [1] and list(store.metrics()["step"]) == [1]
 
 
+def test_metrics_lines_stay_strict_json_through_a_resume(tmp_path):
+    """NaN and inf are written as null, by a step and by the rewrite a resume does (it wrote bare NaN: a strict
+    JSON parser failed on every resumed run's metrics lines)."""
+    w = RunWriter.create(tmp_path, "r", {"steps": 5})
+    for step in (1, 2, 3):
+        w.append_metrics({"step": step, "loss/total": float("nan"), "policy/kl": float("inf"), "reward/a": 0.5})
+    w.truncate_after(2)
+
+    def strict(constant):
+        raise ValueError(f"{constant} in a metrics line")
+
+    lines = [json.loads(line, parse_constant=strict) for line in (w.path / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [{"step": s, "loss/total": None, "policy/kl": None, "reward/a": 0.5} for s in (1, 2)]
+
+
 def test_list_runs_skips_non_runs_and_reports_corrupt(tmp_path):
     RunWriter.create(tmp_path, "good", {"steps": 2, "method": "gdpo"}).set_status(state="completed", step=2)
     bad = tmp_path / "bad"

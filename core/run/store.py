@@ -158,6 +158,12 @@ def _clean_json(obj: Any) -> Any:
     return obj
 
 
+def json_line(row: dict[str, Any]) -> str:
+    """One metrics line: strict JSON (NaN and inf as null), the only way a metrics line is written, by a step
+    (`RunWriter.append_metrics`) or by a resume that keeps the earlier lines (`RunWriter.truncate_after`)."""
+    return json.dumps(_clean_json(row), default=_json_default, allow_nan=False)
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
     text = json.dumps(_clean_json(obj), indent=2, sort_keys=False, default=_json_default)
     atomic_write_bytes(path, (text + "\n").encode())
@@ -323,7 +329,7 @@ class RunWriter:
         """Append one step's metrics as a JSON line (flushed and fsynced: the step is then complete)."""
         if "step" not in row:
             raise RunStoreError("a metrics row needs its 'step'")
-        line = json.dumps(_clean_json(row), default=_json_default)
+        line = json_line(row)
         with open(self.path / "metrics.jsonl", "a", encoding="utf-8") as fh:  # created with FILE_MODE
             fh.write(line + "\n")
             fh.flush()
@@ -334,7 +340,7 @@ class RunWriter:
         metrics = self.path / "metrics.jsonl"
         if metrics.exists():
             kept = [row for row in _read_jsonl(metrics)[0] if int(row.get("step", 0)) <= step]
-            atomic_write_bytes(metrics, "".join(json.dumps(r) + "\n" for r in kept).encode())
+            atomic_write_bytes(metrics, "".join(json_line(r) + "\n" for r in kept).encode())
         for f in (self.path / "credit").glob("step_*.parquet"):
             if _step_of(f) is not None and _step_of(f) > step:
                 f.unlink(missing_ok=True)
