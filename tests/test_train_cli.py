@@ -140,3 +140,43 @@ def test_kill_9_leaves_completed_steps_readable_and_resume_continues(tmp_path, m
     ref = RunStore(lifecycle.train(cfg)).metrics()
     keep = [k for k in ref.columns if not k.startswith("time/")]
     pd.testing.assert_frame_equal(metrics[keep], ref[keep], check_dtype=False, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the machine without a GPU")
+def test_trl_processes_on_cuda_without_a_gpu_are_one_line_before_launching(tmp_path, capsys):
+    """`--backend trl --nproc 2 --device cuda` without a GPU: exit 2 and one line, before torchrun starts the
+    processes (it printed each process's error inside a 44-line ChildFailedError traceback after 22 s)."""
+    from core.cli import main
+
+    code = main(["train", "--backend", "trl", "--nproc", "2", "--device", "cuda", "--steps", "1",
+                 "--runs-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [
+        "mrtpo train: error: device: 'cuda' was requested but torch sees no CUDA device; use auto or cpu"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_from_a_refused_optimizer_pickle_is_one_line(tmp_path, micro_model, prompt_file, capsys):
+    """A checkpoint whose optimizer.pt holds pickled code: torch.load(weights_only) refuses it, and `mrtpo train
+    --resume` says so in one line (exit 2) instead of a 21-line UnpicklingError; the code never runs."""
+    import pickle
+
+    from core.cli import main
+
+    assert main(["train", "--model", str(micro_model), "--prompt-set", str(prompt_file), "--steps", "1",
+                 "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "4",
+                 "--runs-dir", str(tmp_path), "--run-name", "r"]) == 0
+    marker = tmp_path / "ran"
+
+    class Planted:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    (ckpt,) = (tmp_path / "r" / "checkpoints").iterdir()
+    (ckpt / "optimizer.pt").write_bytes(pickle.dumps(Planted()))
+    capsys.readouterr()
+    code = main(["train", "--resume", str(tmp_path / "r"), "--steps", "2"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line and not line.startswith("Loading weights")]
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"mrtpo train: error: {ckpt.name}/optimizer.pt cannot be loaded") and "older" in err[0]
+    assert not marker.exists()

@@ -18,6 +18,7 @@ import copy
 import json
 import math
 import os
+import pickle
 import signal
 import sys
 import time
@@ -33,7 +34,7 @@ from core.config import TrainConfig
 from core.run import names as names_lib
 from core.run.record import summary_line
 from core.run.step import StopRequested, TrainState, evaluate, seed_everything, train_step
-from core.run.store import RunStore, RunWriter, run_dir
+from core.run.store import RunStore, RunStoreError, RunWriter, run_dir
 from core.run.train_log import phase_line
 
 # ------------------------------------------------------------------------------------------ state
@@ -56,13 +57,31 @@ def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state
         ref_model.requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
     if optimizer_state is not None and optimizer_state.exists():
-        # weights_only: tensors and plain containers only, no pickled code from a planted checkpoint
-        optimizer.load_state_dict(torch.load(optimizer_state, map_location=device, weights_only=True))
+        optimizer.load_state_dict(load_optimizer_state(optimizer_state, device))
     weights = torch.tensor([cfg.reward_weight(n) for n in names], dtype=torch.float32)
     return TrainState(cfg, model, tokenizer, optimizer, items, names, weights, device, ref_model, eval_items)
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
+
+
+def load_optimizer_state(path: Path, device: torch.device) -> dict:
+    """A checkpoint's optimizer state, read with weights_only (tensors and plain containers: no pickled code from
+    a planted checkpoint runs). A file that is refused or unreadable raises RunStoreError with one line naming it
+    and what to do, so that `mrtpo train --resume` exits 2 with that line instead of a traceback."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError:
+        raise RunStoreError(f"{path.parent.name}/{path.name} cannot be loaded (it holds more than tensors, which a "
+                            "checkpoint never does, so it is not read); resume from an older checkpoint (delete "
+                            "this one) or start a new run") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunStoreError(f"{path.parent.name}/{path.name} cannot be loaded ({first[:200]}); resume from an "
+                            "older checkpoint (delete this one) or start a new run") from None
+    if not isinstance(state, dict):
+        raise RunStoreError(f"{path.parent.name}/{path.name} holds no optimizer state; resume from an older checkpoint")
+    return state
 
 
 def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:

@@ -116,6 +116,19 @@ def launch_argv(cfg: TrainConfig) -> list[str]:
             "-m", "--", "core.cli", "train", *train_flags(cfg)]  # "--": our flags are not the launcher's
 
 
+def cuda_problem(nproc: int) -> str:
+    """Why `--device cuda` cannot run `nproc` processes here ("" when it can): torch sees no CUDA device, or fewer
+    devices than processes (one GPU per process). Imports torch: only asked when cuda was requested."""
+    import torch
+
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if found == 0:
+        return "device: 'cuda' was requested but torch sees no CUDA device; use auto or cpu"
+    if found < nproc:
+        return f"nproc: {nproc} processes need {nproc} CUDA devices (one each); torch sees {found}"
+    return ""
+
+
 def launch_processes(cfg: TrainConfig) -> int:
     """Run `cfg.nproc` processes of this command and wait for them; exit status from the run's final state.
 
@@ -126,6 +139,8 @@ def launch_processes(cfg: TrainConfig) -> int:
     from core.run import names as names_lib
     from core.run.store import RunStore, run_dir
 
+    if cfg.device == "cuda" and (problem := cuda_problem(cfg.nproc)):
+        return _fail(problem)  # one line here, not every process's error wrapped in torchrun's traceback
     cfg.run_name = cfg.run_name or names_lib.auto_run_name(cfg.method, lambda n: run_dir(cfg.runs_dir, n).exists())
     path = run_dir(cfg.runs_dir, cfg.run_name)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
