@@ -58,8 +58,12 @@ BACKENDS = ("builtin", "trl")
 TRL_REQUIREMENT = "trl>=1.16,<1.17"
 TRL_MINOR = "1.16"
 # Fields whose value is one of a fixed set (the command line and the app's form offer these).
+# What happens to routing weight above w_max (core.algos.routing.ROUTING_CLIPS, docs/METHOD.md "Keeping each reward's
+# mass"): mass (redistributed: every reward keeps its advantage mass) or clip (dropped; runs recorded before the field
+# existed were trained so, and their config.json loads as clip).
+ROUTING_CLIPS = ("mass", "clip")
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
-                                             "replay_pairs": REPLAY_PAIRS, "replay_dtype": REPLAY_DTYPES,
+                                             "routing_clip": ROUTING_CLIPS, "replay_pairs": REPLAY_PAIRS, "replay_dtype": REPLAY_DTYPES,
                                              "device": DEVICES, "backend": BACKENDS}
 # Model presets, name -> description (core.model knows how to load each).
 MODEL_PRESETS: dict[str, str] = {
@@ -112,6 +116,8 @@ class TrainConfig:
     """routing strength in [0, 1]: w = clip((1 - lam) + lam * u, 0, w_max); 1 is pure routing, 0 reduces mrtpo to gdpo"""
     w_max: float = 5.0
     """upper clip of a routing weight (>= 1); 5 bounds how much one token can take of a reward's credit"""
+    routing_clip: str = "mass"
+    """weight above w_max: mass (handed to the other tokens, so each reward keeps mean weight 1: all its advantage mass) or clip (dropped: with w_max 5, 94-98% of pairs clipped and rewards kept 31-44% of their mass; runs recorded before this field load as clip)"""
     reward_weights: dict[str, float] = field(default_factory=dict)
     """weight per reward name (JSON object, or name=w,name=w on the command line); names left out get 1.0"""
     eps: float = 1e-4
@@ -238,6 +244,8 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise ConfigError(None, f"a config must be a JSON object, got {type(data).__name__}")
         merged = {k: v for k, v in data.items() if k not in STORE_KEYS}
+        if "schema_version" in data and "routing_clip" not in data:
+            merged["routing_clip"] = "clip"  # a run recorded before the field: its weights were clipped
         merged.update(overrides)
         names = [f.name for f in dataclasses.fields(cls)]
         for key in merged:
@@ -454,6 +462,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("sharpen", _at_least(0.0, "use 1.0 to keep the relevance as measured", strict=True)),
     ("lam", _lam_check),
     ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),
+    ("routing_clip", _choice(FIELD_CHOICES["routing_clip"])),
     ("reward_weights", _weights_check),
     ("eps", _at_least(0.0, "try 1e-4", strict=True)),
     ("group_size", _at_least(2, "advantages compare responses within a group, so a group needs 2 or more")),

@@ -47,9 +47,10 @@ EOS_DECISION = ("startend:end_checker",)
 
 
 def routing_weights(d: np.ndarray, mask: np.ndarray, lam: float = 1.0, w_max: float = 5.0,
-                    sharpen: float = 1.0) -> np.ndarray:
+                    sharpen: float = 1.0, clip: str = "clip") -> np.ndarray:
     """Twin of `core.algos.routing.routing_weights`: u = T_i d'/sum_t d' (d' = d ** sharpen, NaN -> 0, clamped at
-    0), uniform 1 where sum_t d' = 0; w = clip((1 - lam) + lam u, 0, w_max) * mask. d (B, K, T), mask (B, T)."""
+    0), uniform 1 where sum_t d' = 0; v = (1 - lam) + lam u; w = clip(v, 0, w_max) * mask (`clip="clip"`) or
+    `mass_keeping_clip`(v) (`clip="mass"`). d (B, K, T), mask (B, T)."""
     m = np.asarray(mask, dtype=np.float32)[:, None, :]
     d = np.clip(np.nan_to_num(np.asarray(d, dtype=np.float32), nan=0.0), 0.0, None) * m
     if sharpen != 1.0:
@@ -58,7 +59,38 @@ def routing_weights(d: np.ndarray, mask: np.ndarray, lam: float = 1.0, w_max: fl
     total = d.sum(-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         u = np.where(total > 0, n_tokens * d / np.maximum(total, TINY32), np.float32(1.0))
-    w = np.clip((1.0 - lam) + lam * u, 0.0, w_max)
+    v = (1.0 - lam) + lam * u
+    if clip == "mass":
+        return mass_keeping_clip((v * m).astype(np.float32), mask, w_max)
+    w = np.clip(v, 0.0, w_max)
+    return (w * m).astype(np.float32)
+
+
+def mass_keeping_clip(v: np.ndarray, mask: np.ndarray, w_max: float = 5.0) -> np.ndarray:
+    """Twin of `core.algos.routing.mass_keeping_clip`: w = min(w_max, c v) with c >= 1 chosen so sum_t w = T_i
+    (clip, hand the excess to the unclipped tokens in proportion, repeat); when the tokens with v > 0 cannot hold
+    T_i at w_max, the rest is spread evenly over the tokens with v = 0. v (B, K, T) with mean 1, mask (B, T)."""
+    m = np.broadcast_to(np.asarray(mask, dtype=np.float32)[:, None, :], v.shape)
+    v = np.asarray(v, dtype=np.float32) * m
+    n = m.sum(-1, keepdims=True)
+    clipped = np.zeros(v.shape, dtype=bool)
+    scale = np.ones_like(n)
+    for _ in range(v.shape[-1] + 1):
+        free = np.where(clipped, 0.0, v).sum(-1, keepdims=True)
+        room = n - w_max * clipped.sum(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = np.where(free > 0, room / np.maximum(free, TINY32), scale).astype(np.float32)
+        now = (scale * v >= w_max) & (m > 0) & (v > 0)
+        if np.array_equal(now, clipped):
+            break
+        clipped = now
+    w = np.where(clipped, np.float32(w_max), np.minimum(scale * v, w_max))
+    zero = (v <= 0) & (m > 0)
+    n_zero = zero.sum(-1, keepdims=True).astype(np.float32)
+    rest = np.maximum(n - w.sum(-1, keepdims=True), 0.0)
+    short = (np.where(clipped, 0.0, v).sum(-1, keepdims=True) <= 0) & (n_zero > 0)
+    fill = np.where(short, rest / np.maximum(n_zero, 1.0), 0.0)
+    w = np.where(zero, np.broadcast_to(fill, w.shape), w)
     return (w * m).astype(np.float32)
 
 
@@ -259,6 +291,7 @@ def recompute_variant(df: pd.DataFrame, variant: str, cfg: Mapping, rewards: Seq
     specific = VARIANTS[variant][2]
     lam, w_max = float(cfg.get("lam", 1.0)), float(cfg.get("w_max", 5.0))
     sharpen = float(cfg.get("sharpen", 1.0))
+    clip = str(cfg.get("routing_clip") or "clip")  # a run recorded before the field clipped its weights
     out["relevance"] = out["js"].astype(np.float32)
     out["credit"] = out["credit"].astype(np.float32)
     out["weight"] = out["weight"].astype(np.float32)
@@ -275,7 +308,7 @@ def recompute_variant(df: pd.DataFrame, variant: str, cfg: Mapping, rewards: Seq
         mask = np.zeros((1, t_max), np.float32)
         mask[0, rows["t"].to_numpy()] = 1.0
         rel = specific_relevance(d) if specific else d
-        w = routing_weights(rel, mask, lam=lam, w_max=w_max, sharpen=sharpen)
+        w = routing_weights(rel, mask, lam=lam, w_max=w_max, sharpen=sharpen, clip=clip)
         for k, name in enumerate(names):
             ix = idx[name]
             if ix.empty or np.isnan(d[0, k]).all():

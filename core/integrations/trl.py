@@ -286,7 +286,7 @@ def verifier_rewards(dataset: Iterable[Mapping]) -> list[Callable[..., list[floa
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
-                 "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
+                 "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
 
 
 @dataclass
@@ -307,6 +307,7 @@ class MRTPOConfig(GRPOConfig):
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
+    routing_clip: str = field(default="mass", metadata={"help": "weight above w_max: mass (redistributed) or clip (lost)"})
     family_weights: dict | str | None = field(
         default=None, metadata={"help": "weight per reward name (a verifier family), a dict or its JSON; names left "
                                         "out get 1.0. Sets TRL's reward_weights, so give one or the other"})
@@ -658,6 +659,7 @@ class MRTPOTrainer(GRPOTrainer):
         inputs = routing_lib.RoutingInputs(
             mask=mask, span_mask=span_mask, applicable=applicable, lam=args.lam, w_max=args.w_max,
             sharpen=args.sharpen, relevance=args.relevance, contrastive_js=contrastive_js, replay=pairs,
+            clip=args.routing_clip,
         )
         with torch.no_grad():
             weights, js = routing_lib.get_routing(source)(inputs)
@@ -687,6 +689,7 @@ class MRTPOTrainer(GRPOTrainer):
             "model": str(getattr(model.config, "_name_or_path", "") or type(model).__name__),
             "method": args.method, "routing": args.routing, "relevance": args.relevance, "sharpen": args.sharpen,
             "lam": args.lam, "w_max": args.w_max, "reward_weights": dict(args.family_weights or {}), "eps": args.eps,
+            "routing_clip": args.routing_clip,
             "group_size": self.num_generations, "prompts_per_step": args.generation_batch_size // self.num_generations,
             "max_new_tokens": args.max_completion_length, "temperature": args.temperature,
             "steps": self.total_record_steps(), "lr": args.learning_rate, "clip_range": args.epsilon,

@@ -308,6 +308,7 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
     inputs = routing_lib.RoutingInputs(
         mask=rollout.mask, span_mask=scores.span_mask, applicable=scores.applicable, lam=cfg.lam, w_max=cfg.w_max,
         sharpen=cfg.sharpen, relevance=cfg.relevance, contrastive_js=contrastive_js, replay=pairs,
+        clip=cfg.routing_clip,
     )
     with torch.no_grad():
         weights, js = routing_lib.get_routing(source)(inputs)
