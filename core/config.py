@@ -40,7 +40,7 @@ from core.run.names import RUN_NAME_RULE, is_run_name
 # tests check that the lists agree.
 METHODS = ("grpo", "gdpo", "mrtpo")
 ROUTINGS = ("replay", "span", "uniform")
-RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific")
+RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto")
 # The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): js, the one that learns. In study v2
 # (docs/results/study-v2) MRTPO js beat GDPO on held-out all-satisfied on all 5 seeds (mean over evaluations +0.020,
 # paired t 95% [+0.009, +0.030]); swap_specific (the default from issue 12 to 28) did not ([-0.013, +0.056], one seed
@@ -109,7 +109,7 @@ class TrainConfig:
     routing: str = "replay"
     """mrtpo only: where each reward's credit goes; replay (contrastive JS), span (verifier spans, an oracle) or uniform (= gdpo)"""
     relevance: str = DEFAULT_RELEVANCE
-    """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean"""
+    """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean; auto: swap for the families whose argument the policy reads (mrtpo bench contrast), remove for the rest"""
     sharpen: float = 1.0
     """exponent on the normalised relevance u before mixing; 1.0 leaves it as measured, >1 concentrates credit"""
     lam: float = 1.0

@@ -33,8 +33,10 @@ VARIANTS: dict[str, tuple[str, str, bool]] = {
     "swap_specific": ("swap", "js", True),
     "logp": ("remove", "logp", False),
     "logp_specific": ("remove", "logp", True),
+    "auto": ("auto", "js", False),
 }
-CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the prompt with the constraint's argument swapped"}
+CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the prompt with the constraint's argument swapped",
+                 "auto": "the prompt with the argument swapped where the policy reads it, else without the constraint"}
 DISTANCE_TEXT = {"js": "the JS distance of the full next-token distributions",
                  "logp": "the sampled token's log-prob change"}
 

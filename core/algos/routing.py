@@ -4,7 +4,7 @@ The formulas are in docs/METHOD.md ("MRTPO", "Relevance variants", "Routing sour
 
 - `js_distance`: base-2 Jensen-Shannon distance between two next-token distributions, in [0, 1];
 - `RELEVANCE`: relevance variants by name (`js`, `js_specific`, `swap`, `swap_specific`, `logp`,
-  `logp_specific`): which contrastive prompt, which per-token distance (`js_distance`, `logp_distance`),
+  `logp_specific`, `auto`): which contrastive prompt, which per-token distance (`js_distance`, `logp_distance`),
   and `(d, applicable) -> relevance`;
 - `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), v = (1 - lam) + lam u, then w = clip(v, 0, w_max)
   (`clip="clip"`) or `mass_keeping_clip` (`clip="mass"`: capped at w_max, mean 1 kept);
@@ -207,7 +207,7 @@ DISTANCES = ("js", "logp")
 class Relevance:
     """One relevance variant (docs/METHOD.md, "Relevance variants")."""
 
-    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced
+    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced; "auto": per family
     distance: str  # one of DISTANCES
     combine: Callable[[Tensor, Tensor], Tensor]
     pairwise: bool
@@ -223,6 +223,8 @@ RELEVANCE: dict[str, Relevance] = {
     "swap_specific": Relevance("swap", "js", specific_relevance, pairwise=False),
     "logp": Relevance("remove", "logp", js_relevance, pairwise=True),
     "logp_specific": Relevance("remove", "logp", specific_relevance, pairwise=False),
+    # swap for the families whose argument the policy reads (core.tasks.AUTO_SWAP_FAMILIES), remove for the rest
+    "auto": Relevance("auto", "js", js_relevance, pairwise=True),
 }
 # Variants whose relevance[k, i] depends on d[k, i] alone (`Relevance.pairwise`).
 PAIRWISE_RELEVANCE = frozenset(name for name, r in RELEVANCE.items() if r.pairwise)

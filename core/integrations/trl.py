@@ -303,7 +303,7 @@ class MRTPOConfig(GRPOConfig):
     routing: str = field(default="replay", metadata={"help": "where each reward's credit goes: replay (contrastive "
                                                               "JS), span (verifier spans, an oracle) or uniform (= GDPO)"})
     relevance: str = field(default=DEFAULT_RELEVANCE, metadata={"help": "token relevance for replay routing: js, js_specific, "
-                                                          "swap, swap_specific, logp or logp_specific"})
+                                                          "swap, swap_specific, logp, logp_specific or auto"})
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
