@@ -218,7 +218,9 @@ def not_applicable_note(reward: str, score: float) -> str | None:
 
 def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFrame:
     """Per reward of one response (the rewards in `rewards` it states): `mass_in` (share of routing weight
-    inside the span), `lift`, `mass_control` (mean over the other acted rewards j of ctl[k, j]), `auc` (ROC AUC
+    inside the span), `lift`, `lift_rotated` (the next acted reward's mass on k's span / its token share: the lift
+    with the labels rotated), `mass_control` (mean over the other acted rewards j of ctl[k, j]), `retained`
+    (sum_t w / T: the share of the reward's advantage mass its credit keeps on this response), `auc` (ROC AUC
     of the stored d at telling span tokens from the other tokens of this response), the outcome the AUC belongs
     to (satisfied / violated: `auc_satisfied` / `auc_violated` in the step metrics) and `not applicable`: why
     the numbers mean nothing for this response, in which case they are left empty. The AUC vs entropy baseline
@@ -226,6 +228,10 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
     a = sample_arrays(sample_df, rewards)
     p = _shares(a)
     lift, ctl = mass_control(p, a["in_span"], np.ones(p.shape[::2], np.float32))
+    acted = [k for k in range(len(rewards)) if a["acted"][0, k]]
+    # lift with the labels rotated (`core.algos.span_metrics.rotate_labels`): the next acted reward's mass on k's span
+    rotated = {k: float(ctl[0, k, acted[(pos + 1) % len(acted)]]) if len(acted) > 1 else float("nan")
+               for pos, k in enumerate(acted)}
     rows = []
     for k, name in enumerate(rewards):
         score = float(a["score"][0, k])
@@ -239,15 +245,17 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
         row = {"reward": name, "score": score, "outcome": "satisfied" if score >= 1.0 else "violated",
                "span tokens": int(span.sum()),
                "mass_in": float(w[span].sum() / w.sum()) if a["acted"][0, k] and w.sum() > 0 else float("nan"),
-               "lift": float(lift[0, k]), "mass_control": float(ctl_k.mean()) if ctl_k.size else float("nan"),
+               "lift": float(lift[0, k]), "lift_rotated": rotated.get(k, float("nan")),
+               "mass_control": float(ctl_k.mean()) if ctl_k.size else float("nan"),
+               "retained": float(w.sum() / w.size) if a["acted"][0, k] and w.size else float("nan"),
                "auc": roc_auc(d, span) if not np.isnan(d).all() else float("nan"),
                "not applicable": note or ""}
         if note:
-            for key in ("mass_in", "lift", "mass_control", "auc"):
+            for key in ("mass_in", "lift", "lift_rotated", "mass_control", "auc"):
                 row[key] = float("nan")
         rows.append(row)
-    return pd.DataFrame(rows, columns=["reward", "score", "outcome", "span tokens", "mass_in", "lift",
-                                       "mass_control", "auc", "not applicable"])
+    return pd.DataFrame(rows, columns=["reward", "score", "outcome", "span tokens", "mass_in", "lift", "lift_rotated",
+                                       "mass_control", "retained", "auc", "not applicable"])
 
 
 # ----------------------------------------------------------------------------- switching the relevance variant

@@ -759,7 +759,7 @@ class MRTPOTrainer(GRPOTrainer):
         group_adv = adv_lib.group_normalized(rewards, self.num_generations, self.args.eps)  # (B, K)
         rollout, scores, routing, adv = merge_batches(batch["parts"], rewards, group_adv)
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
-                                loss_stats, times)
+                                loss_stats, times, w_max=self.args.w_max)
         metrics = record.step_metrics(rec)
         self.writer.write_credit(step, record.credit_frame(rec))
         self.writer.append_metrics(metrics)
