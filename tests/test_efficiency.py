@@ -567,3 +567,23 @@ def test_a_study_carried_to_another_checkout_keeps_its_runs(tmp_path):
     moved = {**spec.fields, "prompt_set": "/other/root/" + str(Path(spec.fields["prompt_set"]).relative_to(
         REPO_ROOT.resolve()))}
     assert eff.config_conflicts(moved, spec.fields) == []
+
+
+def test_runs_are_trained_seed_by_seed_so_a_stopped_study_leaves_whole_seeds(tmp_path, monkeypatch):
+    order = []
+
+    def fake_run_one(spec, decision, out, progress, keep, model_ids, model_id):
+        order.append(spec.name)
+        return eff.Outcome(spec, decision, "completed", 0.0)
+
+    monkeypatch.setattr(eff, "run_one", fake_run_one)
+    monkeypatch.setattr(eff, "write_report", lambda *a, **k: 0)
+    monkeypatch.setattr(eff, "write_endpoints", lambda *a, **k: 0)
+    rc = eff.main(["--out", str(tmp_path / "s"), "--methods", "gdpo", "mrtpo-js", "--seeds", "0", "1",
+                   "--steps", "2", "--eval-every", "1", "--no-initial-eval", "--jobs", "1"])
+    assert rc == 0
+    assert order == ["gdpo-s0", "mrtpo-js-s0", "gdpo-s1", "mrtpo-js-s1"]
+    order.clear()
+    assert eff.main(["--out", str(tmp_path / "s"), "--methods", "gdpo", "--seeds", "0", "--steps", "2",
+                     "--no-initial-eval", "--collect-only"]) == 0
+    assert order == []  # --collect-only trains nothing

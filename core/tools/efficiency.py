@@ -644,6 +644,9 @@ def run_study(args: argparse.Namespace) -> int:
         print("mrtpo bench efficiency: cannot use these runs:\n" + "\n".join(refused), file=sys.stderr)
         return 2
     todo = [s for s in specs if decisions[s.name].action != "reuse" and not args.collect_only]
+    # Seed by seed (every arm of a seed before the next seed): a study stopped by a time budget leaves whole seeds,
+    # which the paired analysis can use, rather than every seed of the first arms.
+    todo.sort(key=lambda s: args.seeds.index(s.seed))
     print(f"efficiency study in {out}: {len(args.methods)} methods x {len(args.seeds)} seeds, {args.steps} steps "
           f"(G={args.group_size} x {args.prompts_per_step} prompts, lr {args.lr:g}, max_new_tokens "
           f"{args.max_new_tokens}), held-out eval of the first {args.eval_prompts} prompts of {Path(args.heldout).name} every {args.eval_every} steps; "
@@ -677,6 +680,7 @@ def run_study(args: argparse.Namespace) -> int:
         if decisions[spec.name].action == "reuse" and not args.keep_checkpoints:
             prune_checkpoints(run_dir(spec.fields["runs_dir"], spec.name))
     df = collect(specs, initial)
+    out.mkdir(parents=True, exist_ok=True)  # --collect-only on a study with no run yet
     write_study(out, args, specs)
     csv = out / "efficiency.csv"
     df.to_csv(csv, index=False)
