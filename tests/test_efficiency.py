@@ -539,12 +539,22 @@ def test_study_v3_fills_its_preregistered_settings_and_flags_override_them(tmp_p
     args = eff.resolve_args(eff.build_parser().parse_args(["--study", "v3", "--out", str(tmp_path)]))
     assert args.methods == ["gdpo", "mrtpo-js", "mrtpo-js-mass", "mrtpo-auto"] and args.seeds == list(range(12))
     assert (args.model, args.steps, args.eval_every, args.eval_prompts) == ("tiny-multi", 150, 10, 128)
+    assert args.heldout.endswith("multi-heldout-128.jsonl") and eff.count_prompts(args.heldout) >= 128
     assert args.max_new_tokens == 96 and args.group_size == 8 and args.prompts_per_step == 4
     specs = {s.name: s.fields for s in eff.plan_runs(args)}
     assert specs["mrtpo-js-s0"]["routing_clip"] == "clip" and specs["mrtpo-js-mass-s0"]["routing_clip"] == "mass"
     assert specs["mrtpo-auto-s0"]["relevance"] == "auto" and specs["mrtpo-js-s0"]["relevance"] == "js"
     mine = eff.resolve_args(eff.build_parser().parse_args(["--study", "v3", "--seeds", "3", "--steps", "5"]))
     assert mine.seeds == [3] and mine.steps == 5 and mine.eval_prompts == 128
+
+
+def test_more_eval_prompts_than_the_held_out_set_holds_is_refused(tmp_path, capsys):
+    # multi-heldout.jsonl holds 60 prompts: asking for 128 would silently score 60
+    with pytest.raises(eff.ConfigError, match="holds 60 prompts"):
+        eff.plan_runs(eff.resolve_args(eff.build_parser().parse_args(
+            ["--setting", "multi", "--eval-prompts", "128", "--out", str(tmp_path)])))
+    assert eff.main(["--setting", "multi", "--eval-prompts", "61", "--out", str(tmp_path), "--steps", "1"]) == 2
+    assert "multi-heldout.jsonl holds 60 prompts" in capsys.readouterr().err
 
 
 def test_a_run_recorded_before_routing_clip_is_reused_by_an_arm_that_clips(tmp_path):

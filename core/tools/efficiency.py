@@ -100,7 +100,8 @@ SETTING_METHODS: dict[str, list[str]] = {
 }
 # Study v3 (docs/results/study-v3.md, fixed before it ran): `--study v3` sets these unless a flag overrides them.
 STUDY_V3 = {"setting": "multi", "methods": ["gdpo", "mrtpo-js", "mrtpo-js-mass", "mrtpo-auto"], "steps": 150,
-            "eval_every": 10, "eval_prompts": 128, "seeds": list(range(12))}
+            "eval_every": 10, "eval_prompts": 128, "seeds": list(range(12)),
+            "heldout": str(PROMPTS_DIR / "multi-heldout-128.jsonl")}
 # Fields a run recorded before they existed was trained with (core.config.TrainConfig.from_dict does the same).
 LEGACY_FIELDS = {"routing_clip": "clip"}
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
@@ -136,6 +137,12 @@ def _model_field(model: str) -> str:
     return model if model in MODEL_PRESETS else str(resolve_path(model).resolve())
 
 
+def count_prompts(path: str) -> int:
+    """Prompts in a JSONL prompt set (its non-blank lines)."""
+    with open(path, encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
 def plan_runs(args: argparse.Namespace) -> list[RunSpec]:
     """Every (method, seed) run with its TrainConfig fields; the same budget for every method."""
     runs_dir = str((Path(args.out) / "runs").resolve())
@@ -156,6 +163,11 @@ def plan_runs(args: argparse.Namespace) -> list[RunSpec]:
     refused = [e for method in args.methods if (e := arm_error(method))]
     if refused:
         raise ConfigError("methods", "; ".join(refused))
+    n_heldout = count_prompts(common["eval_prompt_set"])
+    if n_heldout < args.eval_prompts:
+        raise ConfigError("eval_prompts", f"--eval-prompts {args.eval_prompts} but {Path(args.heldout).name} holds "
+                                          f"{n_heldout} prompts (the evaluation would score only those); use at most "
+                                          f"{n_heldout} or a larger held-out set")
     specs = []
     for method in args.methods:
         for seed in args.seeds:
@@ -571,7 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="spread drawn around the mean over seeds (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="a small study that takes minutes (see below)")
     p.add_argument("--study", choices=("v3",), help="a pre-registered study's settings (v3: docs/results/study-v3.md: "
-                   "multi, gdpo mrtpo-js mrtpo-js-mass mrtpo-auto, 150 steps, 128 held-out prompts every 10 steps, "
+                   "multi, gdpo mrtpo-js mrtpo-js-mass mrtpo-auto, 150 steps, 128 held-out prompts of multi-heldout-128.jsonl "
+                   "every 10 steps, "
                    "seeds 0-11); flags given override them")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep every checkpoint of finished runs (default: only the last)")
