@@ -15,15 +15,21 @@ METHODS = ("grpo", "gdpo", "mrtpo")
 ROUTINGS = ("replay", "span", "uniform")
 # Estimators that spread credit by routing weights; the others (grpo, gdpo) give every token the same advantage.
 ROUTED_ESTIMATORS = ("mrtpo",)
-RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific")
-# The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): chosen by `mrtpo bench
-# faithfulness`, where swap_specific alone met every credit-specificity target (README, "Reward-specific
-# credit"; docs/results/faithfulness-tiny-instruct.md). Runs recorded before this default say `js` in config.json.
-DEFAULT_RELEVANCE = "swap_specific"
+RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto")
+# The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): js, the one that learns. In study v2
+# (docs/results/study-v2) MRTPO js beat GDPO on held-out all-satisfied on all 5 seeds (mean over evaluations +0.020,
+# paired t 95% [+0.009, +0.030]); swap_specific (the default from issue 12 to 28) did not ([-0.013, +0.056], one seed
+# negative) and lost safety (-0.038): the policy does not read which word is forbidden, so swapping it carries no
+# signal (docs/METHOD.md, "Relevance variants"). Every run records its relevance in config.json.
+DEFAULT_RELEVANCE = "js"
 REPLAY_PAIRS = ("nonzero_adv", "all")
 # Precision of replay's no-gradient contrastive passes (docs/METHOD.md, "Replay precision"): auto is the run's own
 # (bf16 autocast on CUDA, fp32 on CPU), float32 and bfloat16 force one on any device.
 REPLAY_DTYPES = ("auto", "float32", "bfloat16")
+# What happens to routing weight above w_max (core.algos.routing.ROUTING_CLIPS, docs/METHOD.md "Keeping each reward's
+# mass"): mass (redistributed: every reward keeps its advantage mass) or clip (dropped; runs recorded before the field
+# existed were trained so, and their config.json loads as clip).
+ROUTING_CLIPS = ("mass", "clip")
 DEVICES = ("auto", "cpu", "cuda")
 # Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
 BACKENDS = ("builtin", "trl")

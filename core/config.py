@@ -41,6 +41,7 @@ from core.choices import (  # noqa: F401 (re-exported: the config's field choice
     REPLAY_DTYPES,
     REPLAY_PAIRS,
     ROUTED_ESTIMATORS,
+    ROUTING_CLIPS,
     ROUTINGS,
     routes_by_replay,
     routing_source,
@@ -54,7 +55,8 @@ TRL_REQUIREMENT = "trl>=1.16,<1.17"
 TRL_MINOR = "1.16"
 # Fields whose value is one of a fixed set (the command line and the app's form offer these).
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
-                                             "replay_pairs": REPLAY_PAIRS, "replay_dtype": REPLAY_DTYPES,
+                                             "routing_clip": ROUTING_CLIPS, "replay_pairs": REPLAY_PAIRS,
+                                             "replay_dtype": REPLAY_DTYPES,
                                              "device": DEVICES, "backend": BACKENDS}
 # Keys that config.json of a run holds besides the fields; from_dict() skips them.
 STORE_KEYS = ("reward_names", "schema_version")
@@ -93,13 +95,15 @@ class TrainConfig:
     routing: str = "replay"
     """mrtpo only: where each reward's credit goes; replay (contrastive JS), span (verifier spans, an oracle) or uniform (= gdpo)"""
     relevance: str = DEFAULT_RELEVANCE
-    """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean"""
+    """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean; auto: swap for the families whose argument the policy reads (mrtpo bench contrast), remove for the rest"""
     sharpen: float = 1.0
     """exponent on the normalised relevance u before mixing; 1.0 leaves it as measured, >1 concentrates credit"""
     lam: float = 1.0
     """routing strength in [0, 1]: w = clip((1 - lam) + lam * u, 0, w_max); 1 is pure routing, 0 reduces mrtpo to gdpo"""
     w_max: float = 5.0
     """upper clip of a routing weight (>= 1); 5 bounds how much one token can take of a reward's credit"""
+    routing_clip: str = "mass"
+    """weight above w_max: mass (handed to the other tokens, so each reward keeps mean weight 1: all its advantage mass) or clip (dropped: with w_max 5, 94-98% of pairs clipped and rewards kept 31-44% of their mass; runs recorded before this field load as clip)"""
     reward_weights: dict[str, float] = field(default_factory=dict)
     """weight per reward name (JSON object, or name=w,name=w on the command line); names left out get 1.0"""
     eps: float = 1e-4
@@ -226,6 +230,8 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise ConfigError(None, f"a config must be a JSON object, got {type(data).__name__}")
         merged = {k: v for k, v in data.items() if k not in STORE_KEYS}
+        if "schema_version" in data and "routing_clip" not in data:
+            merged["routing_clip"] = "clip"  # a run recorded before the field: its weights were clipped
         merged.update(overrides)
         names = [f.name for f in dataclasses.fields(cls)]
         for key in merged:
@@ -442,6 +448,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("sharpen", _at_least(0.0, "use 1.0 to keep the relevance as measured", strict=True)),
     ("lam", _lam_check),
     ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),
+    ("routing_clip", _choice(FIELD_CHOICES["routing_clip"])),
     ("reward_weights", _weights_check),
     ("eps", _at_least(0.0, "try 1e-4", strict=True)),
     ("group_size", _at_least(2, "advantages compare responses within a group, so a group needs 2 or more")),

@@ -21,6 +21,10 @@ kind (`Verifier.counterfactual`), drawn by a generator seeded by the item's key,
 same prompt always gets the same counterfactual (and the G responses of a group share it). A family
 without an argument to swap gets the removal prompt.
 
+A third kind, `contrastive_prompt(k, "auto")` (the `auto` relevance), swaps only for the families in
+`AUTO_SWAP_FAMILIES`, the ones whose argument the policy was measured to read (`mrtpo bench contrast`), and
+removes the constraint's part for every other family.
+
 Never imports torch.
 """
 
@@ -39,8 +43,15 @@ from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, fam
 from core.verifiers.text import sentence_spans
 
 Span = tuple[int, int]
-# Kinds of contrastive prompt x^-k: remove constraint k's part, or swap its argument (module docstring).
-CONTRASTS = ("remove", "swap")
+# Kinds of contrastive prompt x^-k: remove constraint k's part, swap its argument, or auto: swap for the families in
+# AUTO_SWAP_FAMILIES and remove for the rest (module docstring).
+CONTRASTS = ("remove", "swap", "auto")
+# The families whose argument the embedded tiny-multi reads: `mrtpo bench contrast` (docs/results/contrast-tiny-multi.md)
+# measured that swapping their argument moves the argument's probability about as much as removing the sentence
+# (ratio ~1). Forbidden words (0.003) and required keywords (~0.1) fail: the policy does not read which word, so a
+# swap carries no signal for them and `auto` removes their sentence instead. Measured on tiny-multi; rerun the
+# benchmark for another model.
+AUTO_SWAP_FAMILIES = frozenset({"task:arithmetic", "startend:end_checker", "startend:start_checker"})
 
 
 def json_error_text(exc: json.JSONDecodeError, line: bool = True) -> str:
@@ -117,11 +128,13 @@ class PromptItem:
 
     def contrastive_prompt(self, k: int, contrast: str = "remove") -> str:
         """The prompt with constraint k's part removed (`contrast="remove"`), or with its argument swapped
-        for another value of the same kind (`"swap"`; removed when the family has none). See the module
-        docstring."""
+        for another value of the same kind (`"swap"`; removed when the family has none), or `"auto"`: swapped
+        for a family in `AUTO_SWAP_FAMILIES`, removed otherwise. See the module docstring."""
         self._check_index(k)
         if contrast not in CONTRASTS:
             raise ValueError(f"unknown contrast {contrast!r}; valid: {', '.join(CONTRASTS)}")
+        if contrast == "auto":
+            contrast = "swap" if self.constraints[k].family in AUTO_SWAP_FAMILIES else "remove"
         swap = self._swapper(k) if contrast == "swap" else None
         if self.text is None:
             kept = []

@@ -31,6 +31,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "max_new_tokens": {"step": 8},
     "run_name": {"label": "Run name (empty: automatic)", "max_chars": 64},
     "w_max": {"label": "w_max (weight cap)", "step": 0.5, "advanced": True},
+    "routing_clip": {"label": "Weight above w_max", "advanced": True},
     "sharpen": {"label": "Sharpen (exponent on u)", "step": 0.5, "advanced": True},
     "eps": {"step": 1e-4, "format": "%.1e", "advanced": True},
     "temperature": {"step": 0.1, "advanced": True},

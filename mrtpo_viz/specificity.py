@@ -33,8 +33,10 @@ VARIANTS: dict[str, tuple[str, str, bool]] = {
     "swap_specific": ("swap", "js", True),
     "logp": ("remove", "logp", False),
     "logp_specific": ("remove", "logp", True),
+    "auto": ("auto", "js", False),
 }
-CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the prompt with the constraint's argument swapped"}
+CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the prompt with the constraint's argument swapped",
+                 "auto": "the prompt with the argument swapped where the policy reads it, else without the constraint"}
 DISTANCE_TEXT = {"js": "the JS distance of the full next-token distributions",
                  "logp": "the sampled token's log-prob change"}
 
@@ -47,9 +49,10 @@ EOS_DECISION = ("startend:end_checker",)
 
 
 def routing_weights(d: np.ndarray, mask: np.ndarray, lam: float = 1.0, w_max: float = 5.0,
-                    sharpen: float = 1.0) -> np.ndarray:
+                    sharpen: float = 1.0, clip: str = "clip") -> np.ndarray:
     """Twin of `core.algos.routing.routing_weights`: u = T_i d'/sum_t d' (d' = d ** sharpen, NaN -> 0, clamped at
-    0), uniform 1 where sum_t d' = 0; w = clip((1 - lam) + lam u, 0, w_max) * mask. d (B, K, T), mask (B, T)."""
+    0), uniform 1 where sum_t d' = 0; v = (1 - lam) + lam u; w = clip(v, 0, w_max) * mask (`clip="clip"`) or
+    `mass_keeping_clip`(v) (`clip="mass"`). d (B, K, T), mask (B, T)."""
     m = np.asarray(mask, dtype=np.float32)[:, None, :]
     d = np.clip(np.nan_to_num(np.asarray(d, dtype=np.float32), nan=0.0), 0.0, None) * m
     if sharpen != 1.0:
@@ -58,7 +61,38 @@ def routing_weights(d: np.ndarray, mask: np.ndarray, lam: float = 1.0, w_max: fl
     total = d.sum(-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         u = np.where(total > 0, n_tokens * d / np.maximum(total, TINY32), np.float32(1.0))
-    w = np.clip((1.0 - lam) + lam * u, 0.0, w_max)
+    v = (1.0 - lam) + lam * u
+    if clip == "mass":
+        return mass_keeping_clip((v * m).astype(np.float32), mask, w_max)
+    w = np.clip(v, 0.0, w_max)
+    return (w * m).astype(np.float32)
+
+
+def mass_keeping_clip(v: np.ndarray, mask: np.ndarray, w_max: float = 5.0) -> np.ndarray:
+    """Twin of `core.algos.routing.mass_keeping_clip`: w = min(w_max, c v) with c >= 1 chosen so sum_t w = T_i
+    (clip, hand the excess to the unclipped tokens in proportion, repeat); when the tokens with v > 0 cannot hold
+    T_i at w_max, the rest is spread evenly over the tokens with v = 0. v (B, K, T) with mean 1, mask (B, T)."""
+    m = np.broadcast_to(np.asarray(mask, dtype=np.float32)[:, None, :], v.shape)
+    v = np.asarray(v, dtype=np.float32) * m
+    n = m.sum(-1, keepdims=True)
+    clipped = np.zeros(v.shape, dtype=bool)
+    scale = np.ones_like(n)
+    for _ in range(v.shape[-1] + 1):
+        free = np.where(clipped, 0.0, v).sum(-1, keepdims=True)
+        room = n - w_max * clipped.sum(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = np.where(free > 0, room / np.maximum(free, TINY32), scale).astype(np.float32)
+        now = (scale * v >= w_max) & (m > 0) & (v > 0)
+        if np.array_equal(now, clipped):
+            break
+        clipped = now
+    w = np.where(clipped, np.float32(w_max), np.minimum(scale * v, w_max))
+    zero = (v <= 0) & (m > 0)
+    n_zero = zero.sum(-1, keepdims=True).astype(np.float32)
+    rest = np.maximum(n - w.sum(-1, keepdims=True), 0.0)
+    short = (np.where(clipped, 0.0, v).sum(-1, keepdims=True) <= 0) & (n_zero > 0)
+    fill = np.where(short, rest / np.maximum(n_zero, 1.0), 0.0)
+    w = np.where(zero, np.broadcast_to(fill, w.shape), w)
     return (w * m).astype(np.float32)
 
 
@@ -184,7 +218,9 @@ def not_applicable_note(reward: str, score: float) -> str | None:
 
 def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFrame:
     """Per reward of one response (the rewards in `rewards` it states): `mass_in` (share of routing weight
-    inside the span), `lift`, `mass_control` (mean over the other acted rewards j of ctl[k, j]), `auc` (ROC AUC
+    inside the span), `lift`, `lift_rotated` (the next acted reward's mass on k's span / its token share: the lift
+    with the labels rotated), `mass_control` (mean over the other acted rewards j of ctl[k, j]), `retained`
+    (sum_t w / T: the share of the reward's advantage mass its credit keeps on this response), `auc` (ROC AUC
     of the stored d at telling span tokens from the other tokens of this response), the outcome the AUC belongs
     to (satisfied / violated: `auc_satisfied` / `auc_violated` in the step metrics) and `not applicable`: why
     the numbers mean nothing for this response, in which case they are left empty. The AUC vs entropy baseline
@@ -192,6 +228,10 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
     a = sample_arrays(sample_df, rewards)
     p = _shares(a)
     lift, ctl = mass_control(p, a["in_span"], np.ones(p.shape[::2], np.float32))
+    acted = [k for k in range(len(rewards)) if a["acted"][0, k]]
+    # lift with the labels rotated (`core.algos.span_metrics.rotate_labels`): the next acted reward's mass on k's span
+    rotated = {k: float(ctl[0, k, acted[(pos + 1) % len(acted)]]) if len(acted) > 1 else float("nan")
+               for pos, k in enumerate(acted)}
     rows = []
     for k, name in enumerate(rewards):
         score = float(a["score"][0, k])
@@ -205,15 +245,17 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
         row = {"reward": name, "score": score, "outcome": "satisfied" if score >= 1.0 else "violated",
                "span tokens": int(span.sum()),
                "mass_in": float(w[span].sum() / w.sum()) if a["acted"][0, k] and w.sum() > 0 else float("nan"),
-               "lift": float(lift[0, k]), "mass_control": float(ctl_k.mean()) if ctl_k.size else float("nan"),
+               "lift": float(lift[0, k]), "lift_rotated": rotated.get(k, float("nan")),
+               "mass_control": float(ctl_k.mean()) if ctl_k.size else float("nan"),
+               "retained": float(w.sum() / w.size) if a["acted"][0, k] and w.size else float("nan"),
                "auc": roc_auc(d, span) if not np.isnan(d).all() else float("nan"),
                "not applicable": note or ""}
         if note:
-            for key in ("mass_in", "lift", "mass_control", "auc"):
+            for key in ("mass_in", "lift", "lift_rotated", "mass_control", "auc"):
                 row[key] = float("nan")
         rows.append(row)
-    return pd.DataFrame(rows, columns=["reward", "score", "outcome", "span tokens", "mass_in", "lift",
-                                       "mass_control", "auc", "not applicable"])
+    return pd.DataFrame(rows, columns=["reward", "score", "outcome", "span tokens", "mass_in", "lift", "lift_rotated",
+                                       "mass_control", "retained", "auc", "not applicable"])
 
 
 # ----------------------------------------------------------------------------- switching the relevance variant
@@ -259,6 +301,7 @@ def recompute_variant(df: pd.DataFrame, variant: str, cfg: Mapping, rewards: Seq
     specific = VARIANTS[variant][2]
     lam, w_max = float(cfg.get("lam", 1.0)), float(cfg.get("w_max", 5.0))
     sharpen = float(cfg.get("sharpen", 1.0))
+    clip = str(cfg.get("routing_clip") or "clip")  # a run recorded before the field clipped its weights
     out["relevance"] = out["js"].astype(np.float32)
     out["credit"] = out["credit"].astype(np.float32)
     out["weight"] = out["weight"].astype(np.float32)
@@ -275,7 +318,7 @@ def recompute_variant(df: pd.DataFrame, variant: str, cfg: Mapping, rewards: Seq
         mask = np.zeros((1, t_max), np.float32)
         mask[0, rows["t"].to_numpy()] = 1.0
         rel = specific_relevance(d) if specific else d
-        w = routing_weights(rel, mask, lam=lam, w_max=w_max, sharpen=sharpen)
+        w = routing_weights(rel, mask, lam=lam, w_max=w_max, sharpen=sharpen, clip=clip)
         for k, name in enumerate(names):
             ix = idx[name]
             if ix.empty or np.isnan(d[0, k]).all():

@@ -497,9 +497,10 @@ def specificity_panel(sample_df, rewards: Sequence[str]) -> None:
     table = specificity.sample_metrics(sample_df, stated)
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                for c in ("mass_in", "lift", "mass_control", "auc")})
+                                for c in ("mass_in", "lift", "lift_rotated", "mass_control", "retained", "auc")})
     st.caption("mass_in: share of the reward's routing weight inside its span; lift: that mass / the span's token "
-               "share (1 = no preference); mass_control: the other rewards' mass on this span / its token share "
+               "share (1 = no preference); lift_rotated: the same with the reward labels rotated (a specific "
+               "router's lift beats it); retained: the share of the reward's advantage mass its credit keeps; mass_control: the other rewards' mass on this span / its token share "
                "(low = specific); auc: the stored d telling span tokens from the rest of this response (counts "
                "towards auc_satisfied or auc_violated by the outcome). AUC vs the entropy baseline needs per-token "
                "entropies, which the credit map does not store. docs/METHOD.md, \"Specificity\".")

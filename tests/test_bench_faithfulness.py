@@ -21,6 +21,10 @@ def test_baseline_relevance_hand_case():
     assert baseline_relevance("position", spans, mask, ent, app, 0)[0, 0].tolist() == [1.0, 0.5, 0.0]
     assert baseline_relevance("entropy", spans, mask, ent, app, 0)[0, 0].tolist() == [0.5, 2.0, 0.0]
     assert torch.isnan(baseline_relevance("random", spans, mask, ent, app, 0)[0, 1]).all()
+    # scatter: each reward on the first real token outside its own span, distinct across rewards
+    app2 = torch.tensor([[True, True]])
+    sc = baseline_relevance("scatter", spans, torch.tensor([[1, 1, 1]]), ent, app2, 0)
+    assert sc[0, 0].tolist() == [0.0, 1.0, 0.0] and sc[0, 1].tolist() == [1.0, 0.0, 0.0]
 
 
 def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_path, capsys):
@@ -40,3 +44,8 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     lift = rows[(rows["relevance"] == "entropy") & (rows["reward"] == "*")]["overlap"].iloc[0]
     assert not math.isnan(lift) and "## " in (tmp_path / f"faithfulness-{micro_model.name}.md").read_text()
     assert "Cost and overlap" in capsys.readouterr().out
+    useless = rows[(rows["relevance"] == "scatter") & (rows["reward"] != "*")]
+    # no preference for its own span (with mass-keeping weights the rest of the mass spreads evenly: lift < 1)
+    assert len(useless["lift"].dropna()) and (useless["lift"].dropna() < 1.0).all()
+    assert (useless["retained"].dropna() > 0.999).all()  # mass-keeping routing (the default) keeps every reward's mass
+    assert {"retained", "lift_rotated", "mass_in_rotated"} <= set(rows.columns)

@@ -191,7 +191,7 @@ def test_routing_and_relevance_names_match_the_registries():
 
     assert tuple(ROUTINGS) == tuple(ROUTING)
     assert tuple(RELEVANCES) == tuple(RELEVANCE)
-    assert TrainConfig().relevance == DEFAULT_RELEVANCE == "swap_specific"
+    assert TrainConfig().relevance == DEFAULT_RELEVANCE == "js"
 
 
 def test_config_module_never_imports_torch():

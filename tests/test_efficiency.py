@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -529,3 +530,70 @@ def test_credit_placement_hand_computed():
     assert header[:2] == ["method", "overlap"] and table[0][:2] == ["mrtpo-swap", "0.45"]
     assert table[0][header.index("correctness: mass_in / ceiling · control")] == "– / – · 0.70"
     assert "## Where the credit went" in rep.markdown_report(df, [0.5])
+
+
+# ---------------------------------------------------------------------------------------------- study v3
+
+
+def test_study_v3_fills_its_preregistered_settings_and_flags_override_them(tmp_path):
+    args = eff.resolve_args(eff.build_parser().parse_args(["--study", "v3", "--out", str(tmp_path)]))
+    assert args.methods == ["gdpo", "mrtpo-js", "mrtpo-js-mass", "mrtpo-auto"] and args.seeds == list(range(12))
+    assert (args.model, args.steps, args.eval_every, args.eval_prompts) == ("tiny-multi", 150, 10, 128)
+    assert args.heldout.endswith("multi-heldout-128.jsonl") and eff.count_prompts(args.heldout) >= 128
+    assert args.max_new_tokens == 96 and args.group_size == 8 and args.prompts_per_step == 4
+    specs = {s.name: s.fields for s in eff.plan_runs(args)}
+    assert specs["mrtpo-js-s0"]["routing_clip"] == "clip" and specs["mrtpo-js-mass-s0"]["routing_clip"] == "mass"
+    assert specs["mrtpo-auto-s0"]["relevance"] == "auto" and specs["mrtpo-js-s0"]["relevance"] == "js"
+    mine = eff.resolve_args(eff.build_parser().parse_args(["--study", "v3", "--seeds", "3", "--steps", "5"]))
+    assert mine.seeds == [3] and mine.steps == 5 and mine.eval_prompts == 128
+
+
+def test_more_eval_prompts_than_the_held_out_set_holds_is_refused(tmp_path, capsys):
+    # multi-heldout.jsonl holds 60 prompts: asking for 128 would silently score 60
+    with pytest.raises(eff.ConfigError, match="holds 60 prompts"):
+        eff.plan_runs(eff.resolve_args(eff.build_parser().parse_args(
+            ["--setting", "multi", "--eval-prompts", "128", "--out", str(tmp_path)])))
+    assert eff.main(["--setting", "multi", "--eval-prompts", "61", "--out", str(tmp_path), "--steps", "1"]) == 2
+    assert "multi-heldout.jsonl holds 60 prompts" in capsys.readouterr().err
+
+
+def test_a_run_recorded_before_routing_clip_is_reused_by_an_arm_that_clips(tmp_path):
+    args = make_args(tmp_path)
+    spec = eff.plan_runs(args)[2]  # mrtpo-replay-s0: pinned to routing_clip clip
+    recorded = {k: v for k, v in spec.fields.items() if k != "routing_clip"}
+    assert eff.config_conflicts(recorded, spec.fields) == []
+    assert eff.config_conflicts({**recorded, "routing_clip": "mass"}, spec.fields) == [
+        "routing_clip: 'mass' != 'clip'"]
+
+
+def test_a_study_carried_to_another_checkout_keeps_its_runs(tmp_path):
+    wanted = str((REPO_ROOT / "sample_data/prompts/multi.jsonl").resolve())
+    assert eff.same_repo_file("/elsewhere/repo/sample_data/prompts/multi.jsonl", wanted)
+    assert not eff.same_repo_file("/elsewhere/repo/sample_data/prompts/default.jsonl", wanted)
+    assert not eff.same_repo_file("sample_data/prompts/multi.jsonl", wanted)  # only absolute records
+    assert not eff.same_repo_file("/x/multi.jsonl", str(tmp_path / "multi.jsonl"))  # outside the checkout
+    args = make_args(tmp_path)
+    spec = eff.plan_runs(args)[0]
+    moved = {**spec.fields, "prompt_set": "/other/root/" + str(Path(spec.fields["prompt_set"]).relative_to(
+        REPO_ROOT.resolve()))}
+    assert eff.config_conflicts(moved, spec.fields) == []
+
+
+def test_runs_are_trained_seed_by_seed_so_a_stopped_study_leaves_whole_seeds(tmp_path, monkeypatch):
+    order = []
+
+    def fake_run_one(spec, decision, out, progress, keep, model_ids, model_id):
+        order.append(spec.name)
+        return eff.Outcome(spec, decision, "completed", 0.0)
+
+    monkeypatch.setattr(eff, "run_one", fake_run_one)
+    monkeypatch.setattr(eff, "write_report", lambda *a, **k: 0)
+    monkeypatch.setattr(eff, "write_endpoints", lambda *a, **k: 0)
+    rc = eff.main(["--out", str(tmp_path / "s"), "--methods", "gdpo", "mrtpo-js", "--seeds", "0", "1",
+                   "--steps", "2", "--eval-every", "1", "--no-initial-eval", "--jobs", "1"])
+    assert rc == 0
+    assert order == ["gdpo-s0", "mrtpo-js-s0", "gdpo-s1", "mrtpo-js-s1"]
+    order.clear()
+    assert eff.main(["--out", str(tmp_path / "s"), "--methods", "gdpo", "--seeds", "0", "--steps", "2",
+                     "--no-initial-eval", "--collect-only"]) == 0
+    assert order == []  # --collect-only trains nothing

@@ -77,7 +77,7 @@ def test_constraint_count_options_for_the_bootstrap_corpus():
 
 def test_shipped_files_are_the_generator_output(tmp_path):
     promptgen.main(["--out", str(tmp_path)])
-    for name in ("default.jsonl", "heldout.jsonl", "multi.jsonl", "multi-heldout.jsonl"):
+    for name in ("default.jsonl", "heldout.jsonl", "multi.jsonl", "multi-heldout.jsonl", "multi-heldout-128.jsonl"):
         assert (tmp_path / name).read_text() == (PROMPTS / name).read_text(), f"regenerate {name}"
     default = load_prompt_set(PROMPTS / "default.jsonl")
     heldout = load_prompt_set(PROMPTS / "heldout.jsonl")
@@ -154,9 +154,11 @@ def test_invited_words_cover_every_topic_and_are_no_keyword():
 def test_shipped_multi_files():
     train = load_prompt_set(PROMPTS / "multi.jsonl")
     heldout = load_prompt_set(PROMPTS / "multi-heldout.jsonl")
-    assert len(train) == 200 and len(heldout) == 60
+    large = load_prompt_set(PROMPTS / "multi-heldout-128.jsonl")  # study v3's 128 held-out prompts
+    assert len(train) == 200 and len(heldout) == 60 and len(large) == 128
     expected = set(promptgen.MULTI_FAMILIES) | {"task:arithmetic"}
-    assert set(reward_names(train)) == expected == set(reward_names(heldout))
+    assert set(reward_names(train)) == expected == set(reward_names(heldout)) == set(reward_names(large))
+    assert not {item.task for item in large if "about" in item.task} & {item.task for item in train}
 
 
 def test_unknown_setting_names_the_choices():

@@ -30,7 +30,7 @@ def test_every_variant_names_a_known_contrast_and_distance():
     for name, variant in routing_lib.RELEVANCE.items():
         assert variant.contrast in CONTRASTS and variant.distance in routing_lib.DISTANCES, name
         assert variant.pairwise == (not name.endswith("_specific")), name
-    assert set(routing_lib.RELEVANCE) == {"js", "js_specific", "swap", "swap_specific", "logp", "logp_specific"}
+    assert set(routing_lib.RELEVANCE) == {"js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto"}
 
 
 def test_specific_variants_subtract_the_other_rewards_mean():
@@ -93,6 +93,19 @@ def test_swap_prompt_native_item_is_deterministic_and_falls_back_to_removal():
     assert len(draws) > 3 and not any("green" in d for d in draws)
     with pytest.raises(ValueError, match="remove, swap"):
         item.contrastive_prompt(0, "shuffle")
+
+
+def test_auto_prompt_swaps_only_the_families_whose_argument_the_policy_reads():
+    from core.tasks import AUTO_SWAP_FAMILIES
+
+    item = PromptItem("p9", "What is 5 plus 4?", [build("task:arithmetic", answer=9),
+                                                  build("keywords:forbidden_words", forbidden_words=["green"]),
+                                                  build("startend:end_checker", end_phrase="Is there more?")])
+    assert "task:arithmetic" in AUTO_SWAP_FAMILIES and "keywords:forbidden_words" not in AUTO_SWAP_FAMILIES
+    assert item.contrastive_prompt(0, "auto") == item.contrastive_prompt(0, "swap") != item.contrastive_prompt(0)
+    assert item.contrastive_prompt(1, "auto") == item.contrastive_prompt(1, "remove") != item.contrastive_prompt(1, "swap")
+    assert item.contrastive_prompt(2, "auto") == item.contrastive_prompt(2, "swap") != item.contrastive_prompt(2)
+    assert routing_lib.RELEVANCE["auto"].contrast == "auto" and routing_lib.RELEVANCE["auto"].distance == "js"
 
 
 def test_swap_prompt_ifeval_item_replaces_inside_the_located_part():
@@ -188,7 +201,7 @@ HAS_TRL = importlib.util.find_spec("trl") is not None
 
 
 @pytest.mark.skipif(not HAS_TRL, reason="TRL is not installed (make test installs it)")
-@pytest.mark.parametrize("relevance", ["swap_specific", "logp"])
+@pytest.mark.parametrize("relevance", ["swap_specific", "logp", "auto"])
 def test_trl_step_with_a_swap_and_a_logp_variant(relevance, tmp_path, capsys):
     from core.cli import main
     from core.run.store import RunStore

@@ -154,6 +154,11 @@ def test_sample_metrics_hand_computed():
     assert t.loc[KW, ["mass_in", "lift", "mass_control", "auc"]].tolist() == pytest.approx([0.6, 2.4, 0.0, 1.0])
     assert t.loc[NC, ["mass_in", "lift", "mass_control", "auc"]].tolist() == pytest.approx([0.25, 1.0, 0.8, 0.5])
     assert t.loc[KW, "outcome"] == "satisfied" and t.loc[NC, "outcome"] == "violated"
+    # two rewards: rotating the labels hands each reward the other's routing, so lift_rotated is the control entry
+    assert t.loc[KW, "lift_rotated"] == pytest.approx(0.0) and t.loc[NC, "lift_rotated"] == pytest.approx(0.8)
+    s0 = df[df["sample"] == 0]
+    for name in (KW, NC):
+        assert t.loc[name, "retained"] == pytest.approx(s0[s0["reward"] == name]["weight"].mean())
     lc = sp.sample_metrics(df[df["sample"] == 1], [LC]).set_index("reward").loc[LC]
     assert "whole text" in lc["not applicable"] and np.isnan(lc["auc"]) and np.isnan(lc["mass_in"])
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.choices import DEFAULT_RELEVANCE
 from core.config import ConfigError, TrainConfig
 from core.run.store import RunStore, list_runs
 
@@ -161,7 +162,7 @@ def test_two_steps_token_advantages_and_a_complete_run_store(trl_run):
     assert changed  # two optimizer steps moved the policy
     store = RunStore(path)
     assert store.status()["state"] == "completed" and store.status()["step"] == 2
-    assert store.config()["relevance"] == "swap_specific"  # MRTPOConfig's default is the project's default
+    assert store.config()["relevance"] == DEFAULT_RELEVANCE == "js"  # MRTPOConfig's default is the project's
     metrics = store.metrics()
     assert metrics["step"].tolist() == [1, 2] and store.credit_steps() == [1, 2]
     frame = store.credit(2)

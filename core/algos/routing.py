@@ -4,9 +4,10 @@ The formulas are in docs/METHOD.md ("MRTPO", "Relevance variants", "Routing sour
 
 - `js_distance`: base-2 Jensen-Shannon distance between two next-token distributions, in [0, 1];
 - `RELEVANCE`: relevance variants by name (`js`, `js_specific`, `swap`, `swap_specific`, `logp`,
-  `logp_specific`): which contrastive prompt, which per-token distance (`js_distance`, `logp_distance`),
+  `logp_specific`, `auto`): which contrastive prompt, which per-token distance (`js_distance`, `logp_distance`),
   and `(d, applicable) -> relevance`;
-- `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), w = clip((1 - lam) + lam u, 0, w_max);
+- `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), v = (1 - lam) + lam u, then w = clip(v, 0, w_max)
+  (`clip="clip"`) or `mass_keeping_clip` (`clip="mass"`: capped at w_max, mean 1 kept);
 - `ROUTING`: routing sources by name (`replay`, `span`, `uniform`), each `(RoutingInputs) -> (weights, d)`;
   `replay` gets d by contrastive replay (a callable the trainer provides: `core.algos.teacher_forcing`);
 - `replay_pairs`: the (sample, reward) pairs whose contrastive pass can change a token advantage
@@ -70,15 +71,22 @@ def _js_rows(logp: Tensor, logq: Tensor) -> Tensor:
     return (two_jsd_nats * (0.5 / LN2)).clamp_(0.0, 1.0).sqrt_()
 
 
-def routing_weights(d: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0, sharpen: float = 1.0) -> Tensor:
+def routing_weights(d: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0, sharpen: float = 1.0,
+                    clip: str = "clip") -> Tensor:
     """Routing weights w[k, i, t] from relevance d (B, K, T) and the response mask (B, T).
 
     u[k, i, t] = T_i * d'[k, i, t] / sum_t d'[k, i, t],  d' = d ** sharpen (sharpen = 1: plain d),
     so u has mean 1 over the response's T_i tokens (sharpening is an exponent on u renormalised to
-    mean 1);  w = clip((1 - lam) + lam * u, 0, w_max).
+    mean 1);  v = (1 - lam) + lam * u (mean 1 too), then by `clip` (docs/METHOD.md, "Keeping each
+    reward's mass"):
+      "clip": w = clip(v, 0, w_max); the mass above w_max is lost (runs recorded before the option);
+      "mass": w = `mass_keeping_clip(v, mask, w_max)`: no weight above w_max and mean 1 over the T_i
+              tokens, so reward k keeps all of its advantage mass.
     lam = 1 is pure routing, lam = 0 uniform weights. A response whose d is all zero (or NaN: the
     reward does not apply) gets uniform weights 1; padding positions get 0.
     """
+    if clip not in ROUTING_CLIPS:
+        raise ValueError(f"unknown routing clip {clip!r}; valid: {', '.join(ROUTING_CLIPS)}")
     mask_f = mask.to(torch.float32 if not d.is_floating_point() else d.dtype)[:, None, :]  # (B, 1, T)
     d = torch.nan_to_num(d.to(mask_f.dtype), nan=0.0).clamp(min=0.0) * mask_f
     if sharpen != 1.0:
@@ -86,8 +94,57 @@ def routing_weights(d: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.
     n_tokens = mask_f.sum(-1, keepdim=True)  # (B, 1, 1) = T_i
     total = d.sum(-1, keepdim=True)  # (B, K, 1)
     u = torch.where(total > 0, n_tokens * d / total.clamp(min=torch.finfo(d.dtype).tiny), torch.ones_like(d))
-    w = ((1.0 - lam) + lam * u).clamp(0.0, w_max)
-    return w * mask_f
+    v = (1.0 - lam) + lam * u
+    if clip == "mass":
+        return mass_keeping_clip(v * mask_f, mask, w_max)
+    return v.clamp(0.0, w_max) * mask_f
+
+
+# How a routing weight above w_max is handled (`routing_weights`): "mass" redistributes the excess (each reward keeps
+# its advantage mass), "clip" drops it (the behaviour before the option; runs recorded without it load as "clip").
+ROUTING_CLIPS = ("mass", "clip")
+
+
+def mass_keeping_clip(v: Tensor, mask: Tensor, w_max: float = 5.0) -> Tensor:
+    """Cap weights at w_max while keeping their mean 1 over each response's real tokens (B, K, T) -> (B, K, T).
+
+    v >= 0 has mean 1 over the T_i real tokens of each (sample, reward) row (`routing_weights`); padding is 0.
+    Clip, then hand the clipped excess to the unclipped tokens in proportion to their weight, and repeat
+    until no weight exceeds w_max. The fixed point is water-filling:
+        w[t] = min(w_max, c v[t]),  c >= 1 the scale with sum_t w[t] = T_i
+    found by iterating  S = {t : c v[t] >= w_max},  c = (T_i - w_max |S|) / sum_{t not in S} v[t]
+    from c = 1 (S only grows, so at most T_i rounds).
+    Edge cases:
+    - no weight above w_max: w = v unchanged (c = 1); uniform v (all-zero relevance, lam = 0) stays 1;
+    - too few tokens with v > 0 to hold the mass (n_pos w_max < T_i, e.g. lam = 1 and all relevance on one
+      token): every such token gets w_max and the rest R = T_i - n_pos w_max is spread evenly over the
+      tokens with v = 0, each R / (T_i - n_pos) <= 1 (that needs w_max >= 1, which the config enforces);
+      with lam < 1 every v >= 1 - lam > 0, so this never happens;
+    - w_max >= T_i: nothing can exceed it (v <= T_i), w = v.
+    Invariants: sum_t w = T_i and 0 <= w <= w_max on real tokens (for w_max >= 1), 0 on padding.
+    """
+    m = mask.to(v.dtype)[:, None, :].expand_as(v)  # (B, K, T)
+    v = v * m
+    n = m.sum(-1, keepdim=True)  # (B, K, 1) = T_i
+    clipped = torch.zeros_like(v, dtype=torch.bool)
+    scale = torch.ones_like(n)
+    for _ in range(v.shape[-1] + 1):
+        free = v.masked_fill(clipped, 0.0).sum(-1, keepdim=True)  # sum of v over the unclipped tokens
+        room = n - w_max * clipped.sum(-1, keepdim=True)  # mass the unclipped tokens must hold
+        scale = torch.where(free > 0, room / free.clamp(min=torch.finfo(v.dtype).tiny), scale)
+        now = (scale * v >= w_max) & (m > 0) & (v > 0)
+        if torch.equal(now, clipped):
+            break
+        clipped = now
+    w = torch.where(clipped, torch.full_like(v, w_max), (scale * v).clamp(max=w_max))
+    # Rows whose positive tokens are all at w_max and still short of T_i: spread the rest over the v = 0 tokens.
+    zero = (v <= 0) & (m > 0)
+    n_zero = zero.sum(-1, keepdim=True).to(v.dtype)
+    rest = (n - w.sum(-1, keepdim=True)).clamp(min=0.0)
+    short = (v.masked_fill(clipped, 0.0).sum(-1, keepdim=True) <= 0) & (n_zero > 0)
+    fill = torch.where(short, rest / n_zero.clamp(min=1.0), torch.zeros_like(rest))
+    w = torch.where(zero, fill.expand_as(w), w)
+    return w * m
 
 
 def applicable_from(d: Tensor) -> Tensor:
@@ -114,11 +171,11 @@ def specific_relevance(d: Tensor, applicable: Tensor | None = None) -> Tensor:
     return torch.where(app.bool().expand_as(spec), spec, torch.full_like(spec, torch.nan))
 
 
-def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0) -> Tensor:
+def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float = 5.0, clip: str = "clip") -> Tensor:
     """The `span` oracle: u = the verifier's inspected-span mask (B, K, T) scaled to mean 1 over the
-    response (u = T_i s / sum_t s), then w = clip((1 - lam) + lam * u, 0, w_max) as in
-    `routing_weights`. An empty span mask gives uniform weights; padding gets 0."""
-    return routing_weights(span_mask.to(torch.float32), mask, lam=lam, w_max=w_max, sharpen=1.0)
+    response (u = T_i s / sum_t s), then w from (1 - lam) + lam * u and `clip` as in `routing_weights`.
+    An empty span mask gives uniform weights; padding gets 0."""
+    return routing_weights(span_mask.to(torch.float32), mask, lam=lam, w_max=w_max, sharpen=1.0, clip=clip)
 
 
 
@@ -150,7 +207,7 @@ DISTANCES = ("js", "logp")
 class Relevance:
     """One relevance variant (docs/METHOD.md, "Relevance variants")."""
 
-    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced
+    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced; "auto": per family
     distance: str  # one of DISTANCES
     combine: Callable[[Tensor, Tensor], Tensor]
     pairwise: bool
@@ -166,6 +223,8 @@ RELEVANCE: dict[str, Relevance] = {
     "swap_specific": Relevance("swap", "js", specific_relevance, pairwise=False),
     "logp": Relevance("remove", "logp", js_relevance, pairwise=True),
     "logp_specific": Relevance("remove", "logp", specific_relevance, pairwise=False),
+    # swap for the families whose argument the policy reads (core.tasks.AUTO_SWAP_FAMILIES), remove for the rest
+    "auto": Relevance("auto", "js", js_relevance, pairwise=True),
 }
 # Variants whose relevance[k, i] depends on d[k, i] alone (`Relevance.pairwise`).
 PAIRWISE_RELEVANCE = frozenset(name for name, r in RELEVANCE.items() if r.pairwise)
@@ -220,6 +279,7 @@ class RoutingInputs:
     relevance: str = "js"
     distances: Callable[[Tensor], Tensor] | None = None
     replay: Tensor | None = None
+    clip: str = "clip"  # one of ROUTING_CLIPS: what happens to weight above w_max (`routing_weights`)
 
 
 def route_replay(inputs: RoutingInputs) -> tuple[Tensor, Tensor]:
@@ -233,13 +293,14 @@ def route_replay(inputs: RoutingInputs) -> tuple[Tensor, Tensor]:
     d = inputs.distances(pairs).float()  # (B, K, T)
     d = torch.where(pairs[:, :, None], d, torch.full_like(d, float("nan")))
     relevance = get_relevance(inputs.relevance)(d, pairs)
-    w = routing_weights(relevance, inputs.mask, lam=inputs.lam, w_max=inputs.w_max, sharpen=inputs.sharpen)
+    w = routing_weights(relevance, inputs.mask, lam=inputs.lam, w_max=inputs.w_max, sharpen=inputs.sharpen,
+                        clip=inputs.clip)
     return w, d
 
 
 def route_span(inputs: RoutingInputs) -> tuple[Tensor, None]:
     """`span` (oracle): the verifiers' own inspected-span masks as relevance (`span_routing`)."""
-    return span_routing(inputs.span_mask, inputs.mask, lam=inputs.lam, w_max=inputs.w_max), None
+    return span_routing(inputs.span_mask, inputs.mask, lam=inputs.lam, w_max=inputs.w_max, clip=inputs.clip), None
 
 
 def route_uniform(inputs: RoutingInputs) -> tuple[Tensor, None]:

@@ -226,3 +226,90 @@ def specificity(
             keep = torch.where(rows[:, None, None], d, torch.full_like(d, torch.nan))
             out[f"span/{name}/auc_{outcome}"] = span_auc(keep, span_mask, mask, k)
     return out
+
+
+# ----------------------------------------------------------------------------- metrics that a useless router cannot
+# flatter (docs/METHOD.md, "Reading the credit metrics")
+
+
+def active_pairs(group_adv: Tensor, applicable: Tensor) -> Tensor:
+    """(B, K) bool: the (sample, reward) pairs whose GDPO group advantage a[k, i] is nonzero and that apply: the
+    pairs that carry credit. Every method's credit metrics average over these, so GDPO, GRPO and every MRTPO
+    variant are scored on the same samples (replay may have run on more pairs, never on fewer)."""
+    return applicable.bool() & (group_adv != 0)
+
+
+def retained_mass(weights: Tensor, group_adv: Tensor, mask: Tensor, active: Tensor) -> Tensor:
+    """(K,) share of each reward's GDPO advantage mass its routed credit keeps.
+
+    Reward k's credit on token t of sample i is c_k a[k, i] w[k, i, t] (c_k = reward weight / (sigma + eps), the
+    same for GDPO); GDPO's is c_k a[k, i] on every real token. Over the active pairs:
+        retained_k = sum_i |a[k,i]| sum_t w[k,i,t] m[i,t] / sum_i |a[k,i]| T_i
+    1 for GDPO (w = 1) and for weights of mean 1 (`routing_clip="mass"`); below 1 when clipping at w_max drops
+    mass. NaN for a reward with no active pair. weights (B, K, T), group_adv (B, K), mask (B, T), active (B, K)."""
+    m = mask.to(torch.float32)
+    a = group_adv.to(torch.float32).abs() * active.to(torch.float32)  # (B, K)
+    kept = (a * (weights.to(torch.float32) * m[:, None, :]).sum(-1)).sum(0)  # (K,)
+    full = (a * m.sum(-1, keepdim=True)).sum(0)
+    return torch.where(full > 0, kept / full.clamp(min=torch.finfo(torch.float32).tiny), torch.full_like(full, torch.nan))
+
+
+def clipped_share(weights: Tensor, w_max: float, active: Tensor) -> float:
+    """Share of the active pairs with at least one routing weight at the cap w_max (within 1e-5): how often the
+    cap binds. With `routing_clip="clip"` those pairs lose mass (`retained_mass`); with "mass" it is handed on."""
+    n = int(active.sum())
+    if not n:
+        return float("nan")
+    hit = (weights.to(torch.float32) >= w_max - 1e-5).any(-1) & active.bool()
+    return float(hit.sum()) / n
+
+
+def rotate_labels(x: Tensor, applicable: Tensor) -> Tensor:
+    """x (B, K, T) with each sample's reward rows rotated among its applicable rewards: the row of reward k
+    becomes the row of the next applicable reward (cyclically, in reward order); non-applicable rows stay NaN.
+    A sample with one applicable reward gets NaN (no other label to rotate to). The control for any
+    reward-specific metric: a router that ignores which reward it routes scores the same on rotated labels."""
+    out = torch.full_like(x, torch.nan, dtype=torch.float32)
+    app = applicable.bool()
+    for i in range(x.shape[0]):
+        ks = app[i].nonzero().flatten().tolist()
+        if len(ks) < 2:
+            continue
+        for pos, k in enumerate(ks):
+            out[i, k] = x[i, ks[(pos + 1) % len(ks)]].to(torch.float32)
+    return out
+
+
+def rotated_controls(weights: Tensor, span_mask: Tensor, mask: Tensor, active: Tensor, reward_names: Sequence[str]
+                     ) -> dict[str, float]:
+    """Step metrics `span/<name>/lift_rotated` and `span/<name>/mass_in_rotated`: `lift` and `mass_in` of the
+    routing weights with the reward labels rotated within each sample (`rotate_labels`; the pairs of `active`).
+    lift - lift_rotated > 0 means reward k's routing favours k's own span more than another reward's routing
+    does; a router that puts every reward's mass in the same place (position, entropy) scores 0."""
+    w = torch.where(active.bool()[:, :, None], weights.to(torch.float32), torch.full_like(weights, torch.nan,
+                                                                                            dtype=torch.float32))
+    rotated = rotate_labels(w, active)
+    p = token_shares(rotated, mask)
+    lift, _ = mass_control(p, span_mask, mask)
+    share = mass_in_span(rotated, span_mask, mask)
+    out = {}
+    for k, name in enumerate(reward_names):
+        out[f"span/{name}/lift_rotated"] = _nanmean(lift[:, k])
+        out[f"span/{name}/mass_in_rotated"] = _nanmean(share[:, k])
+    return out
+
+
+def credit_mass(weights: Tensor, group_adv: Tensor, mask: Tensor, applicable: Tensor, reward_names: Sequence[str],
+                w_max: float) -> dict[str, float]:
+    """Step metrics `span/<name>/retained` (`retained_mass`), `span/retained` (all rewards pooled the same way) and
+    `routing/clipped_share` (`clipped_share`), over the active pairs (`active_pairs`)."""
+    active = active_pairs(group_adv, applicable)
+    kept = retained_mass(weights, group_adv, mask, active)
+    out = {f"span/{name}/retained": float(kept[k]) for k, name in enumerate(reward_names)}
+    m = mask.to(torch.float32)
+    a = group_adv.to(torch.float32).abs() * active.to(torch.float32)
+    full = float((a * m.sum(-1, keepdim=True)).sum())
+    out["span/retained"] = float((a * (weights.to(torch.float32) * m[:, None, :]).sum(-1)).sum()) / full if full > 0 \
+        else float("nan")
+    out["routing/clipped_share"] = clipped_share(weights, w_max, active)
+    return out

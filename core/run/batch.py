@@ -14,7 +14,7 @@ batch is generated and updated; the middle of a step is the same code:
 `core.run.record` turns these four into a step's metrics line and credit map. Shapes: B samples (rows of
 a group contiguous), K rewards, T response tokens (right-padded; `mask` is 1 on real tokens, eos
 included). The config `cfg` of `choose_replay_pairs` / `route` is a `TrainConfig` or an `MRTPOConfig`:
-both have `method`, `routing`, `relevance`, `lam`, `w_max`, `sharpen` and `replay_pairs`.
+both have `method`, `routing`, `relevance`, `lam`, `w_max`, `routing_clip`, `sharpen` and `replay_pairs`.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: 
     pairs = choose_replay_pairs(cfg, group_adv, applicable) if source == "replay" else None
     inputs = routing_lib.RoutingInputs(
         mask=mask, span_mask=scores.span_mask, applicable=applicable, lam=cfg.lam, w_max=cfg.w_max,
-        sharpen=cfg.sharpen, relevance=cfg.relevance, distances=distances, replay=pairs,
+        sharpen=cfg.sharpen, relevance=cfg.relevance, distances=distances, replay=pairs, clip=cfg.routing_clip,
     )
     with torch.no_grad():
         weights, d = routing_lib.get_routing(source)(inputs)

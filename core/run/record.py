@@ -38,6 +38,7 @@ class StepRecord:
     adv: Advantages
     loss_stats: dict[str, float]
     times: dict[str, float]
+    w_max: float = 5.0  # the routing cap, for routing/clipped_share
 
 
 def _nanmean(x: Tensor) -> float:
@@ -79,8 +80,10 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     weights = rec.routing.weights
     if weights is None:
         weights = rollout.mask[:, None, :].expand(-1, len(names), -1)
-    # Routing mass over the pairs routing acted on (a skipped pair has uniform weights and advantage 0).
-    acted = rec.scores.applicable if replayed is None else replayed
+    # Credit metrics over the pairs that carry credit (nonzero group advantage), the same for every method.
+    acted = span_metrics.active_pairs(rec.adv.group_adv, rec.scores.applicable)
+    m.update(span_metrics.credit_mass(weights, rec.adv.group_adv, rollout.mask, rec.scores.applicable, names, rec.w_max))
+    m.update(span_metrics.rotated_controls(weights, rec.scores.span_mask, rollout.mask, acted, names))
     m.update(span_metrics.span_agreement(js, weights, rec.scores.span_mask, rollout.mask, names, acted))
     m.update(span_metrics.specificity(weights, js, rec.scores.span_mask, rollout.mask, rec.scores.rewards, names,
                                       acted, rec.routing.entropy))

@@ -357,7 +357,8 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
     times["time/update"] = time.perf_counter() - t1
     times["time/step"] = time.perf_counter() - t0
 
-    rec = record.StepRecord(step, state.reward_names, cfg.group_size, rollout, scores, routing, adv, loss_stats, times)
+    rec = record.StepRecord(step, state.reward_names, cfg.group_size, rollout, scores, routing, adv, loss_stats, times,
+                            w_max=cfg.w_max)
     return StepResult(record.step_metrics(rec), record.credit_frame(rec), rollout)
 
 

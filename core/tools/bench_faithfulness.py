@@ -6,10 +6,12 @@ Samples `--samples` responses to each of the first `--prompts` prompts of the pr
 default set, the policy as shipped, seed 0), verifies them, and for every relevance variant of
 `core.algos.routing.RELEVANCE` replays every applicable (sample, reward) pair (`replay_pairs=all`) and
 computes, per reward, the span metrics of docs/METHOD.md ("Span agreement", "Specificity"): mass_in and
-its ceiling, lift, mass control, overlap, auc, auc minus the entropy baseline's, auc by outcome. The same
-metrics for four baselines that need no replay: `random` (uniform noise), `position` (1 / (t + 1): early
-tokens), `entropy` (the policy's next-token entropy, the same for every reward) and `span` (the verifier
-span mask itself, the oracle). Cost: contrastive passes per response and seconds of replay per batch,
+its ceiling, lift and lift with rotated reward labels, mass_in with rotated labels, retained mass (docs/METHOD.md,
+"Reading the credit metrics"), mass control, overlap, auc, auc minus the entropy baseline's, auc by outcome. The
+same metrics for five baselines that need no replay: `random` (uniform noise), `position` (1 / (t + 1): early
+tokens), `entropy` (the policy's next-token entropy, the same for every reward), `span` (the verifier span mask
+itself, the oracle) and `scatter` (a useless router: each reward on one distinct token outside its own span, which
+scores low overlap and control). Routing weights use the trainer's default `routing_clip`. Cost: contrastive passes per response and seconds of replay per batch,
 next to one GDPO step (sample + verify + update) on the same batch. Metrics are averaged over batches.
 Writes `faithfulness-<model>.md` and `.csv` under `--out` and prints the Markdown.
 """
@@ -25,9 +27,10 @@ from pathlib import Path
 
 from core.config import REPLAY_DTYPES
 
-METRICS = ("mass_in", "mass_in_ceiling", "lift", "mass_control", "overlap", "auc", "auc_vs_entropy",
+METRICS = ("mass_in", "mass_in_ceiling", "lift", "lift_rotated", "mass_in_rotated", "retained", "mass_control",
+           "overlap", "auc", "auc_vs_entropy",
            "auc_satisfied", "auc_violated", "auc_control")
-BASELINES = ("random", "position", "entropy", "span")
+BASELINES = ("random", "position", "entropy", "span", "scatter")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,19 +64,37 @@ def baseline_relevance(name: str, span_mask, mask, entropy, applicable, seed: in
         rel = entropy.float()[:, None, :].expand(b, k, t)
     elif name == "span":
         rel = span_mask.float()
+    elif name == "scatter":  # issue 28's useless router: each reward on one distinct token outside its own span
+        rel = torch.zeros((b, k, t))
+        for i in range(b):
+            used: set[int] = set()
+            real = [tt for tt in range(t) if mask[i, tt] > 0]
+            for kk in range(k):
+                free = [tt for tt in real if tt not in used and not bool(span_mask[i, kk, tt])]
+                if free:
+                    rel[i, kk, free[0]] = 1.0
+                    used.add(free[0])
     else:
         raise ValueError(f"unknown baseline {name!r}; valid: {', '.join(BASELINES)}")
     rel = rel * mask.float()[:, None, :]
     return torch.where(applicable[:, :, None], rel, torch.full_like(rel, float("nan")))
 
 
-def relevance_metrics(rel, weights, scores, mask, names, entropy) -> dict[str, dict[str, float]]:
-    """reward -> metric -> value for one batch (METRICS), plus "*" -> {"overlap": the response-level mean}."""
+def relevance_metrics(rel, weights, scores, mask, names, entropy, group_adv=None, w_max: float = 5.0
+                      ) -> dict[str, dict[str, float]]:
+    """reward -> metric -> value for one batch (METRICS), plus "*" -> {"overlap": the response-level mean}.
+    `retained` (the share of each reward's GDPO advantage mass the routing keeps) needs the group advantages
+    (B, K); without them it is NaN."""
+    import torch
+
     from core.algos import span_metrics
 
     app = scores.applicable
     flat = span_metrics.span_agreement(rel, weights, scores.span_mask, mask, names, app)
     flat.update(span_metrics.specificity(weights, rel, scores.span_mask, mask, scores.rewards, names, app, entropy))
+    flat.update(span_metrics.rotated_controls(weights, scores.span_mask, mask, app, names))
+    adv = group_adv if group_adv is not None else torch.zeros(app.shape)
+    flat.update(span_metrics.credit_mass(weights, adv, mask, app, names, w_max))
     out = {name: {m: flat[f"span/{name}/{m}"] for m in METRICS} for name in names}
     out["*"] = {"overlap": flat["span/overlap"]}
     return out
@@ -83,6 +104,7 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     """(metric rows, cost rows, settings): one row per (relevance or baseline, reward)."""
     import torch
 
+    from core.algos import advantages as adv_lib
     from core.algos import routing as routing_lib
     from core.config import TrainConfig
     from core.run import lifecycle
@@ -116,13 +138,15 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
         logprobs = step_lib.rollout_logprobs(state, rollout)
         t_logprobs = time.perf_counter() - t0
         entropy = logprobs.entropy.float().cpu()
+        group_adv = adv_lib.group_normalized(scores.rewards, args.samples, base.eps)  # (B, K) for `retained`
         for variant in routing_lib.RELEVANCE:
             state.cfg = dataclasses.replace(base, relevance=variant)
             t0 = time.perf_counter()
             routing = step_lib.route(state, rollout, scores, logprobs)
             seconds = time.perf_counter() - t0
             rel = routing_lib.get_relevance(variant)(routing.distances, routing.replayed)
-            add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy))
+            add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy, group_adv,
+                                           base.w_max))
             c = cost.setdefault(variant, {"passes": [], "replay_s": [], "logprobs_s": []})
             c["passes"].append(float(routing.replayed.sum()) / rollout.mask.shape[0])
             c["replay_s"].append(seconds)
@@ -130,8 +154,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
         for name in BASELINES:
             rel = baseline_relevance(name, scores.span_mask, rollout.mask, entropy, scores.applicable,
                                      args.seed + batch)
-            weights = routing_lib.routing_weights(rel, rollout.mask)
-            add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy))
+            weights = routing_lib.routing_weights(rel, rollout.mask, w_max=base.w_max, clip=base.routing_clip)
+            add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
         rollout.logits = None
         t0 = time.perf_counter()
         step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses

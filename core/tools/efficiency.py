@@ -62,17 +62,25 @@ from core.run.train_log import read_tail
 from core.tools.promptgen import SETTINGS, get_setting
 
 # Study label -> the TrainConfig fields that make the method. One place knows the names.
+# The arms of studies v1 and v2 were trained with clipped routing weights (routing_clip "clip", the only behaviour
+# then); they keep it so their recorded runs stay reusable.
 METHODS: dict[str, dict[str, str]] = {
     "grpo": {"method": "grpo"},
     "gdpo": {"method": "gdpo"},
-    "mrtpo-replay": {"method": "mrtpo", "routing": "replay", "relevance": "js"},
-    "mrtpo-span": {"method": "mrtpo", "routing": "span"},
-    "mrtpo-js-specific": {"method": "mrtpo", "routing": "replay", "relevance": "js_specific"},
+    "mrtpo-replay": {"method": "mrtpo", "routing": "replay", "relevance": "js", "routing_clip": "clip"},
+    "mrtpo-span": {"method": "mrtpo", "routing": "span", "routing_clip": "clip"},
+    "mrtpo-js-specific": {"method": "mrtpo", "routing": "replay", "relevance": "js_specific", "routing_clip": "clip"},
     # Study v2's swap arm: relevance from swapped counterfactual prompts (the `swap` variant of
     # core.algos.routing.RELEVANCE). A checkout whose trainer lacks that variant refuses the arm (`arm_error`).
-    "mrtpo-swap": {"method": "mrtpo", "routing": "replay", "relevance": "swap"},
-    # The default relevance (core.config.DEFAULT_RELEVANCE), chosen by the faithfulness benchmark.
-    "mrtpo-swap-specific": {"method": "mrtpo", "routing": "replay", "relevance": "swap_specific"},
+    "mrtpo-swap": {"method": "mrtpo", "routing": "replay", "relevance": "swap", "routing_clip": "clip"},
+    # The default relevance of issues 12-28, chosen by the faithfulness benchmark.
+    "mrtpo-swap-specific": {"method": "mrtpo", "routing": "replay", "relevance": "swap_specific",
+                            "routing_clip": "clip"},
+    # Study v3's arms (docs/results/study-v3.md): js as in study v2 (clipped weights), js with the weights that keep
+    # each reward's mass, and auto (swap only for the families whose argument the policy reads).
+    "mrtpo-js": {"method": "mrtpo", "routing": "replay", "relevance": "js", "routing_clip": "clip"},
+    "mrtpo-js-mass": {"method": "mrtpo", "routing": "replay", "relevance": "js", "routing_clip": "mass"},
+    "mrtpo-auto": {"method": "mrtpo", "routing": "replay", "relevance": "auto", "routing_clip": "clip"},
 }
 
 
@@ -93,6 +101,12 @@ SETTING_METHODS: dict[str, list[str]] = {
     "tiny": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-span"],
     "multi": ["grpo", "gdpo", "mrtpo-replay", "mrtpo-swap-specific", "mrtpo-swap"],
 }
+# Study v3 (docs/results/study-v3.md, fixed before it ran): `--study v3` sets these unless a flag overrides them.
+STUDY_V3 = {"setting": "multi", "methods": ["gdpo", "mrtpo-js", "mrtpo-js-mass", "mrtpo-auto"], "steps": 150,
+            "eval_every": 10, "eval_prompts": 128, "seeds": list(range(12)),
+            "heldout": str(PROMPTS_DIR / "multi-heldout-128.jsonl")}
+# Fields a run recorded before they existed was trained with (core.config.TrainConfig.from_dict does the same).
+LEGACY_FIELDS = {"routing_clip": "clip"}
 # Settings a recorded run may differ in and still be reused: how long it ran (extended by resuming),
 # where and with how many samples per forward pass it ran, which JS maps replay recorded (the training is the
 # same), and the folder it lies in.
@@ -126,6 +140,12 @@ def _model_field(model: str) -> str:
     return model if model in MODEL_PRESETS else str(resolve_path(model).resolve())
 
 
+def count_prompts(path: str) -> int:
+    """Prompts in a JSONL prompt set (its non-blank lines)."""
+    with open(path, encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
 def plan_runs(args: argparse.Namespace) -> list[RunSpec]:
     """Every (method, seed) run with its TrainConfig fields; the same budget for every method."""
     runs_dir = str((Path(args.out) / "runs").resolve())
@@ -146,6 +166,11 @@ def plan_runs(args: argparse.Namespace) -> list[RunSpec]:
     refused = [e for method in args.methods if (e := arm_error(method))]
     if refused:
         raise ConfigError("methods", "; ".join(refused))
+    n_heldout = count_prompts(common["eval_prompt_set"])
+    if n_heldout < args.eval_prompts:
+        raise ConfigError("eval_prompts", f"--eval-prompts {args.eval_prompts} but {Path(args.heldout).name} holds "
+                                          f"{n_heldout} prompts (the evaluation would score only those); use at most "
+                                          f"{n_heldout} or a larger held-out set")
     specs = []
     for method in args.methods:
         for seed in args.seeds:
@@ -174,9 +199,27 @@ def config_conflicts(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[s
     for key, value in wanted.items():
         if key in FREE_FIELDS:
             continue
-        if recorded.get(key) != value:
+        old = recorded.get(key, LEGACY_FIELDS.get(key))
+        if old != value and not same_repo_file(old, value):
             out.append(f"{key}: {recorded.get(key)!r} != {value!r}")
     return out
+
+
+# Fields holding a file path: a study folder carried to another checkout (another machine, another repo root) records
+# the same repository file under another absolute path.
+PATH_FIELDS = ("model", "prompt_set", "eval_prompt_set")
+
+
+def same_repo_file(recorded: Any, wanted: Any) -> bool:
+    """True when `wanted` is a file inside this checkout (REPO_ROOT) and `recorded` is an absolute path ending in the
+    same repository-relative path (the study ran in another checkout of the repository)."""
+    if not isinstance(recorded, str) or not isinstance(wanted, str):
+        return False
+    try:
+        rel = Path(wanted).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+    except ValueError:
+        return False
+    return Path(recorded).is_absolute() and Path(recorded).as_posix().endswith("/" + rel)
 
 
 def decide(spec: RunSpec, model_id: str | None = None, recorded_id: str | None = None) -> Decision:
@@ -495,6 +538,14 @@ def write_report(csv: Path, out: Path, targets: list[float], band: str) -> int:
     return subprocess.call(cmd, env=child_env(), cwd=str(REPO_ROOT))
 
 
+def write_endpoints(csv: Path, out: Path) -> int:
+    """`core.tools.study_endpoints` on the study's CSV: endpoints.md (paired t against GDPO, Holm over the MRTPO
+    arms' primary endpoint) and endpoints.csv; printed after the report."""
+    cmd = [sys.executable, "-m", "core.tools.study_endpoints", str(csv), "--out", str(out)]
+    sys.stdout.flush()
+    return subprocess.call(cmd, env=child_env(), cwd=str(REPO_ROOT))
+
+
 # ---------------------------------------------------------------------------------------------- command line
 
 
@@ -508,8 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
         "in under 5 minutes on a 2-core CPU with tiny-instruct; flags given with --quick override its values.",
     )
     p.add_argument("--out", default="runs/efficiency", help="study folder: runs/, logs/, reports (default: %(default)s)")
-    p.add_argument("--setting", choices=list(SETTINGS), default="tiny",
-                   help="model, prompt sets, longest response and methods of the study (default: %(default)s; "
+    p.add_argument("--setting", choices=list(SETTINGS),
+                   help="model, prompt sets, longest response and methods of the study (default: tiny; "
                    "multi: tiny-multi on multi.jsonl, 4-6 constraints of four kinds per prompt)")
     p.add_argument("--model", help="preset or local model folder (default: the setting's model)")
     p.add_argument("--methods", nargs="+", choices=list(METHODS), metavar="METHOD",
@@ -534,14 +585,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--band", choices=("minmax", "std"), default="minmax",
                    help="spread drawn around the mean over seeds (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="a small study that takes minutes (see below)")
+    p.add_argument("--study", choices=("v3",), help="a pre-registered study's settings (v3: docs/results/study-v3.md: "
+                   "multi, gdpo mrtpo-js mrtpo-js-mass mrtpo-auto, 150 steps, 128 held-out prompts of multi-heldout-128.jsonl "
+                   "every 10 steps, "
+                   "seeds 0-11); flags given override them")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep every checkpoint of finished runs (default: only the last)")
     p.add_argument("--no-initial-eval", action="store_true", help="skip the step-0 evaluation of the initial model")
+    p.add_argument("--collect-only", action="store_true",
+                   help="train nothing: collect the runs as they are (finished or not), write the CSV and the reports")
     return p
 
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     """Fill unset flags from the setting, from --quick or the full-study defaults, then the trainer's own defaults."""
+    if getattr(args, "study", None) == "v3":
+        for key, value in STUDY_V3.items():
+            if getattr(args, key, None) is None:
+                setattr(args, key, value)
     setting = get_setting(getattr(args, "setting", None) or "tiny")
     args.setting = setting.name
     for key, value in (("model", setting.model), ("prompt_set", str(PROMPTS_DIR / setting.files[0])),
@@ -598,14 +659,17 @@ def run_study(args: argparse.Namespace) -> int:
     if refused:
         print("mrtpo bench efficiency: cannot use these runs:\n" + "\n".join(refused), file=sys.stderr)
         return 2
-    todo = [s for s in specs if decisions[s.name].action != "reuse"]
+    todo = [s for s in specs if decisions[s.name].action != "reuse" and not args.collect_only]
+    # Seed by seed (every arm of a seed before the next seed): a study stopped by a time budget leaves whole seeds,
+    # which the paired analysis can use, rather than every seed of the first arms.
+    todo.sort(key=lambda s: args.seeds.index(s.seed))
     print(f"efficiency study in {out}: {len(args.methods)} methods x {len(args.seeds)} seeds, {args.steps} steps "
           f"(G={args.group_size} x {args.prompts_per_step} prompts, lr {args.lr:g}, max_new_tokens "
           f"{args.max_new_tokens}), held-out eval of the first {args.eval_prompts} prompts of {Path(args.heldout).name} every {args.eval_every} steps; "
           f"{len(specs) - len(todo)} runs reused, {len(todo)} to train with {args.jobs} job(s)", flush=True)
     t0 = time.monotonic()
     initial = None
-    if not args.no_initial_eval:
+    if not args.no_initial_eval and not (args.collect_only and not (out / "initial_eval.json").exists()):
         try:
             initial = initial_eval(specs[0], out)
         except RuntimeError as exc:
@@ -632,11 +696,13 @@ def run_study(args: argparse.Namespace) -> int:
         if decisions[spec.name].action == "reuse" and not args.keep_checkpoints:
             prune_checkpoints(run_dir(spec.fields["runs_dir"], spec.name))
     df = collect(specs, initial)
+    out.mkdir(parents=True, exist_ok=True)  # --collect-only on a study with no run yet
     write_study(out, args, specs)
     csv = out / "efficiency.csv"
     df.to_csv(csv, index=False)
     print(f"\n{len(df)} rows -> {csv} (training took {time.monotonic() - t0:.0f} s)\n", flush=True)
     rc = write_report(csv, out, args.targets, args.band)
+    rc = write_endpoints(csv, out) or rc
     if failed:
         print(f"{len(failed)} run(s) did not complete: {', '.join(o.spec.name for o in failed)} "
               "(rerun the command to resume them)", file=sys.stderr)

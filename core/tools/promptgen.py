@@ -219,15 +219,25 @@ def generate_prompts(
     return records
 
 
+# Larger held-out sets, setting -> (file name, prompts): study v3 scores 128 held-out prompts
+# (docs/results/study-v3.md), more than the 60 of multi-heldout.jsonl. Drawn by the same generator (another n
+# draws other prompts, so its first 60 are not multi-heldout.jsonl's).
+LARGE_HELDOUT = {"multi": ("multi-heldout-128.jsonl", 128)}
+
+
 def write_default_sets(out_dir: str | Path, n_train: int = 200, n_heldout: int = 60, seed: int = 0,
                        setting: str = "tiny") -> list[Path]:
     """Write a setting's train and held-out files (tiny: `default.jsonl`, `heldout.jsonl`; multi: `multi.jsonl`,
-    `multi-heldout.jsonl`) into `out_dir`."""
+    `multi-heldout.jsonl` and `multi-heldout-128.jsonl`, `LARGE_HELDOUT`) into `out_dir`."""
     out_dir = Path(out_dir)
     spec = get_setting(setting)
     paths = [out_dir / spec.files[0], out_dir / spec.files[1]]
     save_prompt_set(generate_prompts(n_train, seed, "train", setting=setting), paths[0])
     save_prompt_set(generate_prompts(n_heldout, seed, "heldout", setting=setting), paths[1])
+    if setting in LARGE_HELDOUT:
+        name, n = LARGE_HELDOUT[setting]
+        paths.append(out_dir / name)
+        save_prompt_set(generate_prompts(n, seed, "heldout", setting=setting), paths[-1])
     return paths
 
 

@@ -13,7 +13,7 @@ from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
-                 "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
+                 "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
 
 
 @dataclass
@@ -30,10 +30,11 @@ class MRTPOConfig(GRPOConfig):
     routing: str = field(default="replay", metadata={"help": "where each reward's credit goes: replay (contrastive "
                                                               "JS), span (verifier spans, an oracle) or uniform (= GDPO)"})
     relevance: str = field(default=DEFAULT_RELEVANCE, metadata={"help": "token relevance for replay routing: js, js_specific, "
-                                                          "swap, swap_specific, logp or logp_specific"})
+                                                          "swap, swap_specific, logp, logp_specific or auto"})
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
+    routing_clip: str = field(default="mass", metadata={"help": "weight above w_max: mass (redistributed) or clip (lost)"})
     family_weights: dict | str | None = field(
         default=None, metadata={"help": "weight per reward name (a verifier family), a dict or its JSON; names left "
                                         "out get 1.0. Sets TRL's reward_weights, so give one or the other"})

@@ -152,6 +152,7 @@ class RunRecorder:
             "model": str(getattr(model.config, "_name_or_path", "") or type(model).__name__),
             "method": args.method, "routing": args.routing, "relevance": args.relevance, "sharpen": args.sharpen,
             "lam": args.lam, "w_max": args.w_max, "reward_weights": dict(args.family_weights or {}), "eps": args.eps,
+            "routing_clip": args.routing_clip,
             "group_size": self.num_generations, "prompts_per_step": args.generation_batch_size // self.num_generations,
             "max_new_tokens": args.max_completion_length, "temperature": args.temperature,
             "steps": self.total_record_steps(), "lr": args.learning_rate, "clip_range": args.epsilon,
@@ -237,7 +238,7 @@ class RunRecorder:
         group_adv = adv_lib.group_normalized(batch.rewards, self.num_generations, self.args.eps)  # (B, K)
         rollout, scores, routing, adv = merge_batches(batch.parts, batch.rewards, group_adv)
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
-                                loss_stats, times)
+                                loss_stats, times, w_max=self.args.w_max)
         metrics = record.step_metrics(rec)
         self.writer.write_credit(step, record.credit_frame(rec))
         self.writer.append_metrics(metrics)
