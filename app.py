@@ -3,9 +3,14 @@
 Never imports torch; training runs in a separate process started from the Launch page.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
-st.set_page_config(page_title="MRTPO workbench", layout="wide")
+# A local favicon: a page's ":material/...:" icon would otherwise become the tab's favicon, which the browser fetches
+# from an outside font host on every page (the app must work offline and send nothing out).
+st.set_page_config(page_title="MRTPO workbench", page_icon=str(Path(__file__).parent / "mrtpo_viz" / "assets" / "favicon.png"),
+                   layout="wide")
 
 # Session defaults, in one place: the run chosen on single-run pages, the runs overlaid on multi-run pages,
 # the Launch form's errors and the runs this session started.

@@ -595,3 +595,34 @@ def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_r
                 browser.close()
     finally:
         stop_app(proc)
+
+
+def test_no_page_sends_a_request_outside_the_app(tmp_path):
+    """Every page, opened cold and through the sidebar, requests nothing but the app's own server: a page's
+    ":material/...:" icon became the tab's favicon, fetched from an outside font host (the app must work offline
+    and leak nothing); the favicon is the app's own file."""
+    sync_playwright = playwright_or_skip()
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    outside: list[str] = []
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            page.on("request", lambda r: None if r.url.startswith((url, "data:", "blob:")) else outside.append(r.url))
+            try:
+                page.goto(url + "/credit")
+                wait_for_script(page)
+                for title in ("Runs", "Launch", "Training curves", "Token credit", "JS divergence", "Verifier debugger",
+                              "Compare runs"):
+                    sidebar(page, title)
+                    page.wait_for_timeout(500)
+                icon = page.evaluate("() => document.querySelector('link[rel~=\"icon\"]').href")
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+    assert outside == []
+    assert icon.startswith(url)
