@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -94,10 +95,39 @@ def app_main(argv: list[str]) -> int:
     if args.headless:
         cmd += ["--server.headless", "true"]
     print(f"MRTPO workbench on http://{args.address}:{args.port}", flush=True)
+    return run_server(cmd, env)
+
+
+def _end_with_parent() -> None:
+    """In the server's process, before it execs (Linux): the kernel sends it SIGTERM when `mrtpo app` ends, even by
+    SIGKILL, so the server never outlives the command that started it (elsewhere: nothing)."""
     try:
-        return subprocess.call(cmd, env=env, cwd=REPO_ROOT)
-    except KeyboardInterrupt:
-        return 0
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def run_server(cmd: list[str], env: dict[str, str]) -> int:
+    """Run the server as a child and stay its parent: SIGTERM, SIGINT and SIGHUP to `mrtpo app` (make forwards
+    SIGTERM to it on `make demo`) go on to the server, which stops; then this returns its exit status. Before,
+    the server ran on under PID 1 and held the port, and the next `make demo` failed."""
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, preexec_fn=_end_with_parent if sys.platform == "linux" else None)
+
+    def forward(signum, frame):
+        try:
+            proc.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if code in (0, -signal.SIGTERM, -signal.SIGINT) else code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,6 +12,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,6 +69,57 @@ def test_app_serves_on_localhost(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.time() + within
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc; the parent-death signal is Linux's")
+@pytest.mark.parametrize("entry,sig", [("module", signal.SIGTERM), ("module", signal.SIGKILL),
+                                       ("console", signal.SIGTERM)])
+def test_stopping_mrtpo_app_stops_its_server(tmp_path, entry, sig):
+    """SIGTERM (what `make` forwards when `make demo` is stopped, and what a service manager sends) or even SIGKILL
+    to `mrtpo app` ends the Streamlit server it started: it ran on under PID 1, holding the port, and the next
+    `make demo` failed with "Port 8501 is not available"."""
+    port = free_port()
+    exe = [sys.executable, "-m", "core.cli"] if entry == "module" else [
+        shutil.which("mrtpo", path=str(Path(sys.executable).parent))]
+    proc = subprocess.Popen([*exe, "app", "--headless", "--port", str(port)], cwd=ROOT,
+                            env={**os.environ, "MRTPO_RUNS_DIR": str(tmp_path)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    server = None
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and server is None:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+                server = int(subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+                                            ).stdout.split()[0])
+            except (OSError, IndexError):
+                time.sleep(0.3)
+        assert server is not None, "the app did not come up"
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=30)
+        assert _gone(server, 20), "the server outlived `mrtpo app`"
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds it (TIME_WAIT is no owner)
+            s.bind(("127.0.0.1", port))  # the port is free again
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL) if proc.poll() is None else None
+        if server is not None and not _gone(server, 0):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server, signal.SIGKILL)
 
 
 def test_bench_overhead_refuses_a_folder_that_is_not_a_checkpoint(tmp_path):
