@@ -15,6 +15,9 @@
 # Environment: PY (python, default .venv/bin/python, else python3), SEEDS, JOBS (16), DEVICE (cpu; cuda works
 # too: every job then shares the GPU), BUDGET_S (0: no limit), STUDY_DIR (runs/study-v3), PACK, RESUME_FROM.
 # Extra arguments go to `mrtpo bench efficiency` (e.g. --steps 20 --eval-prompts 16 for a smoke test).
+# Exit status: the study's (0 all runs finished, 1 a run failed, 2 bad settings), 124 when BUDGET_S stopped it
+# (the pack then holds the runs that finished; their seeds' reports are in endpoints.md and efficiency.md).
+# Runs start seed by seed (all four arms of seed 0 first), so a stopped study leaves whole seeds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${PY:-}" ]]; then

@@ -597,3 +597,10 @@ def test_runs_are_trained_seed_by_seed_so_a_stopped_study_leaves_whole_seeds(tmp
     assert eff.main(["--out", str(tmp_path / "s"), "--methods", "gdpo", "--seeds", "0", "--steps", "2",
                      "--no-initial-eval", "--collect-only"]) == 0
     assert order == []  # --collect-only trains nothing
+
+
+def test_the_report_is_skipped_with_a_note_where_plotly_is_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(eff.importlib.util, "find_spec", lambda name: None if name == "plotly" else object())
+    assert eff.write_report(tmp_path / "efficiency.csv", tmp_path, [0.2], "minmax") == 0
+    assert "efficiency report skipped: plotly is not installed" in capsys.readouterr().out
+    assert not (tmp_path / "efficiency.md").exists()

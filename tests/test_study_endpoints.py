@@ -76,3 +76,12 @@ def test_an_unfinished_run_is_left_out_of_the_pairing():
     r = se.endpoint_rows(df).set_index(["endpoint", "method"]).loc[("all-satisfied, mean over evaluations",
                                                                       "mrtpo-js")]
     assert r["n"] == 2 and r["mean"] == pytest.approx(0.025)
+
+
+def test_a_study_with_no_finished_run_gives_empty_tables(tmp_path):
+    empty = pd.DataFrame(columns=["method", "seed", "step", "metric", "value"])
+    rows = se.endpoint_rows(empty)
+    assert rows.empty and "## Primary" in se.markdown(rows)
+    csv = tmp_path / "efficiency.csv"
+    empty.to_csv(csv, index=False)
+    assert se.main([str(csv)]) == 0 and (tmp_path / "endpoints.md").exists()

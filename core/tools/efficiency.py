@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -531,7 +532,13 @@ def write_study(out: Path, args: argparse.Namespace, specs: list[RunSpec]) -> Pa
 
 
 def write_report(csv: Path, out: Path, targets: list[float], band: str) -> int:
-    """Run mrtpo_viz.tools.efficiency_report in a child process (plotly stays out of this one); it prints the table."""
+    """Run mrtpo_viz.tools.efficiency_report in a child process (plotly stays out of this one); it prints the table.
+    Without plotly (a training machine may lack it) the report is skipped with a note, not an error: the CSV and
+    endpoints.md are written anyway, and `--collect-only` on a machine with plotly writes the report later."""
+    if importlib.util.find_spec("plotly") is None:
+        print("efficiency report skipped: plotly is not installed here (efficiency.csv and endpoints.md are written; "
+              "rerun with --collect-only where plotly is installed for efficiency.md/.html)", flush=True)
+        return 0
     cmd = [sys.executable, "-m", "mrtpo_viz.tools.efficiency_report", str(csv), "--out", str(out), "--band", band,
            "--targets", *map(str, targets)]
     sys.stdout.flush()

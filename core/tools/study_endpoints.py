@@ -187,7 +187,7 @@ def paired(values: pd.Series, method: str, baseline: str = BASELINE) -> dict[str
 def endpoint_rows(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """One row per (endpoint, method): n seeds, mean difference, sd, 95% paired t interval, p, and for the
     primary endpoint of the MRTPO arms Holm's adjusted p and the verdict."""
-    methods = [m for m in dict.fromkeys(df["method"]) if m != baseline]
+    methods = [m for m in dict.fromkeys(df["method"]) if m != baseline]  # none in a study with no finished run
     rows = []
     endpoints: list[tuple[str, str, pd.Series]] = [("primary", "all-satisfied, mean over evaluations",
                                                     primary_values(df)),
@@ -198,7 +198,8 @@ def endpoint_rows(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
             r = paired(values, method, baseline)
             level = values.loc[method].mean() if method in values.index.get_level_values(0) else float("nan")
             rows.append({"role": role, "endpoint": name, "method": method, "method_mean": level, **r})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=["role", "endpoint", "method", "method_mean", "n", "mean", "sd", "t", "p", "low",
+                                      "high"])
     out["p_holm"] = float("nan")
     prim = (out["role"] == "primary") & out["method"].str.startswith("mrtpo")
     out.loc[prim, "p_holm"] = holm(out.loc[prim, "p"].tolist())
