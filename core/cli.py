@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from core.paths import APP_FILE, REPO_ROOT, runs_dir
+from core.run.liveness import end_with_parent
 
 # subcommand -> (module, one-line help). The module exposes `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -98,22 +99,11 @@ def app_main(argv: list[str]) -> int:
     return run_server(cmd, env)
 
 
-def _end_with_parent() -> None:
-    """In the server's process, before it execs (Linux): the kernel sends it SIGTERM when `mrtpo app` ends, even by
-    SIGKILL, so the server never outlives the command that started it (elsewhere: nothing)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def run_server(cmd: list[str], env: dict[str, str]) -> int:
     """Run the server as a child and stay its parent: SIGTERM, SIGINT and SIGHUP to `mrtpo app` (make forwards
     SIGTERM to it on `make demo`) go on to the server, which stops; then this returns its exit status. Before,
     the server ran on under PID 1 and held the port, and the next `make demo` failed."""
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, preexec_fn=_end_with_parent if sys.platform == "linux" else None)
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, preexec_fn=end_with_parent)
 
     def forward(signum, frame):
         try:

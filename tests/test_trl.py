@@ -6,6 +6,7 @@ Needs `trl` (installed by `make test`); the tests that check the errors without 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
@@ -493,3 +494,37 @@ def test_a_diverging_run_ends_failed_on_both_backends_and_saves_no_weights(tmp_p
     assert status["error"].startswith("diverged at step 1: loss/total is nan")
     assert store.metrics()["step"].tolist() == [1] and store.checkpoints() == []
     assert "mrtpo train: diverged at step 1" in capsys.readouterr().err
+
+
+@needs_trl
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+@pytest.mark.parametrize("victim", ["parent", "agent"])
+def test_killing_the_launcher_or_torchrun_stops_both_processes(micro_model, prompt_file, tmp_path, victim):
+    """SIGKILL to `mrtpo train --nproc 2` (the parent) or to the torchrun agent under it: both ranks stop after
+    their current step and the run ends `stopped` (they trained on to the end and the run said `completed`)."""
+    runs = tmp_path / "runs"
+    parent = subprocess.Popen([sys.executable, "-m", "core.cli", "train", "--backend", "trl", "--nproc", "2",
+                               "--model", str(micro_model), "--prompt-set", str(prompt_file), "--steps", "200",
+                               "--runs-dir", str(runs), "--run-name", "k", "--device", "cpu",
+                               *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]],
+                              cwd=ROOT, env=CLI_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+
+    def ours() -> list[int]:
+        out = subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True).stdout.split()
+        return [int(p) for p in out]
+
+    try:
+        wait_for(lambda: (runs / "k" / "metrics.jsonl").exists(), 240, "the first step")
+        pid = parent.pid if victim == "parent" else int(
+            subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()[0])
+        assert len(ours()) >= 3  # the parent, torchrun and its two ranks
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not ours(), 90, "every process of the run to end")
+        status = RunStore(runs / "k").status()
+        assert status["state"] == "stopped" and 1 <= status["step"] < 200, (status, (runs / "k" / "status.json").read_text())
+    finally:
+        for pid in ours():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -141,13 +141,18 @@ def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
 
 
 class SignalGuard:
-    """SIGTERM/SIGINT request a stop (checked between phases); a second signal gets the previous handler.
+    """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases); a second signal of the same kind gets the
+    previous handler (a second Ctrl-C stops at once), unless `repeats_stop_now` is False. SIGHUP is what a trl
+    worker gets when torchrun ends (`core.run.liveness.end_with_parent`), on top of torchrun's own SIGTERM; torchrun
+    may send SIGTERM more than once while it shuts down and SIGKILLs its workers itself after its grace period, so
+    its workers take every repeat as the same request (`MRTPOTrainer.train`).
 
     Installed before the model loads, so an early stop is not lost; `attach(state)` hands the
     request to the loop's state.
     """
 
-    def __init__(self):
+    def __init__(self, repeats_stop_now: bool = True):
+        self.repeats_stop_now = repeats_stop_now
         self.requested = False
         self.state: TrainState | None = None
         self.previous: dict[int, Any] = {}
@@ -160,10 +165,11 @@ class SignalGuard:
         self.requested = True
         if self.state is not None:
             self.state.stop_requested = True
-        signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
+        if self.repeats_stop_now:
+            signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
 
     def __enter__(self):
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             try:
                 self.previous[sig] = signal.signal(sig, self._handle)
             except ValueError:  # not the main thread: signals stay with the caller

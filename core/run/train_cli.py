@@ -145,7 +145,9 @@ def launch_processes(cfg: TrainConfig) -> int:
     path = run_dir(cfg.runs_dir, cfg.run_name)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
     print(f"run {cfg.run_name}: {cfg.nproc} processes (torch.distributed.run)", flush=True)
-    proc = subprocess.Popen(launch_argv(cfg), env=env)
+    from core.run.liveness import end_with_parent
+
+    proc = subprocess.Popen(launch_argv(cfg), env=env, preexec_fn=end_with_parent)  # torchrun ends with this command
     signals = []
 
     def forward(signum, frame):
@@ -232,7 +234,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
-    """One process of a trl run; process 0 reports the run's final state."""
+    """One process of a trl run; process 0 reports the run's final state. A worker of torchrun stops (SIGHUP: after
+    its current step, as Stop does) when torchrun ends, even by SIGKILL, instead of training on alone."""
+    if rank is not None:
+        from core.run.liveness import end_with_parent
+
+        end_with_parent(signal.SIGHUP)
     from core.run.train_log import phase_line
 
     if not rank:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import time
 import traceback
 from collections.abc import Mapping
@@ -170,7 +171,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         """TRL's training loop inside a SignalGuard: SIGTERM/SIGINT on any process stop every process after the
         current optimizer step (they agree at each step end) and the run is marked stopped; an exception marks it
         failed with its traceback."""
-        with SignalGuard() as guard:
+        under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ  # torchrun repeats SIGTERM, then SIGKILLs by itself
+        with SignalGuard(repeats_stop_now=not under_torchrun) as guard:
             self._guard = guard
             try:
                 result = super().train(*args, **kwargs)
