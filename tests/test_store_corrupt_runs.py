@@ -1,6 +1,7 @@
-"""Adversarial probe of the run-store readers: each corrupt run folder, beside a good run, on every page of the
-app (Streamlit AppTest, the corrupt run selected). No page may raise; the reader names the bad file or line in a
-warning; the good run stays listed (issue 16, "One bad run folder takes down every page")."""
+"""Corrupt run folders: the run-store readers never raise and name the bad file or line in a warning; each corrupt
+run folder, beside a good run, on every page of the app (Streamlit AppTest, the corrupt run selected): no page may
+raise and the good run stays listed (issue 16, "One bad run folder takes down every page"); a recycled pid is not
+a running trainer."""
 
 from __future__ import annotations
 
