@@ -5,11 +5,26 @@ from __future__ import annotations
 
 import json
 import os
+import random
 
 import pytest
 from helpers import LETTERS_VERIFIER, MICRO_PROMPTS
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("order", "test order (to check that no test depends on another running first)")
+    group.addoption("--reverse", action="store_true", help="run the selected tests in reverse order")
+    group.addoption("--shuffle", type=int, metavar="SEED", help="run the selected tests in a random order from SEED")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--reverse"):
+        items.reverse()
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
 
 
 @pytest.fixture(scope="session")

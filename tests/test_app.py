@@ -21,6 +21,8 @@ from core.run.store import RunStore, read_notes
 from mrtpo_viz import launcher, ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
+pytestmark = pytest.mark.app  # every test runs app pages through Streamlit AppTest
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 N_TOKENS = 24

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.subprocess  # every test runs `mrtpo` or a lock holder in another process
+
 ROOT = Path(__file__).resolve().parent.parent
 MRTPO = shutil.which("mrtpo", path=str(Path(sys.executable).parent)) or "mrtpo"
 # A small, quick run: if a bad value slips through, the case still ends in seconds (and fails).

@@ -111,6 +111,7 @@ def test_reader_never_raises_and_names_the_problem(case, corrupt_dirs):
         assert any(NAMED[case] in w for w in store.warnings + runs["bad"].warnings), (store.warnings, runs["bad"])
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("case", list(CORRUPTIONS))
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_with_a_corrupt_run_selected(case, page, corrupt_dirs, monkeypatch):
@@ -125,6 +126,7 @@ def test_every_page_renders_with_a_corrupt_run_selected(case, page, corrupt_dirs
     assert not at.exception, at.exception
 
 
+@pytest.mark.subprocess
 def test_pid_recycled_is_not_running(tmp_path):
     """A status of `running` whose pid now belongs to another process (not the trainer that started the run)
     is reported crashed: the pid's start time differs from the one recorded."""

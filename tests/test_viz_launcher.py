@@ -108,6 +108,7 @@ def test_active_runs_are_not_archived_or_deleted_and_archive_round_trips(tmp_pat
         launcher.delete_run(tmp_path)
 
 
+@pytest.mark.subprocess
 def test_dead_trainer_shows_as_crashed_with_the_log_tail(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -118,6 +119,7 @@ def test_dead_trainer_shows_as_crashed_with_the_log_tail(tmp_path):
     assert st["state"] == "crashed" and "RuntimeError: boom" in st["error"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
     cfg, errors = launcher.validate({"model": str(micro_model), "prompt_set": str(prompt_file), "steps": 500,
@@ -160,6 +162,7 @@ def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
             pass
 
 
+@pytest.mark.subprocess
 def test_stop_kills_a_trainer_that_ignores_sigterm_and_keeps_its_completed_steps(tmp_path):
     proc, path = start_stand_in(tmp_path, "stubborn")
     try:
@@ -183,6 +186,7 @@ def test_stop_kills_a_trainer_that_ignores_sigterm_and_keeps_its_completed_steps
             proc.kill()
 
 
+@pytest.mark.subprocess
 def test_stop_of_a_trainer_that_honours_sigterm_is_not_escalated(tmp_path):
     proc, path = start_stand_in(tmp_path, "cooperative")
     try:
