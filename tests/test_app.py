@@ -285,7 +285,7 @@ def test_a_just_launched_run_is_what_the_inspect_pages_show(tmp_path, monkeypatc
         at.switch_page("mrtpo_viz/pages/credit.py").run()
         assert at.selectbox[0].value == launched and not at.exception
     finally:
-        proc = launcher._CHILDREN.get(launched)
+        proc = launcher.children._CHILDREN.get(launched)
         if proc is not None:
             proc.kill()
             proc.wait(30)

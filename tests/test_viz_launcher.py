@@ -12,6 +12,7 @@ import time
 import pytest
 from helpers import start_stand_in
 
+from core.config import train_argv
 from core.run.store import RunStore, RunStoreError, RunWriter
 from mrtpo_viz import launcher
 
@@ -54,7 +55,7 @@ def test_train_argv_is_an_argument_list_for_core_cli(tmp_path, prompt_file):
     cfg, errors = launcher.validate({"prompt_set": str(prompt_file), "runs_dir": str(tmp_path), "run_name": "r1",
                                      "reward_weights": {"task:arithmetic": 0.5}, "steps": 3})
     assert not errors
-    argv = launcher.train_argv(cfg)
+    argv = train_argv(cfg)
     assert argv[:4] == [sys.executable, "-m", "core.cli", "train"]
     opts = dict(zip(argv[4::2], argv[5::2], strict=True))
     assert opts["--run-name"] == "r1" and opts["--steps"] == "3"
