@@ -1,4 +1,4 @@
-# Two commands do all the set-up on a fresh clone: `make demo` and `make test`.
+# Two commands do all the set-up on a fresh clone: `make demo` and `make test`; `make test-fast` is the unit tier.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,7 +17,7 @@ BYTECODE := $(VENV)/.bytecode
 # TRL for `mrtpo train --backend trl` and its tests; the torch spec is repeated so pip keeps the CPU build.
 TRL_STAMP := $(VENV)/.installed-trl
 
-.PHONY: demo test lint venv clean smollm2 bootstrap trl
+.PHONY: demo test test-fast lint venv clean smollm2 bootstrap trl
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ demo: $(STAMP) $(BYTECODE)
 
 test: $(TRL_STAMP) $(BYTECODE)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q
+
+# The unit tier (under a minute on a 2-core CPU): no other process, browser, TRL, AppTest or training run
+# (the markers are declared in pyproject.toml). `make test` still runs everything.
+FAST_TESTS := not (slow or browser or subprocess or app or trl or train)
+test-fast: $(STAMP) $(BYTECODE)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q -m "$(FAST_TESTS)"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

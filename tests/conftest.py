@@ -1,14 +1,30 @@
-"""Shared fixtures: a tiny prompt set and the micro policy model (built once per session)."""
+"""Shared fixtures: a tiny prompt set and the micro policy model (built once per session), and the verifier
+registry restored after every test (a test that registers a custom family leaves no trace for the next)."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 
 import pytest
 from helpers import LETTERS_VERIFIER, MICRO_PROMPTS
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("order", "test order (to check that no test depends on another running first)")
+    group.addoption("--reverse", action="store_true", help="run the selected tests in reverse order")
+    group.addoption("--shuffle", type=int, metavar="SEED", help="run the selected tests in a random order from SEED")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--reverse"):
+        items.reverse()
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +51,18 @@ def letters_setup(tmp_path_factory):
     records = [{**r, "constraints": [*r["constraints"], {"family": "test:letters", "kwargs": {}}]} for r in MICRO_PROMPTS]
     prompts.write_text("".join(json.dumps(r) + "\n" for r in records))
     return prompts, verifier
+
+
+@pytest.fixture(autouse=True)
+def restore_verifier_registry():
+    """Put the verifier family registry (and the record of custom files loaded) back as it was before the test:
+    families a test registers (`mine:short`, `test:raises`, ...) must not leak into tests that compare
+    `families()` with the built-in table (tests/test_promptgen.py), whatever order the tests run in."""
+    from core.verifiers import base
+
+    registry, loaded = dict(base._REGISTRY), dict(base._LOADED_PATHS)
+    yield
+    base._REGISTRY.clear()
+    base._REGISTRY.update(registry)
+    base._LOADED_PATHS.clear()
+    base._LOADED_PATHS.update(loaded)

@@ -21,6 +21,8 @@ from core.run.store import RunStore, read_notes
 from mrtpo_viz import launcher, ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
+pytestmark = pytest.mark.app  # every test runs app pages through Streamlit AppTest
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 N_TOKENS = 24
@@ -283,7 +285,7 @@ def test_a_just_launched_run_is_what_the_inspect_pages_show(tmp_path, monkeypatc
         at.switch_page("mrtpo_viz/pages/credit.py").run()
         assert at.selectbox[0].value == launched and not at.exception
     finally:
-        proc = launcher._CHILDREN.get(launched)
+        proc = launcher.children._CHILDREN.get(launched)
         if proc is not None:
             proc.kill()
             proc.wait(30)

@@ -10,6 +10,8 @@ import pytest
 from mrtpo_viz.tools import bench_server
 from mrtpo_viz.tools.synthetic import write_synthetic_run
 
+pytestmark = pytest.mark.subprocess  # every test runs a page in a fresh interpreter
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -13,6 +13,8 @@ import torch
 from core.tools import bootstrap as bs
 from core.verifiers import build
 
+pytestmark = pytest.mark.train  # builds (trains) micro models in this process
+
 STYLE = (bs.KEYWORD, bs.END, bs.LOWER, bs.NO_COMMA)
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.subprocess  # every test imports modules in a fresh interpreter
+
 ROOT = Path(__file__).resolve().parent.parent
 # Modules the app (or a torch-free command) imports: loading any of them must not load torch.
 TORCH_FREE = [

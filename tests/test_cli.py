@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.subprocess  # every test runs `mrtpo` in another process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -194,6 +194,7 @@ def test_routing_and_relevance_names_match_the_registries():
     assert TrainConfig().relevance == DEFAULT_RELEVANCE == "js"
 
 
+@pytest.mark.subprocess
 def test_config_module_never_imports_torch():
     code = "import sys, core.config; sys.exit('torch' in sys.modules or 'transformers' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -76,6 +76,7 @@ def stats(shipped):
                                           max_new_tokens=bs.folder_config(folder)["gen_tokens"])
 
 
+@pytest.mark.train
 def test_compliance_is_partial_and_depends_on_the_stated_sentence(stats):
     """Targets: stated rate 30-80% and at least twice the rate with the sentence removed. On 16 prompts x 6
     samples (about 30-70 samples per family) the bounds are widened by about two standard errors."""
@@ -90,6 +91,7 @@ def test_compliance_is_partial_and_depends_on_the_stated_sentence(stats):
         assert v["stated"] >= 2 * v["removed"] and v["stated"] - v["removed"] >= 0.15, (fam, v)
 
 
+@pytest.mark.train
 def test_all_constraints_together_leave_room_for_rl(stats):
     setting, stats = stats
     low, high = (0.03, 0.65) if setting == "tiny" else (0.01, 0.45)

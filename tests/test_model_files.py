@@ -67,6 +67,7 @@ def test_a_short_file_is_not_a_safetensors_file(tmp_path):
     assert "not a safetensors file" in field_error("model", str(folder))
 
 
+@pytest.mark.subprocess
 def test_mrtpo_train_exits_2_with_one_line_before_loading_torch(tmp_path):
     folder = tmp_path / "model"
     shutil.copytree(EMBEDDED_MODELS["tiny-instruct"][0], folder)

@@ -200,6 +200,7 @@ def test_a_tiny_instruct_step_trains_with_every_variant(relevance, tmp_path):
 HAS_TRL = importlib.util.find_spec("trl") is not None
 
 
+@pytest.mark.trl
 @pytest.mark.skipif(not HAS_TRL, reason="TRL is not installed (make test installs it)")
 @pytest.mark.parametrize("relevance", ["swap_specific", "logp", "auto"])
 def test_trl_step_with_a_swap_and_a_logp_variant(relevance, tmp_path, capsys):

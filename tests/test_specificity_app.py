@@ -193,6 +193,7 @@ def metrics_table(at: AppTest) -> pd.DataFrame:
     return next(f for f in frames(at) if "mass_control" in f.columns).set_index("reward")
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("name", ["credit", "js"])
 def test_page_shows_the_samples_overlap_and_metrics_and_switches_variant(hand_runs, name):
     at = open_page(name, {"run": "hand-a", "step": "1", "sample": "0"})
@@ -213,6 +214,7 @@ def test_page_shows_the_samples_overlap_and_metrics_and_switches_variant(hand_ru
     assert any("recomputed under" in i.value for i in at.info)
 
 
+@pytest.mark.app
 def test_page_says_not_applicable_for_a_whole_text_span(hand_runs):
     at = open_page("credit", {"run": "hand-a", "step": "1", "sample": "1"})
     row = metrics_table(at).loc[LC]
@@ -227,6 +229,7 @@ def array(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
+@pytest.mark.app
 def test_compare_draws_overlap_over_training_one_colour_per_run(hand_runs):
     at = open_page("compare", {"run": ["hand-a", "hand-b"]})
     at.selectbox(key="compare_metric").set_value("routing overlap between rewards").run()

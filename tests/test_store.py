@@ -89,6 +89,7 @@ def test_torn_and_corrupt_files_warn_not_raise(tmp_path):
     assert RunStore(w.path).config() == {}
 
 
+@pytest.mark.subprocess
 def test_dead_pid_reads_as_crashed(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()

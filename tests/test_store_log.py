@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from core.run.store import RunStore, RunWriter
 from core.run.train_log import crash_message, error_from_log, read_tail
 
@@ -36,6 +38,7 @@ def test_a_killed_trainer_is_reported_as_killed_not_by_its_last_log_line():
         "Traceback (most recent call last):\nMemoryError")
 
 
+@pytest.mark.subprocess
 def test_crashed_status_carries_the_traceback_from_train_log(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

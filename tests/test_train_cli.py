@@ -15,6 +15,8 @@ import pytest
 
 from core.run.store import RunStore
 
+pytestmark = pytest.mark.subprocess  # every test runs `mrtpo train` in another process
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 

@@ -15,6 +15,8 @@ from core.config import TrainConfig
 from core.run import lifecycle
 from core.run.store import CREDIT_COLUMNS, RunStore
 
+pytestmark = pytest.mark.train  # whole training runs of the micro model in this process
+
 torch.set_num_threads(1)
 
 CONTRACT_KEYS = [

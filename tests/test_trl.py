@@ -25,6 +25,8 @@ from core.choices import DEFAULT_RELEVANCE
 from core.config import ConfigError, TrainConfig
 from core.run.store import RunStore, list_runs
 
+pytestmark = pytest.mark.trl  # the TRL integration (core.integrations.trl), most tests train with TRL
+
 ROOT = Path(__file__).resolve().parent.parent
 HAS_TRL = importlib.util.find_spec("trl") is not None
 needs_trl = pytest.mark.skipif(not HAS_TRL, reason="TRL is not installed (make test installs it)")

@@ -12,6 +12,7 @@ import time
 import pytest
 from helpers import start_stand_in
 
+from core.config import train_argv
 from core.run.store import RunStore, RunStoreError, RunWriter
 from mrtpo_viz import launcher
 
@@ -54,7 +55,7 @@ def test_train_argv_is_an_argument_list_for_core_cli(tmp_path, prompt_file):
     cfg, errors = launcher.validate({"prompt_set": str(prompt_file), "runs_dir": str(tmp_path), "run_name": "r1",
                                      "reward_weights": {"task:arithmetic": 0.5}, "steps": 3})
     assert not errors
-    argv = launcher.train_argv(cfg)
+    argv = train_argv(cfg)
     assert argv[:4] == [sys.executable, "-m", "core.cli", "train"]
     opts = dict(zip(argv[4::2], argv[5::2], strict=True))
     assert opts["--run-name"] == "r1" and opts["--steps"] == "3"
@@ -108,6 +109,7 @@ def test_active_runs_are_not_archived_or_deleted_and_archive_round_trips(tmp_pat
         launcher.delete_run(tmp_path)
 
 
+@pytest.mark.subprocess
 def test_dead_trainer_shows_as_crashed_with_the_log_tail(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -118,6 +120,7 @@ def test_dead_trainer_shows_as_crashed_with_the_log_tail(tmp_path):
     assert st["state"] == "crashed" and "RuntimeError: boom" in st["error"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
     cfg, errors = launcher.validate({"model": str(micro_model), "prompt_set": str(prompt_file), "steps": 500,
@@ -160,6 +163,7 @@ def test_launch_a_micro_run_and_stop_it(tmp_path, micro_model, prompt_file):
             pass
 
 
+@pytest.mark.subprocess
 def test_stop_kills_a_trainer_that_ignores_sigterm_and_keeps_its_completed_steps(tmp_path):
     proc, path = start_stand_in(tmp_path, "stubborn")
     try:
@@ -183,6 +187,7 @@ def test_stop_kills_a_trainer_that_ignores_sigterm_and_keeps_its_completed_steps
             proc.kill()
 
 
+@pytest.mark.subprocess
 def test_stop_of_a_trainer_that_honours_sigterm_is_not_escalated(tmp_path):
     proc, path = start_stand_in(tmp_path, "cooperative")
     try:

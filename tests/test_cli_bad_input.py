@@ -1,6 +1,7 @@
-"""Adversarial probe of `mrtpo train` through the installed `mrtpo` entry point: every bad input gets one clear
-line on stderr and exit status 2, no traceback, no run folder, before the model loads (issue 16, "Tracebacks
-and silent acceptance on the command line")."""
+"""Bad input to `mrtpo` (through the installed entry point): every bad `mrtpo train` input gets one clear line on
+stderr and exit status 2, no traceback, no run folder, before the model loads; a second writer on a run is
+refused; `mrtpo app` refuses an address other than loopback (issue 16, "Tracebacks and silent acceptance on the
+command line")."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.subprocess  # every test runs `mrtpo` or a lock holder in another process
 
 ROOT = Path(__file__).resolve().parent.parent
 MRTPO = shutil.which("mrtpo", path=str(Path(sys.executable).parent)) or "mrtpo"

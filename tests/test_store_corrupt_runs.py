@@ -1,6 +1,7 @@
-"""Adversarial probe of the run-store readers: each corrupt run folder, beside a good run, on every page of the
-app (Streamlit AppTest, the corrupt run selected). No page may raise; the reader names the bad file or line in a
-warning; the good run stays listed (issue 16, "One bad run folder takes down every page")."""
+"""Corrupt run folders: the run-store readers never raise and name the bad file or line in a warning; each corrupt
+run folder, beside a good run, on every page of the app (Streamlit AppTest, the corrupt run selected): no page may
+raise and the good run stays listed (issue 16, "One bad run folder takes down every page"); a recycled pid is not
+a running trainer."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ def test_reader_never_raises_and_names_the_problem(case, corrupt_dirs):
         assert any(NAMED[case] in w for w in store.warnings + runs["bad"].warnings), (store.warnings, runs["bad"])
 
 
+@pytest.mark.app
 @pytest.mark.parametrize("case", list(CORRUPTIONS))
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_with_a_corrupt_run_selected(case, page, corrupt_dirs, monkeypatch):
@@ -124,6 +126,7 @@ def test_every_page_renders_with_a_corrupt_run_selected(case, page, corrupt_dirs
     assert not at.exception, at.exception
 
 
+@pytest.mark.subprocess
 def test_pid_recycled_is_not_running(tmp_path):
     """A status of `running` whose pid now belongs to another process (not the trainer that started the run)
     is reported crashed: the pid's start time differs from the one recorded."""

@@ -1,0 +1,57 @@
+"""Streamlit helpers shared by the pages, one topic per module; the pages use them as `ui.<name>`:
+
+- `messages`: text from run stores and links shown as text (`plain`), warnings, state badges;
+- `pickers`: the chosen run(s), kept across pages, and the run / sample select boxes;
+- `links`: the page's state in the URL's query parameters (shareable links);
+- `curve_style`: the curves' x axis, smoothing and log scale, and their link parameters;
+- `page`: how an inspect page opens (its runs, live reruns) and the shared figure cache;
+- `prefetch`: the browser's early load of the Plotly chart module;
+- `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages.
+
+Never imports torch.
+"""
+
+from mrtpo_viz.ui.curve_style import STYLE_PARAMS, X_CHOICES, apply_style_link, curve_controls, style_params
+from mrtpo_viz.ui.links import LINKS_KEY, apply_run_link, find_run, link_target, write_link
+from mrtpo_viz.ui.messages import (
+    STATE_ICONS,
+    link_warning,
+    no_runs_message,
+    plain,
+    show_startup,
+    show_warnings,
+    state_badge,
+)
+from mrtpo_viz.ui.page import (
+    FIGURE_REFRESH_S,
+    LAUNCHED_KEY,
+    REFRESH_S,
+    cached_figure,
+    page_runs,
+    pending_runs,
+    rerun_when,
+    session_runs,
+)
+from mrtpo_viz.ui.pickers import (
+    RUN_KEY,
+    RUNS_KEY,
+    describe,
+    keep_choice,
+    pick_run,
+    pick_runs,
+    pick_sample,
+    sample_filter_values,
+    set_run,
+)
+from mrtpo_viz.ui.prefetch import PREFETCH_MAX_MS, PREFETCH_QUIET_MS, PREFETCHED_KEY, chart_module, prefetch_charts
+from mrtpo_viz.ui.sample_panels import relevance_switch, specificity_panel
+
+__all__ = [
+    "FIGURE_REFRESH_S", "LAUNCHED_KEY", "LINKS_KEY", "PREFETCHED_KEY", "PREFETCH_MAX_MS", "PREFETCH_QUIET_MS",
+    "REFRESH_S", "RUNS_KEY", "RUN_KEY", "STATE_ICONS", "STYLE_PARAMS", "X_CHOICES",
+    "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe", "find_run",
+    "keep_choice", "link_target", "link_warning", "no_runs_message", "page_runs", "pending_runs", "pick_run",
+    "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "sample_filter_values",
+    "session_runs", "set_run", "show_startup", "show_warnings", "specificity_panel", "state_badge", "style_params",
+    "write_link",
+]

@@ -1,0 +1,77 @@
+"""Messages on the pages: text read from run stores and links shown as text (`plain`), warning boxes, state
+badges, and what a page says when a link asks for something missing, there are no runs, or a run is starting.
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import streamlit as st
+
+from core.run.store import ACTIVE_STATES
+from core.run.train_log import last_phase
+from mrtpo_viz import launcher
+
+# Plain symbols (present in every font, unlike emoji): active, done, stopped, broken.
+STATE_ICONS = {"running": "▶", "starting": "…", "completed": "✓", "stopped": "■", "failed": "✗", "crashed": "✗",
+               "unknown": "?"}
+
+_PLAIN_WORDS = re.compile(r"[A-Za-z0-9 ]*")
+
+
+def plain(text: object) -> str:
+    """`text` for a Markdown element (st.markdown, st.warning, st.info, ...), shown as typed: letters, digits and
+    spaces as they are, anything else as an inline code span, inside which neither Markdown, HTML, autolinks
+    nor Streamlit's extensions (`:red[...]`, `$math$`) act (backslash escapes would not stop GFM's autolinks).
+    The span's fence is one backtick longer than the longest run of backticks in the text. Everything read
+    from a run store or a link goes through it; tests/test_browser.py checks it in Chromium.
+
+    >>> plain("GDPO"), plain("a*b"), plain("x `y` z")
+    ('GDPO', '`a*b`', '`` x `y` z ``')
+    """
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if _PLAIN_WORDS.fullmatch(text):
+        return text
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def show_warnings(label: str, warnings: Sequence[str]) -> None:
+    """One compact warning box per run with problems (corrupt or half-written files); their text (which quotes
+    the run's files) is shown as text, never as Markdown."""
+    if warnings:
+        st.warning(f"**{plain(label)}**: " + "; ".join(plain(w) for w in dict.fromkeys(warnings)))
+
+
+def state_badge(state: str) -> str:
+    """A state for Markdown: its icon and the state as text (the reader lets only known states through, but
+    the badge escapes whatever it is given)."""
+    return f"{STATE_ICONS.get(state, '')} {state if state in STATE_ICONS else plain(state)}"
+
+
+def no_runs_message() -> None:
+    st.info("No runs yet. Start one on the **Launch** page, or run `mrtpo train` in a terminal "
+            "(runs go to `$MRTPO_RUNS_DIR`, default `./runs`).")
+
+
+def show_startup(path: str | Path, state: Mapping) -> None:
+    """What a run that has not completed a step yet is doing: its announced phase and its log's last lines."""
+    log = launcher.launch_log(path, 12)
+    phase = last_phase(log)
+    name = Path(path).name
+    if state.get("state") in ACTIVE_STATES:
+        st.info(f"**{name}** is starting: {phase or 'the trainer is starting'}. The first step's curves appear "
+                "here when it is written.")
+    if log:
+        st.code(log, language=None)
+
+
+def link_warning(what: str, wanted: str, shown: object) -> None:
+    """A link named a step / sample / reward that the run does not have."""
+    st.warning(f"The link asks for {what} {plain(repr(wanted))}, which this run does not have; showing "
+               f"{plain(shown)} instead.")

@@ -1,0 +1,92 @@
+"""How an inspect page opens and stays live: the runs it can show (this session's pending launches first),
+the periodic check that reruns it when a run moves on, and the figure cache shared by all sessions.
+
+Runs this session started are listed before their trainer has written the run folder (state `starting`),
+so a just-launched run is what the inspect pages show.
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+from core.run.store import ACTIVE_STATES, RunInfo
+from mrtpo_viz import launcher, loaders
+from mrtpo_viz.ui.messages import no_runs_message
+from mrtpo_viz.ui.pickers import RUN_KEY
+from mrtpo_viz.ui.prefetch import prefetch_charts
+
+LAUNCHED_KEY = "launched_runs"  # paths of runs started from this session (Launch page), newest last
+REFRESH_S = 2.0  # polling period of live views
+FIGURE_REFRESH_S = 10.0  # while a run is active, its curves are redrawn at most this often (they change every step)
+
+
+def pending_runs() -> list[RunInfo]:
+    """Runs this session started whose trainer has not written its run folder yet (still loading), newest
+    first, as run-list entries; one whose trainer died before writing it shows as crashed."""
+    out = []
+    for p in reversed(st.session_state.get(LAUNCHED_KEY, [])):
+        if (Path(p) / "status.json").exists():
+            continue
+        state = launcher.run_state(p)
+        cfg = launcher.launched_config(p)
+        out.append(RunInfo(name=Path(p).name, path=Path(p), source="runs", state=str(state.get("state", "unknown")),
+                           step=0, total_steps=cfg.get("steps"), method=cfg.get("method"), model=cfg.get("model"),
+                           updated_at=None, warnings=[]))
+    return out
+
+
+def session_runs() -> list[RunInfo]:
+    """Every run the app can show: this session's pending launches first, then the runs directory and the
+    shipped samples (newest first)."""
+    pending = pending_runs()
+    listed = loaders.all_runs()
+    known = {str(r.path) for r in listed}
+    return [r for r in pending if str(r.path) not in known] + listed
+
+
+def page_runs(with_credit: bool = False, mrtpo_first: bool = False, stop: bool = True,
+              charts: bool = False) -> list[RunInfo]:
+    """How an inspect page opens: list the runs it can show (`with_credit`: only runs with credit maps, plus the
+    chosen run while it is active, whose first map is on its way; `mrtpo_first`: MRTPO runs, which route
+    credit, first), and with none say so and stop the page (`stop=False`: return [] instead, for a page with
+    other tabs). `charts`: the page draws Plotly charts (the browser starts loading their module at once)."""
+    prefetch_charts(at_once=charts)
+    runs = session_runs()
+    if with_credit:
+        chosen = st.session_state.get(RUN_KEY)
+        runs = [r for r in runs if loaders.credit_steps(r.path)
+                or (str(r.path) == chosen and r.state in ACTIVE_STATES)]
+    if mrtpo_first:
+        runs = sorted(runs, key=lambda r: r.method != "mrtpo")
+    if not runs:
+        no_runs_message()
+        if stop:
+            st.stop()
+    return runs
+
+
+def rerun_when(ready: Callable[[], bool], active: bool = True) -> None:
+    """While `active`, check `ready()` every REFRESH_S seconds and rerun the page once it is true (e.g. a
+    starting run wrote its first step). The check runs in a fragment: nothing else of the page is redrawn."""
+    if not active:
+        return
+
+    @st.fragment(run_every=REFRESH_S)
+    def watch() -> None:
+        if ready():
+            st.rerun()
+
+    watch()
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def cached_figure(key: tuple, _build: Callable[[], object]):
+    """`_build()` once per `key`, shared by every session of the server: a figure costs tens of milliseconds
+    to build and is only read once built. `key` must name everything the figure depends on (the page's name
+    for it, the run's path and `loaders.file_key` of the files it reads, the step, sample and options)."""
+    return _build()
