@@ -9,10 +9,14 @@ Verdicts follow IFEval's strict checks (google-research `instruction_following_e
   arguments holding regex metacharacters.
 - `length_constraints:number_sentences` uses our own Punkt-like splitter (see `text.py`).
 - `language:response_language` uses py3langid instead of langdetect (see `language.py`); the two can
-  disagree on short or mixed-language texts. A text with no letter passes, as a langdetect error does.
+  disagree on short or mixed-language texts. A non-blank text with no letter passes, as a langdetect error
+  does.
 - `change_case:capital_word_frequency` tokenizes with NLTK's Treebank tokenizer on the whole text
   rather than per Punkt sentence; the count is the same (see `text.py`).
 - `detectable_format:multiple_sections` matches the splitter literally (IFEval: unescaped in a regex).
+
+Every family scores 0 with no spans on an empty or whitespace-only response, as IFEval (which counts an
+instruction as followed only when `response.strip()` is non-empty); see `Verifier.verify`.
 
 Spans (what the check inspected), by kind of rule:
 - presence rules (keywords, title, placeholders, highlights, bullets, postscript): the items
@@ -854,7 +858,7 @@ def _language(value: object) -> str:
 @register("language:response_language")
 class ResponseLanguage(Verifier):
     """The detector (py3langid, see `core.verifiers.language`) says the response is in `language` (an
-    ISO 639-1 code); a text with nothing to detect (empty, digits, punctuation) passes, as in IFEval.
+    ISO 639-1 code); a non-blank text with nothing to detect (digits, punctuation) passes, as in IFEval.
     IFEval uses langdetect: the two detectors can disagree on short or mixed-language texts.
     Spans: the whole text (the detector reads all of it); none for an empty text.
 

@@ -1,0 +1,38 @@
+"""Regression cases where the verifiers' verdicts differed from IFEval's (issue: verdicts a policy could profit
+from). Expectations are written by hand from IFEval's published definitions, not taken from the project's output."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.verifiers import build
+
+# The eight ids whose "absence" or "less than" form passed an empty response; each with a non-empty text that
+# does follow it, so the empty verdict is the rule, not a verifier that always fails.
+EMPTY_CASES = [
+    ("punctuation:no_comma", {}, "No commas here."),
+    ("keywords:forbidden_words", {"forbidden_words": ["river"]}, "A lake."),
+    ("language:response_language", {"language": "en"}, "The river runs past the old mill every morning."),
+    ("keywords:frequency", {"keyword": "rain", "frequency": 2, "relation": "less than"}, "Sun."),
+    ("keywords:letter_frequency", {"letter": "z", "let_frequency": 2, "let_relation": "less than"}, "Sun."),
+    ("change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": "less than"}, "sun."),
+    ("length_constraints:number_words", {"num_words": 5, "relation": "less than"}, "Two words."),
+    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"}, "One sentence."),
+]
+
+
+@pytest.mark.parametrize(("family", "kwargs", "good"), EMPTY_CASES, ids=[c[0] for c in EMPTY_CASES])
+@pytest.mark.parametrize("blank", ["", " ", "\n\n", " \t\r\n "])
+def test_empty_or_blank_response_fails(family, kwargs, good, blank):
+    """IFEval: an instruction is followed only when `response.strip()` is non-empty."""
+    ver = build(family, **kwargs)
+    assert ver.verify(good).score == 1.0
+    assert ver.verify(blank).score == 0.0
+    assert ver.verify(blank).spans == ()
+
+
+@pytest.mark.parametrize(("family", "kwargs", "good"), EMPTY_CASES[3:], ids=[c[0] for c in EMPTY_CASES[3:]])
+def test_empty_response_fails_the_graded_variant_too(family, kwargs, good):
+    ver = build(family, graded=True, **kwargs)
+    assert ver.verify("").score == 0.0
+    assert ver.verify(good).score == 1.0
