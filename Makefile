@@ -17,7 +17,7 @@ BYTECODE := $(VENV)/.bytecode
 # TRL for `mrtpo train --backend trl` and its tests; the torch spec is repeated so pip keeps the CPU build.
 TRL_STAMP := $(VENV)/.installed-trl
 
-.PHONY: demo test lint venv clean smollm2 bootstrap trl
+.PHONY: demo test test-explore lint venv clean smollm2 bootstrap trl
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ demo: $(STAMP) $(BYTECODE)
 
 test: $(TRL_STAMP) $(BYTECODE)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q
+
+# The property tests with fresh random draws (tests/conftest.py: under CI=true they are derandomized, the same
+# examples every run). A failure prints the example; keep it as a fixed case in the tests.
+test-explore: $(STAMP)
+	CI= OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q -p no:cacheprovider --hypothesis-profile=explore \
+		tests/test_verifiers_props.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

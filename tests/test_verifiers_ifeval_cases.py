@@ -36,3 +36,29 @@ def test_empty_response_fails_the_graded_variant_too(family, kwargs, good):
     ver = build(family, graded=True, **kwargs)
     assert ver.verify("").score == 0.0
     assert ver.verify(good).score == 1.0
+
+
+# Capital words: IFEval tokenizes each sentence with NLTK's Treebank tokenizer, which splits a contraction off
+# only before a sentence's final period. Hand-tokenized:
+#   "A'S.\r0"         -> sentences "A'S." | "0"          -> A | 'S | . | 0        -> 2 capital words
+#   "I WON'T. Never"  -> sentences "I WON'T." | "Never"  -> I | WO | N'T | . | Never -> 3 capital words
+#   "HE'S HERE. ok"   -> sentences "HE'S HERE." | "ok"   -> HE | 'S | HERE | . | ok -> 3 capital words
+CAPITAL_CASES = [
+    ("A'S.\r0", 2, ["A", "'S"]),  # found by the property test (Hypothesis) on a fresh clone
+    ("I WON'T. Never", 3, ["I", "WO", "N'T"]),
+    ("HE'S HERE. ok", 3, ["HE", "'S", "HERE"]),
+    ("DON'T stop, WELL-KNOWN I.", 4, ["DO", "N'T", "WELL-KNOWN", "I"]),
+]
+
+
+@pytest.mark.parametrize(("text", "count", "words"), CAPITAL_CASES)
+def test_capital_words_follow_ifeval_per_sentence_tokens(text, count, words):
+    from core.verifiers.text import capital_words
+
+    n, spans = capital_words(text)
+    assert n == count
+    assert [text[s:e] for s, e in spans] == words
+    at_least = build("change_case:capital_word_frequency", capital_frequency=count, capital_relation="at least")
+    less_than = build("change_case:capital_word_frequency", capital_frequency=count, capital_relation="less than")
+    assert at_least.verify(text).score == 1.0
+    assert less_than.verify(text).score == 0.0

@@ -11,8 +11,8 @@ Verdicts follow IFEval's strict checks (google-research `instruction_following_e
 - `language:response_language` uses py3langid instead of langdetect (see `language.py`); the two can
   disagree on short or mixed-language texts. A non-blank text with no letter passes, as a langdetect error
   does.
-- `change_case:capital_word_frequency` tokenizes with NLTK's Treebank tokenizer on the whole text
-  rather than per Punkt sentence; the count is the same (see `text.py`).
+- `change_case:capital_word_frequency` tokenizes each sentence with NLTK's Treebank tokenizer, as IFEval,
+  but splits sentences with `text.py`'s splitter instead of Punkt (see `text.py`).
 - `detectable_format:multiple_sections` matches the splitter literally (IFEval: unescaped in a regex).
 
 Every family scores 0 with no spans on an empty or whitespace-only response, as IFEval (which counts an

@@ -17,10 +17,13 @@ statistics there), and period-less breaks Punkt makes after unusual punctuation.
 prose (sentences ending in `.`, `!`, `?` followed by a space) the counts are the same.
 
 IFEval counts capital words (`change_case:capital_word_frequency`) over `nltk.word_tokenize`: Punkt's
-sentence split, then the Treebank word tokenizer on each sentence. `treebank_tokens` runs NLTK's
-Treebank tokenizer (`NLTKWordTokenizer`, pure regular expressions, no data) on the whole text; per
-sentence it would split off each sentence's final period as a token of its own, which never changes
-whether a token is all capitals (a period is not a cased character), so the count is the same.
+sentence split, then the Treebank word tokenizer on each sentence. `capital_words` does the same with
+`sentence_spans` in place of Punkt and NLTK's Treebank tokenizer (`NLTKWordTokenizer`, pure regular
+expressions, no data) on each sentence. The split matters: Treebank splits off only a text's final period,
+and a contraction before that period only then ("I WON'T." is I | WO | N'T | . but "I WON'T. Never" on the
+whole text keeps "WON'T." as one token), so tokenizing the whole text at once counts fewer capital words.
+Where `sentence_spans` and Punkt split differently (see above), the count can still differ, and only for a
+capital word with a contraction ('S, N'T, 'LL, ...) right before the disputed period.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def _treebank():
 
 
 def treebank_tokens(text: str) -> list[str]:
-    """The tokens of NLTK's Treebank word tokenizer on the whole text (see the module docstring)."""
+    """The tokens of NLTK's Treebank word tokenizer on `text` (one sentence; see the module docstring)."""
     return _treebank().tokenize(text)
 
 
@@ -134,9 +137,19 @@ def _align(text: str, tokens: list[str]) -> list[Span | None]:
 
 
 def capital_words(text: str) -> tuple[int, list[Span]]:
-    """(count, character ranges) of the Treebank tokens that are all capitals (`token.isupper()`, as IFEval
-    counts them: "DON'T" is two, "WELL-KNOWN" one)."""
-    tokens = treebank_tokens(text)
-    spans = _align(text, tokens)
-    capital = [span for token, span in zip(tokens, spans, strict=True) if token.isupper()]
-    return len(capital), [span for span in capital if span is not None]
+    """(count, character ranges) of the Treebank tokens, per sentence, that are all capitals (`token.isupper()`,
+    as IFEval counts them: "DON'T" is two, "WELL-KNOWN" one, "I WON'T. Never" two in its first sentence).
+
+    >>> capital_words("I WON'T. Never")
+    (3, [(0, 1), (2, 4), (4, 7)])
+    """
+    count, spans = 0, []
+    for start, end in sentence_spans(text):
+        sentence = text[start:end]
+        tokens = treebank_tokens(sentence)
+        for token, span in zip(tokens, _align(sentence, tokens), strict=True):
+            if token.isupper():
+                count += 1
+                if span is not None:
+                    spans.append((start + span[0], start + span[1]))
+    return count, spans
