@@ -325,8 +325,9 @@ def register(
     `VerifierSpecError`; re-registering the same class or function (a module imported twice) is
     allowed. See `sample_data/custom_verifier_example.py`.
     """
-    if not isinstance(family_id, str) or ":" not in family_id:
-        raise VerifierSpecError(f"family id must look like 'group:name', got {family_id!r}")
+    if not isinstance(family_id, str) or ":" not in family_id or "#" in family_id:
+        # '#' marks a repeated statement in a reward name ("family#2", core.tasks.reward_name)
+        raise VerifierSpecError(f"family id must look like 'group:name' (without '#'), got {family_id!r}")
 
     def decorator(obj: Any) -> Any:
         if isinstance(obj, type) and issubclass(obj, Verifier):

@@ -1180,9 +1180,10 @@ REWARD_KIND: dict[str, str] = {
 
 
 def reward_kind(family: str) -> str:
-    """The kind of a family's reward (`REWARD_KIND`), `other` for a family outside the table.
+    """The kind of a family's reward (`REWARD_KIND`), `other` for a family outside the table; a reward name of a
+    repeated statement (`family#2`, see `core.tasks.reward_name`) has its family's kind.
 
-    >>> reward_kind("keywords:existence"), reward_kind("my:custom")
-    ('content', 'other')
+    >>> reward_kind("keywords:existence"), reward_kind("my:custom"), reward_kind("keywords:frequency#2")
+    ('content', 'other', 'content')
     """
-    return REWARD_KIND.get(family, OTHER_KIND)
+    return REWARD_KIND.get(family.split("#", 1)[0], OTHER_KIND)
