@@ -62,3 +62,30 @@ def test_capital_words_follow_ifeval_per_sentence_tokens(text, count, words):
     less_than = build("change_case:capital_word_frequency", capital_frequency=count, capital_relation="less than")
     assert at_least.verify(text).score == 1.0
     assert less_than.verify(text).score == 0.0
+
+
+# Response language: the texts are in the language asked for. py3langid's full model reads them as a regional
+# language no prompt can ask for (shown on the right), so the reward failed them; the detector now chooses among
+# the languages a prompt can ask for.
+LANGUAGE_CASES = [
+    ("ar", "شكرا جزيلا"),  # "thank you very much"; full model: ary (Moroccan Arabic)
+    ("pt", "Bom dia"),  # full model: pcm (Nigerian Pidgin)
+    ("en", "iPhone"),  # full model: zu (Zulu)
+]
+
+
+@pytest.mark.parametrize(("code", "text"), LANGUAGE_CASES)
+def test_response_language_chooses_among_the_languages_a_prompt_can_ask_for(code, text):
+    from core.verifiers.language import LANGUAGE_NAMES, detect_language
+
+    assert detect_language(text) == code
+    assert build("language:response_language", language=code).verify(text).score == 1.0
+    others = [c for c in LANGUAGE_NAMES if c != code]
+    assert build("language:response_language", language=others[0]).verify(text).score == 0.0
+
+
+def test_detector_answers_only_codes_a_prompt_can_ask_for():
+    from core.verifiers.language import LANGUAGE_NAMES, detect_language
+
+    texts = ["Zulu", "Olá", "Hola amigo", "Kubernetes cluster", "Nintendo Switch", "Ngiyabonga kakhulu", "Moien"]
+    assert all(detect_language(t) in LANGUAGE_NAMES for t in texts)

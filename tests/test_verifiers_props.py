@@ -5,6 +5,7 @@ re-statement of IFEval's strict checks (string operations, no span bookkeeping).
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import re
 
@@ -44,6 +45,16 @@ def test_scores_and_spans_are_well_formed(family, kwargs, text):
 
 # ---------------------------------------------------------------------------------------------
 # IFEval's strict checks, restated as plain string operations (semantics of instructions.py)
+
+
+@functools.lru_cache(maxsize=1)
+def _restricted_langid(codes):
+    """py3langid choosing among the languages a prompt can ask for (`codes`) and zxx ("no language")."""
+    from py3langid import langid
+
+    identifier = langid.LanguageIdentifier.from_model_file(langid.MODEL_FILE)
+    identifier.set_languages([*codes, "zxx"])
+    return identifier
 
 
 def _word_tokenize(text):
@@ -118,12 +129,14 @@ def ifeval_reference(family, kwargs, value):
         target = kwargs["capital_frequency"]
         return n < target if kwargs["capital_relation"] == "less than" else n >= target
     if family == "language:response_language":
-        import py3langid
+        from py3langid import langid
+
+        from core.verifiers.language import LANGUAGE_NAMES
 
         if not any(c.isalpha() for c in value):  # langdetect finds no features: IFEval counts it followed
             return True
-        code, score = py3langid.classify(value)
-        return code == kwargs["language"] or code == "zxx" or score == py3langid.langid.RAW_FLOOR
+        code, score = _restricted_langid(tuple(LANGUAGE_NAMES)).classify(value)
+        return code == kwargs["language"] or code == "zxx" or score == langid.RAW_FLOOR
     if family == "length_constraints:number_paragraphs":
         paragraphs = re.split(r"\s?\*\*\*\s?", value)
         n = len(paragraphs)

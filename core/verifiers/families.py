@@ -8,8 +8,8 @@ Verdicts follow IFEval's strict checks (google-research `instruction_following_e
   keywords and custom markers into a regular expression unescaped, so the two differ only for
   arguments holding regex metacharacters.
 - `length_constraints:number_sentences` uses our own Punkt-like splitter (see `text.py`).
-- `language:response_language` uses py3langid instead of langdetect (see `language.py`); the two can
-  disagree on short or mixed-language texts. A non-blank text with no letter passes, as a langdetect error
+- `language:response_language` uses py3langid instead of langdetect, choosing among the languages a prompt
+  can ask for (see `language.py`); the two can disagree on short or mixed-language texts. A non-blank text with no letter passes, as a langdetect error
   does.
 - `change_case:capital_word_frequency` tokenizes each sentence with NLTK's Treebank tokenizer, as IFEval,
   but splits sentences with `text.py`'s splitter instead of Punkt (see `text.py`).
