@@ -89,3 +89,25 @@ def test_detector_answers_only_codes_a_prompt_can_ask_for():
 
     texts = ["Zulu", "Olá", "Hola amigo", "Kubernetes cluster", "Nintendo Switch", "Ngiyabonga kakhulu", "Moien"]
     assert all(detect_language(t) in LANGUAGE_NAMES for t in texts)
+
+
+# Word counts: IFEval's RegexpTokenizer(r"\w+"), which NLTK >= 3.10 matches with the `regex` engine. Hand-counted:
+WORD_CASES = [
+    ("नमस्ते दुनिया", 2),  # Devanagari: vowel signs and the virama are combining marks inside the word
+    ("வணக்கம் உலகம்", 2),  # Tamil, likewise
+    ("Add ½ cup of flour.", 4),  # a vulgar fraction is not a word character: Add | cup | of | flour
+    ("E = mc² today", 3),  # nor a superscript digit: E | mc | today
+    ("It's 3.5 km.", 5),  # It | s | 3 | 5 | km
+]
+
+
+@pytest.mark.parametrize(("text", "count"), WORD_CASES)
+def test_number_words_counts_like_current_nltk(text, count):
+    from nltk.tokenize import RegexpTokenizer
+
+    from core.verifiers import count_words
+
+    assert count_words(text) == count
+    assert len(RegexpTokenizer(r"\w+").tokenize(text)) == count  # the installed NLTK agrees
+    assert build("length_constraints:number_words", num_words=count, relation="at least").verify(text).score == 1.0
+    assert build("length_constraints:number_words", num_words=count, relation="less than").verify(text).score == 0.0

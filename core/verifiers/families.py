@@ -1,19 +1,13 @@
 """The built-in constraint families.
 
 Verdicts follow IFEval's strict checks (google-research `instruction_following_eval`,
-`instructions.py`) on the same text, with these documented differences:
-- `change_case:*`: IFEval also requires `langdetect` to say the text is English; no language
-  detection here (the check is `text.islower()` / `text.isupper()` alone).
-- keywords, end/start phrases and postscript markers are matched literally; IFEval puts
-  keywords and custom markers into a regular expression unescaped, so the two differ only for
-  arguments holding regex metacharacters.
-- `length_constraints:number_sentences` uses our own Punkt-like splitter (see `text.py`).
-- `language:response_language` uses py3langid instead of langdetect, choosing among the languages a prompt
-  can ask for (see `language.py`); the two can disagree on short or mixed-language texts. A non-blank text with no letter passes, as a langdetect error
-  does.
-- `change_case:capital_word_frequency` tokenizes each sentence with NLTK's Treebank tokenizer, as IFEval,
-  but splits sentences with `text.py`'s splitter instead of Punkt (see `text.py`).
-- `detectable_format:multiple_sections` matches the splitter literally (IFEval: unescaped in a regex).
+`instructions.py`) on the same text; every remaining difference, with its reason, is listed in
+docs/IFEVAL.md. In short: sentences are split by `text.py`'s Punkt-like splitter (number of sentences, and the
+sentences whose Treebank tokens `capital_word_frequency` counts); `language:response_language` detects with
+py3langid among the languages a prompt can ask for (see `language.py`), where IFEval uses langdetect; the case
+rules check case alone (IFEval also asks langdetect for English); keywords, the section splitter and custom
+postscript markers are matched literally (IFEval: unescaped regexes); `letter_frequency` counts a non-letter
+"letter" as asked (IFEval draws a random letter). Words are counted as NLTK >= 3.10 counts them (`text.py`).
 
 Every family scores 0 with no spans on an empty or whitespace-only response, as IFEval (which counts an
 instruction as followed only when `response.strip()` is non-empty); see `Verifier.verify`.

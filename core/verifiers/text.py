@@ -1,7 +1,11 @@
 """Deterministic word and sentence tokenizers (no NLTK data, nothing downloaded).
 
-IFEval counts words with NLTK's `RegexpTokenizer(r"\\w+")`: `word_spans` is the same regex, so
-word counts are identical on every text.
+IFEval counts words with NLTK's `RegexpTokenizer(r"\\w+")`. Since NLTK 3.10 that tokenizer matches with the
+`regex` engine (installed with NLTK, its dependency), whose `\\w` differs from Python's `re` outside ASCII:
+it keeps combining marks inside a word ("नमस्ते दुनिया" is 2 words, `re` finds 5 pieces) and does not count
+vulgar fractions or superscript digits ("½ cup" is 1 word, `re` finds 2). `word_spans` uses the same pattern on
+the same engine, so counts equal current NLTK's on every text (a property test compares them); with NLTK 3.9
+or older (`re`), IFEval's own count differs on such texts.
 
 IFEval counts sentences with NLTK's pre-trained Punkt model (`tokenizers/punkt/english.pickle`).
 `sentence_spans` approximates it with Punkt's main rules:
@@ -31,9 +35,11 @@ from __future__ import annotations
 import functools
 import re
 
+import regex
+
 Span = tuple[int, int]
 
-_WORD_RE = re.compile(r"\w+")
+_WORD_RE = regex.compile(r"\w+")  # NLTK >= 3.10's RegexpTokenizer(r"\w+"): the `regex` engine (module docstring)
 _TOKEN_RE = re.compile(r"\S+")
 _CLOSERS = "\"')]}»”’*"
 _OPENERS = "\"'([{«“‘*"
@@ -48,12 +54,16 @@ ABBREVIATIONS = frozenset(
 
 
 def word_spans(text: str) -> list[Span]:
-    """Character ranges of the words IFEval counts (`\\w+` runs)."""
+    """Character ranges of the words IFEval counts (`\\w+` runs, `regex` engine).
+
+    >>> word_spans("½ नमस्ते")
+    [(2, 8)]
+    """
     return [m.span() for m in _WORD_RE.finditer(text)]
 
 
 def count_words(text: str) -> int:
-    """Number of `\\w+` runs, exactly as IFEval's `count_words`."""
+    """Number of `\\w+` runs, exactly as IFEval's `count_words` with NLTK >= 3.10."""
     return len(_WORD_RE.findall(text))
 
 
