@@ -361,6 +361,7 @@ def test_response_language_detects_and_passes_featureless_text():
     assert en.verify(text).score == 0.0
     assert en.verify("The river runs past the old mill every single morning.").score == 1.0
     assert en.verify("123 456 !!") == VerifyResult(1.0, ((0, 10),))  # nothing to detect: followed, as IFEval
+    assert en.verify("To") == VerifyResult(0.0, ((0, 2),))  # letters the model cannot read: not followed
     assert en.verify("") == VerifyResult(0.0, ())  # an empty response follows no instruction (IFEval)
     assert fr.sentence() == "Your entire response should be in French, no other language."
     with pytest.raises(VerifierSpecError, match="valid choices: 'en'"):

@@ -111,3 +111,12 @@ def test_number_words_counts_like_current_nltk(text, count):
     assert len(RegexpTokenizer(r"\w+").tokenize(text)) == count  # the installed NLTK agrees
     assert build("length_constraints:number_words", num_words=count, relation="at least").verify(text).score == 1.0
     assert build("length_constraints:number_words", num_words=count, relation="less than").verify(text).score == 0.0
+
+
+@pytest.mark.parametrize("text", ["To", "ok", "Hi", "A"])
+def test_a_word_the_detector_cannot_read_follows_no_language(text):
+    """A text with letters always gets a language from langdetect (IFEval), almost never the one asked for; a
+    reward that passed it would pay for answering with one word. Only a text without letters passes."""
+    for code in ("en", "ru", "ja"):
+        assert build("language:response_language", language=code).verify(text).score == 0.0
+    assert build("language:response_language", language="ru").verify("42 !").score == 1.0

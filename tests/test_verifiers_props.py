@@ -56,11 +56,11 @@ def _nltk_words(text):
 
 @functools.lru_cache(maxsize=1)
 def _restricted_langid(codes):
-    """py3langid choosing among the languages a prompt can ask for (`codes`) and zxx ("no language")."""
+    """py3langid choosing among the languages a prompt can ask for (`codes`)."""
     from py3langid import langid
 
     identifier = langid.LanguageIdentifier.from_model_file(langid.MODEL_FILE)
-    identifier.set_languages([*codes, "zxx"])
+    identifier.set_languages(list(codes))
     return identifier
 
 
@@ -143,7 +143,7 @@ def ifeval_reference(family, kwargs, value):
         if not any(c.isalpha() for c in value):  # langdetect finds no features: IFEval counts it followed
             return True
         code, score = _restricted_langid(tuple(LANGUAGE_NAMES)).classify(value)
-        return code == kwargs["language"] or code == "zxx" or score == langid.RAW_FLOOR
+        return code == kwargs["language"] and score > langid.RAW_FLOOR  # letters but no known feature: not followed
     if family == "length_constraints:number_paragraphs":
         paragraphs = re.split(r"\s?\*\*\*\s?", value)
         n = len(paragraphs)

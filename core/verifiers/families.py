@@ -852,7 +852,8 @@ def _language(value: object) -> str:
 @register("language:response_language")
 class ResponseLanguage(Verifier):
     """The detector (py3langid, see `core.verifiers.language`) says the response is in `language` (an
-    ISO 639-1 code); a non-blank text with nothing to detect (digits, punctuation) passes, as in IFEval.
+    ISO 639-1 code); a non-blank text with nothing to detect (digits, punctuation) passes, as in IFEval; a text
+    with letters the detector cannot read ("To") fails.
     IFEval uses langdetect: the two detectors can disagree on short or mixed-language texts.
     Spans: the whole text (the detector reads all of it); none for an empty text.
 

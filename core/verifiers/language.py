@@ -10,7 +10,7 @@ Why py3langid (checked 2026-12; sizes are the PyPI wheels):
   downloader package; `lingua-language-detector` is a 96 MB wheel.
 
 The detector chooses only among the languages a prompt can ask for (`LANGUAGE_NAMES`: IFEval's 30
-`LANGUAGE_CODES` and 11 more), plus py3langid's `zxx` ("no linguistic content"). Of its 140 codes, many are
+`LANGUAGE_CODES` and 11 more). Of its 140 codes, many are
 regional languages or close relatives that no prompt can ask for and that take texts in a language that a
 prompt asks for: standard Arabic read as Moroccan Arabic (`ary`), Spanish as Extremaduran (`ext`), Portuguese
 as Ligurian (`lij`), an English product name as Zulu (`zu`). Such a verdict never equals the code asked for,
@@ -44,33 +44,38 @@ LANGUAGE_NAMES: dict[str, str] = {
 }  # fmt: skip
 
 
-# py3langid's verdict for text without linguistic content (code, URLs); kept among the choices (it means None).
-NO_LANGUAGE = "zxx"
+# What `detect_language` answers for a text with letters in which the model finds no feature it knows ("To",
+# "ok"): no language a prompt can ask for, so the instruction is not followed.
+UNDETERMINED = "und"
 
 
 @functools.lru_cache(maxsize=1)
 def _identifier():
-    """(py3langid's module, an identifier of our own restricted to `LANGUAGE_NAMES` and `zxx`); py3langid's shared
-    identifier is left as it is."""
+    """(py3langid's module, an identifier of our own restricted to `LANGUAGE_NAMES`); py3langid's shared identifier
+    is left as it is."""
     from py3langid import langid
 
     identifier = langid.LanguageIdentifier.from_model_file(langid.MODEL_FILE)
-    identifier.set_languages([*LANGUAGE_NAMES, NO_LANGUAGE])
+    identifier.set_languages(list(LANGUAGE_NAMES))
     return langid, identifier
 
 
 def detect_language(text: str) -> str | None:
-    """The ISO 639-1 code (one of `LANGUAGE_NAMES`) py3langid assigns to `text`, or None when there is nothing to
-    detect: no letter
-    at all (langdetect, which IFEval uses, raises "no features" there, and IFEval counts the instruction
-    as followed), no feature the model knows (a single short word), or py3langid's own `zxx` ("no
-    linguistic content") verdict."""
+    """The code (one of `LANGUAGE_NAMES`) py3langid assigns to `text`; None when the text has no letter at all
+    (langdetect, which IFEval uses, raises "no features" there, and IFEval counts the instruction as followed);
+    `UNDETERMINED` when it has letters but the model knows none of its features (a short word such as "To":
+    langdetect would still name some language, rarely the one asked for, and a reward that passed it would pay
+    a policy for answering with one word).
+
+    >>> detect_language("To"), detect_language("123 !")
+    ('und', None)
+    """
     if not any(c.isalpha() for c in text):
         return None
     langid, identifier = _identifier()
     code, score = identifier.classify(text)
-    if score <= langid.RAW_FLOOR or code == NO_LANGUAGE:  # RAW_FLOOR: the model's score when it found no feature
-        return None
+    if score <= langid.RAW_FLOOR:  # the model's score when it found no feature
+        return UNDETERMINED
     return code
 
 
