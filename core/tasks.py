@@ -326,6 +326,27 @@ def _is_registered(family: Any) -> bool:
     return family in families()
 
 
+def jsonl_records(path: Path, what: str, error: type[ValueError]) -> list[tuple[int, Any]]:
+    """(line number, parsed value) of every non-blank line of a JSONL file. Raises `error` with one line naming the
+    file (`what` it is, e.g. "prompt set") when it cannot be read or is not UTF-8, or the file and line when a line
+    is not JSON."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    records = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise error(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
+    return records
+
+
 def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[PromptItem]:
     """Load a JSONL prompt set (native or IFEval format, blank lines ignored).
 
@@ -336,21 +357,9 @@ def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[Pro
     (and prompts left without constraints skipped) instead.
     """
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise PromptSetError(f"cannot read prompt set {str(path)!r}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PromptSetError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     items: list[PromptItem] = []
     keys: dict[str, int] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PromptSetError(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
+    for lineno, record in jsonl_records(path, "prompt set", PromptSetError):
         try:
             item = item_from_record(record, skip_unknown=skip_unknown, default_key=f"line{lineno}")
         except ValueError as exc:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core.paths import PROMPTS_DIR, REPO_ROOT, missing_model_hint, resolve_path
-from core.tasks import PromptItem, PromptSetError, json_error_text, load_prompt_set
+from core.tasks import PromptItem, PromptSetError, jsonl_records, load_prompt_set
 from core.verifiers import Verifier, build
 
 DEFAULT_PROMPT_SET = PROMPTS_DIR / "ifeval-style.jsonl"
@@ -183,20 +183,8 @@ def read_responses(path: str | Path) -> dict[str, str]:
     """prompt text -> response, from a JSONL file in IFEval's `input_response_data` format. Raises `EvalError`
     naming the file and line."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise EvalError(f"cannot read responses file {str(path)!r}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise EvalError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     out: dict[str, str] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EvalError(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
+    for lineno, record in jsonl_records(path, "responses file", EvalError):
         if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) or not isinstance(
                 record.get("response"), str):
             raise EvalError(f'{path}:{lineno}: expected {{"prompt": "...", "response": "..."}} (IFEval\'s '
