@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -104,19 +105,28 @@ def test_reward_name_helpers_and_kind():
         register("test:bad#id")(lambda text: 1.0)
 
 
-def test_a_run_on_repeated_families_records_each_reward(micro_model, tmp_path):
-    """One MRTPO step on prompts that repeat families: each repeated statement is a reward of its own in the
-    run store (config, metrics, credit maps) and in what the app reads from it."""
+@pytest.fixture(scope="module")
+def repeated_run(micro_model, tmp_path_factory):
+    """(run folder, prompt file): one MRTPO step of the micro model on prompts that repeat families."""
     from core.config import TrainConfig
     from core.run import lifecycle
+
+    root = tmp_path_factory.mktemp("repeated")
+    path = write(root / "p.jsonl", [RANGE, with_every_arg(CAPS)])
+    cfg = TrainConfig(model=str(micro_model), prompt_set=str(path), runs_dir=str(root / "runs"), run_name="repeat",
+                      group_size=2, prompts_per_step=2, max_new_tokens=6, steps=1, lr=1e-2, checkpoint_every=0,
+                      device="cpu")
+    return lifecycle.train(cfg), path
+
+
+def test_a_run_on_repeated_families_records_each_reward(repeated_run):
+    """Each repeated statement is a reward of its own in the run store (config, metrics, credit maps) and in what
+    the app reads from it."""
     from core.run.store import RunStore
     from mrtpo_viz import loaders
 
-    path = write(tmp_path / "p.jsonl", [RANGE, with_every_arg(CAPS)])
-    cfg = TrainConfig(model=str(micro_model), prompt_set=str(path), runs_dir=str(tmp_path), run_name="repeat",
-                      group_size=2, prompts_per_step=2, max_new_tokens=6, steps=1, lr=1e-2, checkpoint_every=0,
-                      device="cpu")
-    store = RunStore(lifecycle.train(cfg))
+    run, path = repeated_run
+    store = RunStore(run)
     assert store.status()["state"] == "completed"
     names = reward_names(load_prompt_set(path))
     assert store.config()["reward_names"] == names
@@ -125,6 +135,25 @@ def test_a_run_on_repeated_families_records_each_reward(micro_model, tmp_path):
     for name in names:
         assert math.isfinite(metrics[f"reward/{name}"].iloc[0]), name
     assert set(store.credit(1)["reward"]) == set(names)
+
+
+def test_every_page_shows_a_run_with_repeated_rewards(repeated_run, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from mrtpo_viz import ui
+
+    run, _ = repeated_run
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(run.parent))
+    app = str(Path(__file__).resolve().parent.parent / "app.py")
+    for name in ("runs", "curves", "credit", "js", "compare", "debugger"):
+        at = AppTest.from_file(app, default_timeout=60)
+        at.session_state[ui.RUN_KEY] = str(run)
+        at.run()
+        if name != "runs":
+            at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
+        assert not at.exception, (name, at.exception)
+        if name == "credit":
+            assert "number_sentences#2" in "".join(h.proto.body for h in at.get("html"))
 
 
 def test_the_terminal_summary_keeps_repeated_rewards_apart():
