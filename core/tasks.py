@@ -47,9 +47,6 @@ from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, fam
 from core.verifiers.text import sentence_spans
 
 Span = tuple[int, int]
-# Separates a family from the ordinal of its repeated statement in a reward name ("family#2"); `register` refuses
-# family ids that contain it.
-REPEAT_MARK = "#"
 # Kinds of contrastive prompt x^-k: remove constraint k's part, or swap its argument (module docstring).
 CONTRASTS = ("remove", "swap")
 
@@ -216,6 +213,11 @@ def contrastive_prompt(item: PromptItem, k: int, contrast: str = "remove") -> st
     """`item.contrastive_prompt(k, contrast)`: the prompt with constraint k's part removed (or its argument
     swapped)."""
     return item.contrastive_prompt(k, contrast)
+
+
+# Separates a family from the ordinal of its repeated statement in a reward name ("family#2"); `register` refuses
+# family ids that contain it.
+REPEAT_MARK = "#"
 
 
 def reward_name(family: str, n: int = 1) -> str:
