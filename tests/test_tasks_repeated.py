@@ -4,6 +4,7 @@ Records written for the test (IFEval's own file is not in the repository)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -164,3 +165,20 @@ def test_the_terminal_summary_keeps_repeated_rewards_apart():
          "reward/all_satisfied": 0.0, "adv/std": 1.0, "loss/total": 0.0, "policy/kl": 0.0, "policy/clip_frac": 0.0,
          "policy/entropy": 1.0, "time/step": 1.0}
     assert "| number_wor 1.00 number_wor#2 0.00 |" in summary_line(m, 1, names)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed (make test installs it)")
+def test_the_trl_backend_trains_on_repeated_families(micro_model, tmp_path, capsys):
+    """`mrtpo train --backend trl`: one TRL reward function per reward name, the repeated ones included."""
+    from core.cli import main
+    from core.run.store import RunStore
+
+    path = write(tmp_path / "p.jsonl", [RANGE, CAPS])
+    code = main(["train", "--backend", "trl", "--model", str(micro_model), "--prompt-set", str(path), "--steps", "1",
+                 "--runs-dir", str(tmp_path / "runs"), "--run-name", "trl-repeat", "--device", "cpu",
+                 "--group-size", "4", "--prompts-per-step", "2", "--max-new-tokens", "6"])
+    assert code == 0, capsys.readouterr()
+    store = RunStore(tmp_path / "runs" / "trl-repeat")
+    names = reward_names(load_prompt_set(path))
+    assert store.status()["state"] == "completed" and store.config()["reward_names"] == names
+    assert set(store.credit(1)["reward"]) == set(names)
