@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.paths import PROMPTS_DIR, REPO_ROOT, missing_model_hint, resolve_path
+from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path
 from core.tasks import PromptItem, PromptSetError, jsonl_records, load_prompt_set
 from core.verifiers import Verifier, build
 
@@ -322,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                 texts = generate(args.model, [i.prompt() for i in items], max_new_tokens=args.max_new_tokens,
                                  temperature=args.temperature, seed=args.seed, batch_size=args.batch_size,
                                  device=args.device)
-            except ModelLoadError as exc:
-                raise EvalError(f"{exc}{missing_model_hint(exc)}") from None
+            except ModelLoadError as exc:  # its message names the preset's build command or the folder's problem
+                raise EvalError(str(exc)) from None
             report.generate_seconds = time.perf_counter() - t0
             report.verdicts = [judge(item, text) for item, text in zip(items, texts, strict=True)]
             if args.out_responses:
