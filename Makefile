@@ -17,7 +17,7 @@ BYTECODE := $(VENV)/.bytecode
 # TRL for `mrtpo train --backend trl` and its tests; the torch spec is repeated so pip keeps the CPU build.
 TRL_STAMP := $(VENV)/.installed-trl
 
-.PHONY: demo test test-fast lint venv clean smollm2 bootstrap trl
+.PHONY: demo test test-fast test-explore lint venv clean smollm2 bootstrap trl
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ test: $(TRL_STAMP) $(BYTECODE)
 FAST_TESTS := not (slow or browser or subprocess or app or trl or train)
 test-fast: $(STAMP) $(BYTECODE)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q -m "$(FAST_TESTS)"
+
+# The property tests with fresh random draws (tests/conftest.py: under CI=true they are derandomized, the same
+# examples every run). A failure prints the example; keep it as a fixed case in the tests.
+test-explore: $(STAMP)
+	CI= OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q -p no:cacheprovider --hypothesis-profile=explore \
+		tests/test_verifiers_props.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -1,4 +1,4 @@
-"""The `mrtpo` command line: `train`, `app`, `bootstrap`, `bench <name>`; the one place that routes them.
+"""The `mrtpo` command line: `train`, `app`, `eval`, `bootstrap`, `bench <name>`; the one place that routes them.
 
 Each subcommand and benchmark lives in its own module (`SUBCOMMANDS`, `BENCHMARKS`) exposing
 `main(argv) -> int`, imported only when called, so `mrtpo --help` and `mrtpo app` never import torch.
@@ -21,6 +21,7 @@ from core.run.liveness import end_with_parent
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("core.run.train_cli", "train a policy with GRPO, GDPO or MRTPO and write a run store"),
     "app": ("core.cli", "serve the Streamlit workbench on http://127.0.0.1:8501"),
+    "eval": ("core.evaluate.ifeval", "IFEval's four accuracies of a model or a responses file on a prompt set"),
     "bootstrap": ("core.tools.bootstrap", "build an embedded model from a synthetic corpus (tiny-instruct; "
                   "--setting multi: tiny-multi)"),
 }

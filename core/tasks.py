@@ -5,7 +5,15 @@ Native format (one JSON object per line):
      "constraints": [{"family": "keywords:existence", "kwargs": {"keywords": ["steady"]}},
                      {"family": "punctuation:no_comma", "kwargs": {}}]}
 IFEval's input format loads too: {"key": 1000, "prompt": "...", "instruction_id_list": [...],
-"kwargs": [{...}, ...]} (None-valued kwargs, IFEval's unused arguments, are dropped).
+"kwargs": [{...}, ...]}, in google-research's shape (each kwargs object holds the arguments its instruction
+uses) and in the shape with every argument name in every object and None where unused (Hugging Face's
+`google/IFEval`, lm-eval): None-valued arguments are dropped.
+
+A prompt may state one family more than once with different arguments (IFEval: "between 5 and 10 sentences" is
+`number_sentences` "at least 5" and `number_sentences` "less than 11"). Each statement is its own reward, named
+by `reward_name`: the family for its first statement in a prompt, `family#2`, `family#3`, ... for the next ones,
+so the names are stable (they depend only on the order of the prompt's constraint list) and distinct in every
+metric (`reward/<name>`), page and credit map.
 
 The prompt of a native item is its task then its constraint sentences, joined with spaces; the
 contrastive prompt for constraint k leaves out constraint k's sentence (for a task verifier, the
@@ -160,20 +168,38 @@ class PromptItem:
 
     # -- rewards ------------------------------------------------------------------------------
 
-    def families(self) -> list[str]:
-        return [c.family for c in self.constraints]
+    def reward_names(self) -> list[str]:
+        """The reward name of each constraint, in order: its family, or `family#n` for the n-th statement of a
+        family this prompt states more than once (module docstring).
 
-    def verifier_for(self, family: str) -> Verifier | None:
-        """The constraint of this prompt with that family, or None when the prompt does not
-        state it."""
+        >>> from core.verifiers import build
+        >>> item = PromptItem("p", "t", [build("length_constraints:number_words", relation="at least", num_words=5),
+        ...                              build("punctuation:no_comma"),
+        ...                              build("length_constraints:number_words", relation="less than", num_words=9)])
+        >>> item.reward_names()
+        ['length_constraints:number_words', 'punctuation:no_comma', 'length_constraints:number_words#2']
+        """
+        seen: dict[str, int] = {}
+        names = []
         for c in self.constraints:
-            if c.family == family:
-                return c
-        return None
+            seen[c.family] = seen.get(c.family, 0) + 1
+            names.append(reward_name(c.family, seen[c.family]))
+        return names
+
+    def families(self) -> list[str]:
+        """The reward name of each constraint (`reward_names`; the family itself unless a prompt repeats it):
+        what the trainers compare with the run's reward names."""
+        return self.reward_names()
+
+    def verifier_for(self, name: str) -> Verifier | None:
+        """The constraint of this prompt with that reward name (`reward_names`), or None when the prompt does
+        not state it."""
+        names = self.reward_names()
+        return self.constraints[names.index(name)] if name in names else None
 
     def verify(self, response: str, names: Sequence[str]) -> list[VerifyResult | None]:
         """The verdict of each reward in `names` on `response` (None where this prompt does not
-        state that family)."""
+        state that reward)."""
         out: list[VerifyResult | None] = []
         for name in names:
             verifier = self.verifier_for(name)
@@ -202,8 +228,32 @@ def contrastive_prompt(item: PromptItem, k: int, contrast: str = "remove") -> st
     return item.contrastive_prompt(k, contrast)
 
 
+# Separates a family from the ordinal of its repeated statement in a reward name ("family#2"); `register` refuses
+# family ids that contain it.
+REPEAT_MARK = "#"
+
+
+def reward_name(family: str, n: int = 1) -> str:
+    """The reward name of the n-th (1-based) statement of `family` in one prompt: the family, then `family#n`.
+
+    >>> reward_name("startend:quotation"), reward_name("startend:quotation", 2)
+    ('startend:quotation', 'startend:quotation#2')
+    """
+    return family if n == 1 else f"{family}{REPEAT_MARK}{n}"
+
+
+def family_of(name: str) -> str:
+    """The family of a reward name (`reward_name`'s inverse on the family).
+
+    >>> family_of("length_constraints:number_words#2")
+    'length_constraints:number_words'
+    """
+    return name.split(REPEAT_MARK, 1)[0]
+
+
 def reward_names(items: Iterable[PromptItem]) -> list[str]:
-    """The rewards of a run: the distinct constraint families of the prompt set, first-seen order.
+    """The rewards of a run: the distinct reward names (`PromptItem.reward_names`: the constraint families, with
+    `family#2`... for a family a prompt states again) of the prompt set, first-seen order.
 
     >>> from core.verifiers import build
     >>> a = PromptItem("a", "t", [build("punctuation:no_comma")])
@@ -213,9 +263,9 @@ def reward_names(items: Iterable[PromptItem]) -> list[str]:
     """
     names: list[str] = []
     for item in items:
-        for family in item.families():
-            if family not in names:
-                names.append(family)
+        for name in item.reward_names():
+            if name not in names:
+                names.append(name)
     return names
 
 
@@ -248,7 +298,6 @@ def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: st
         if not isinstance(kwargs, dict):
             raise ValueError(f"constraint {spec['family']!r}: 'kwargs' must be an object")
         constraints.append(build_for_prompt(spec["family"], kwargs, task))
-    _check_distinct(constraints)
     text = record.get("prompt") if isinstance(record.get("prompt"), str) else None
     return PromptItem(key=key, task=task, constraints=constraints, text=text)
 
@@ -284,7 +333,6 @@ def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str
             raise
     if not constraints:
         return None
-    _check_distinct(constraints)
     key = str(record.get("key", default_key))
     return PromptItem(key=key, task=prompt, constraints=constraints, text=prompt)
 
@@ -293,12 +341,25 @@ def _is_registered(family: Any) -> bool:
     return family in families()
 
 
-def _check_distinct(constraints: list[Verifier]) -> None:
-    seen = set()
-    for c in constraints:
-        if c.family in seen:
-            raise ValueError(f"constraint family {c.family!r} appears twice in one prompt (merge its arguments)")
-        seen.add(c.family)
+def jsonl_records(path: Path, what: str, error: type[ValueError]) -> list[tuple[int, Any]]:
+    """(line number, parsed value) of every non-blank line of a JSONL file. Raises `error` with one line naming the
+    file (`what` it is, e.g. "prompt set") when it cannot be read or is not UTF-8, or the file and line when a line
+    is not JSON."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    records = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise error(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
+    return records
 
 
 def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[PromptItem]:
@@ -311,21 +372,9 @@ def load_prompt_set(path: str | Path, *, skip_unknown: bool = False) -> list[Pro
     (and prompts left without constraints skipped) instead.
     """
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise PromptSetError(f"cannot read prompt set {str(path)!r}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PromptSetError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     items: list[PromptItem] = []
     keys: dict[str, int] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PromptSetError(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
+    for lineno, record in jsonl_records(path, "prompt set", PromptSetError):
         try:
             item = item_from_record(record, skip_unknown=skip_unknown, default_key=f"line{lineno}")
         except ValueError as exc:

@@ -1,5 +1,6 @@
-"""Shared fixtures: a tiny prompt set and the micro policy model (built once per session), and the verifier
-registry restored after every test (a test that registers a custom family leaves no trace for the next)."""
+"""Shared fixtures: a tiny prompt set and the micro policy model (built once per session), the verifier
+registry restored after every test (a test that registers a custom family leaves no trace for the next), the test
+order options, and the Hypothesis profiles."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ import random
 
 import pytest
 from helpers import LETTERS_VERIFIER, MICRO_PROMPTS
+from hypothesis import settings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Property tests (Hypothesis): under CI (env CI set and not "0"/"false") every run draws the same examples, so a
+# red build means a change broke something, never an unlucky draw; a failure prints the example to keep as a
+# fixed case. `make test-explore` runs them with fresh random seeds (profile "explore") to find new ones.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+    settings.load_profile("ci")
 
 
 def pytest_addoption(parser):

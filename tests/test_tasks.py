@@ -206,8 +206,6 @@ def test_ifeval_fallback_when_no_sentence_states_the_constraint():
          r":3: duplicate key 'a' \(first on line 1\)"),
         (['{"key": "a", "constraints": []}'], r":1: missing 'task'"),
         (["[1, 2]"], r":1: expected a JSON object"),
-        (['{"key": "a", "task": "t", "constraints": [{"family": "punctuation:no_comma"}, {"family": "punctuation:no_comma"}]}'],
-         r":1: constraint family 'punctuation:no_comma' appears twice"),
         (['{"key": 1, "prompt": "p", "instruction_id_list": ["punctuation:no_comma"], "kwargs": []}'],
          r":1: IFEval record: 'instruction_id_list' and 'kwargs' must be lists of the same length"),
         (["", "  "], r": no prompts"),

@@ -70,7 +70,7 @@ def test_forbidden_words_whole_words_spans_only_when_broken():
     assert spans_text(text, result) == ["Bad", "BAD", "ugly"]
     graded = v("keywords:forbidden_words", forbidden_words=["bad", "ugly", "mean"], graded=True)
     assert graded.verify("bad").score == pytest.approx(2 / 3)
-    assert ver.verify("") == VerifyResult(1.0, ())
+    assert ver.verify("") == VerifyResult(0.0, ())  # an empty response follows no instruction (IFEval)
 
 
 def test_keyword_frequency_relations():
@@ -241,7 +241,7 @@ def test_no_comma_spans_are_the_commas():
     assert ver.verify("one, two, three") == VerifyResult(0.0, ((3, 4), (8, 9)))
     assert ver.verify("fullwidth，comma") == VerifyResult(1.0, ())  # IFEval checks ',' only
     assert v("punctuation:no_comma", graded=True).verify("a, b, c").score == pytest.approx(1 / 3)
-    assert ver.verify("") == VerifyResult(1.0, ())
+    assert ver.verify("") == VerifyResult(0.0, ())  # an empty response follows no instruction (IFEval)
 
 
 def test_title():
@@ -349,7 +349,7 @@ def test_capital_word_frequency_uses_treebank_tokens():
     assert less.verify('He said "NO" twice.').score == 1.0
     assert less.verify('He said "NO" and "NEVER".').score == 0.0
     assert v("change_case:capital_word_frequency", capital_frequency=0, capital_relation="at least").verify("") == (
-        VerifyResult(1.0, ())
+        VerifyResult(0.0, ())  # an empty response follows no instruction (IFEval)
     )
 
 
@@ -361,7 +361,8 @@ def test_response_language_detects_and_passes_featureless_text():
     assert en.verify(text).score == 0.0
     assert en.verify("The river runs past the old mill every single morning.").score == 1.0
     assert en.verify("123 456 !!") == VerifyResult(1.0, ((0, 10),))  # nothing to detect: followed, as IFEval
-    assert en.verify("") == VerifyResult(1.0, ())
+    assert en.verify("To") == VerifyResult(0.0, ((0, 2),))  # letters the model cannot read: not followed
+    assert en.verify("") == VerifyResult(0.0, ())  # an empty response follows no instruction (IFEval)
     assert fr.sentence() == "Your entire response should be in French, no other language."
     with pytest.raises(VerifierSpecError, match="valid choices: 'en'"):
         build("language:response_language", language="english")

@@ -152,8 +152,9 @@ def credit_frame(rec: StepRecord) -> pd.DataFrame:
 def summary_line(m: dict[str, Any], total: int, names: list[str]) -> str:
     """One line per step for the terminal: rewards, advantage spread, loss, KL, clip, time split."""
 
-    def short(name: str) -> str:
-        return name.split(":")[-1][:10]
+    def short(name: str) -> str:  # "length_constraints:number_words#2" -> "number_wor#2" (a repeat stays distinct)
+        family, mark, n = name.partition("#")
+        return family.split(":")[-1][:10] + mark + n
 
     def t(key: str) -> float:
         return m.get(key, 0.0)

@@ -6,7 +6,7 @@ Public entry points: `build(family_id, **kwargs)`, `register(family_id)`, `load_
 
 What each family scores, which spans it reports (and the rule for negative constraints: spans
 only where the rule is broken), its graded variant and where it differs from IFEval:
-`core.verifiers.families`. Word and sentence counting without NLTK: `core.verifiers.text`.
+`core.verifiers.families`. Word and sentence counting (no NLTK data): `core.verifiers.text`.
 Custom families: `register` / `load_custom`, example in `sample_data/custom_verifier_example.py`.
 
 >>> from core.verifiers import build

@@ -210,8 +210,18 @@ class Verifier:
 
     def verify(self, text: Any) -> VerifyResult:
         """Score and inspected spans of `text`; never raises (a non-string scores 0, no spans;
-        an exception inside a custom check is logged and scores 0)."""
-        if not isinstance(text, str):
+        an exception inside a custom check is logged and scores 0).
+
+        An empty or whitespace-only response scores 0 with no spans on every verifier, before `check` runs:
+        IFEval counts an instruction as followed only when `response.strip()` is non-empty (its
+        `test_instruction_following_strict`), so "less than N words", "no commas", "no forbidden word" and the
+        like fail on saying nothing. A reward that paid for an empty answer would teach a policy to give one.
+
+        >>> from core.verifiers import build
+        >>> build("punctuation:no_comma").verify("  \\n")
+        VerifyResult(score=0.0, spans=())
+        """
+        if not isinstance(text, str) or not text.strip():
             return VerifyResult(0.0, ())
         try:
             score, spans = self.check(text)
@@ -315,8 +325,9 @@ def register(
     `VerifierSpecError`; re-registering the same class or function (a module imported twice) is
     allowed. See `sample_data/custom_verifier_example.py`.
     """
-    if not isinstance(family_id, str) or ":" not in family_id:
-        raise VerifierSpecError(f"family id must look like 'group:name', got {family_id!r}")
+    if not isinstance(family_id, str) or ":" not in family_id or "#" in family_id:
+        # '#' marks a repeated statement in a reward name ("family#2", core.tasks.reward_name)
+        raise VerifierSpecError(f"family id must look like 'group:name' (without '#'), got {family_id!r}")
 
     def decorator(obj: Any) -> Any:
         if isinstance(obj, type) and issubclass(obj, Verifier):

@@ -1,18 +1,16 @@
 """The built-in constraint families.
 
 Verdicts follow IFEval's strict checks (google-research `instruction_following_eval`,
-`instructions.py`) on the same text, with these documented differences:
-- `change_case:*`: IFEval also requires `langdetect` to say the text is English; no language
-  detection here (the check is `text.islower()` / `text.isupper()` alone).
-- keywords, end/start phrases and postscript markers are matched literally; IFEval puts
-  keywords and custom markers into a regular expression unescaped, so the two differ only for
-  arguments holding regex metacharacters.
-- `length_constraints:number_sentences` uses our own Punkt-like splitter (see `text.py`).
-- `language:response_language` uses py3langid instead of langdetect (see `language.py`); the two can
-  disagree on short or mixed-language texts. A text with no letter passes, as a langdetect error does.
-- `change_case:capital_word_frequency` tokenizes with NLTK's Treebank tokenizer on the whole text
-  rather than per Punkt sentence; the count is the same (see `text.py`).
-- `detectable_format:multiple_sections` matches the splitter literally (IFEval: unescaped in a regex).
+`instructions.py`) on the same text; every remaining difference, with its reason, is listed in
+docs/IFEVAL.md. In short: sentences are split by `text.py`'s Punkt-like splitter (number of sentences, and the
+sentences whose Treebank tokens `capital_word_frequency` counts); `language:response_language` detects with
+py3langid among the languages a prompt can ask for (see `language.py`), where IFEval uses langdetect; the case
+rules check case alone (IFEval also asks langdetect for English); keywords, the section splitter and custom
+postscript markers are matched literally (IFEval: unescaped regexes); `letter_frequency` counts a non-letter
+"letter" as asked (IFEval draws a random letter). Words are counted as NLTK >= 3.10 counts them (`text.py`).
+
+Every family scores 0 with no spans on an empty or whitespace-only response, as IFEval (which counts an
+instruction as followed only when `response.strip()` is non-empty); see `Verifier.verify`.
 
 Spans (what the check inspected), by kind of rule:
 - presence rules (keywords, title, placeholders, highlights, bullets, postscript): the items
@@ -854,7 +852,8 @@ def _language(value: object) -> str:
 @register("language:response_language")
 class ResponseLanguage(Verifier):
     """The detector (py3langid, see `core.verifiers.language`) says the response is in `language` (an
-    ISO 639-1 code); a text with nothing to detect (empty, digits, punctuation) passes, as in IFEval.
+    ISO 639-1 code); a non-blank text with nothing to detect (digits, punctuation) passes, as in IFEval; a text
+    with letters the detector cannot read ("To") fails.
     IFEval uses langdetect: the two detectors can disagree on short or mixed-language texts.
     Spans: the whole text (the detector reads all of it); none for an empty text.
 
@@ -1176,9 +1175,10 @@ REWARD_KIND: dict[str, str] = {
 
 
 def reward_kind(family: str) -> str:
-    """The kind of a family's reward (`REWARD_KIND`), `other` for a family outside the table.
+    """The kind of a family's reward (`REWARD_KIND`), `other` for a family outside the table; a reward name of a
+    repeated statement (`family#2`, see `core.tasks.reward_name`) has its family's kind.
 
-    >>> reward_kind("keywords:existence"), reward_kind("my:custom")
-    ('content', 'other')
+    >>> reward_kind("keywords:existence"), reward_kind("my:custom"), reward_kind("keywords:frequency#2")
+    ('content', 'other', 'content')
     """
-    return REWARD_KIND.get(family, OTHER_KIND)
+    return REWARD_KIND.get(family.split("#", 1)[0], OTHER_KIND)

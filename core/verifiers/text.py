@@ -1,7 +1,11 @@
 """Deterministic word and sentence tokenizers (no NLTK data, nothing downloaded).
 
-IFEval counts words with NLTK's `RegexpTokenizer(r"\\w+")`: `word_spans` is the same regex, so
-word counts are identical on every text.
+IFEval counts words with NLTK's `RegexpTokenizer(r"\\w+")`. Since NLTK 3.10 that tokenizer matches with the
+`regex` engine (installed with NLTK, its dependency), whose `\\w` differs from Python's `re` outside ASCII:
+it keeps combining marks inside a word ("नमस्ते दुनिया" is 2 words, `re` finds 5 pieces) and does not count
+vulgar fractions or superscript digits ("½ cup" is 1 word, `re` finds 2). `word_spans` uses the same pattern on
+the same engine, so counts equal current NLTK's on every text (a property test compares them); with NLTK 3.9
+or older (`re`), IFEval's own count differs on such texts.
 
 IFEval counts sentences with NLTK's pre-trained Punkt model (`tokenizers/punkt/english.pickle`).
 `sentence_spans` approximates it with Punkt's main rules:
@@ -17,10 +21,13 @@ statistics there), and period-less breaks Punkt makes after unusual punctuation.
 prose (sentences ending in `.`, `!`, `?` followed by a space) the counts are the same.
 
 IFEval counts capital words (`change_case:capital_word_frequency`) over `nltk.word_tokenize`: Punkt's
-sentence split, then the Treebank word tokenizer on each sentence. `treebank_tokens` runs NLTK's
-Treebank tokenizer (`NLTKWordTokenizer`, pure regular expressions, no data) on the whole text; per
-sentence it would split off each sentence's final period as a token of its own, which never changes
-whether a token is all capitals (a period is not a cased character), so the count is the same.
+sentence split, then the Treebank word tokenizer on each sentence. `capital_words` does the same with
+`sentence_spans` in place of Punkt and NLTK's Treebank tokenizer (`NLTKWordTokenizer`, pure regular
+expressions, no data) on each sentence. The split matters: Treebank splits off only a text's final period,
+and a contraction before that period only then ("I WON'T." is I | WO | N'T | . but "I WON'T. Never" on the
+whole text keeps "WON'T." as one token), so tokenizing the whole text at once counts fewer capital words.
+Where `sentence_spans` and Punkt split differently (see above), the count can still differ, and only for a
+capital word with a contraction ('S, N'T, 'LL, ...) right before the disputed period.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from __future__ import annotations
 import functools
 import re
 
+import regex
+
 Span = tuple[int, int]
 
-_WORD_RE = re.compile(r"\w+")
+_WORD_RE = regex.compile(r"\w+")  # NLTK >= 3.10's RegexpTokenizer(r"\w+"): the `regex` engine (module docstring)
 _TOKEN_RE = re.compile(r"\S+")
 _CLOSERS = "\"')]}»”’*"
 _OPENERS = "\"'([{«“‘*"
@@ -45,12 +54,16 @@ ABBREVIATIONS = frozenset(
 
 
 def word_spans(text: str) -> list[Span]:
-    """Character ranges of the words IFEval counts (`\\w+` runs)."""
+    """Character ranges of the words IFEval counts (`\\w+` runs, `regex` engine).
+
+    >>> word_spans("½ नमस्ते")
+    [(2, 8)]
+    """
     return [m.span() for m in _WORD_RE.finditer(text)]
 
 
 def count_words(text: str) -> int:
-    """Number of `\\w+` runs, exactly as IFEval's `count_words`."""
+    """Number of `\\w+` runs, exactly as IFEval's `count_words` with NLTK >= 3.10."""
     return len(_WORD_RE.findall(text))
 
 
@@ -104,7 +117,7 @@ def _treebank():
 
 
 def treebank_tokens(text: str) -> list[str]:
-    """The tokens of NLTK's Treebank word tokenizer on the whole text (see the module docstring)."""
+    """The tokens of NLTK's Treebank word tokenizer on `text` (one sentence; see the module docstring)."""
     return _treebank().tokenize(text)
 
 
@@ -134,9 +147,19 @@ def _align(text: str, tokens: list[str]) -> list[Span | None]:
 
 
 def capital_words(text: str) -> tuple[int, list[Span]]:
-    """(count, character ranges) of the Treebank tokens that are all capitals (`token.isupper()`, as IFEval
-    counts them: "DON'T" is two, "WELL-KNOWN" one)."""
-    tokens = treebank_tokens(text)
-    spans = _align(text, tokens)
-    capital = [span for token, span in zip(tokens, spans, strict=True) if token.isupper()]
-    return len(capital), [span for span in capital if span is not None]
+    """(count, character ranges) of the Treebank tokens, per sentence, that are all capitals (`token.isupper()`,
+    as IFEval counts them: "DON'T" is two, "WELL-KNOWN" one, "I WON'T. Never" two in its first sentence).
+
+    >>> capital_words("I WON'T. Never")
+    (3, [(0, 1), (2, 4), (4, 7)])
+    """
+    count, spans = 0, []
+    for start, end in sentence_spans(text):
+        sentence = text[start:end]
+        tokens = treebank_tokens(sentence)
+        for token, span in zip(tokens, _align(sentence, tokens), strict=True):
+            if token.isupper():
+                count += 1
+                if span is not None:
+                    spans.append((start + span[0], start + span[1]))
+    return count, spans
