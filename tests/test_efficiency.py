@@ -18,6 +18,7 @@ from core.paths import REPO_ROOT
 from core.run.store import RunWriter
 from core.tools import efficiency as eff
 from mrtpo_viz.tools import efficiency_report as rep
+from mrtpo_viz.tools import efficiency_stats as stats
 
 REWARDS = ["a:x", "b:y"]
 # Hand-made held-out curves: (method, seed) -> {step: (all_satisfied, reward a, reward b)}; None = not evaluated.
@@ -229,15 +230,15 @@ def test_collect_skips_runs_without_steps(tmp_path):
 
 
 def test_first_step_reaching():
-    assert rep.first_step_reaching([0, 2, 4], [0.1, 0.3, 0.2], 0.25) == 2
-    assert rep.first_step_reaching([0, 2, 4], [0.3, 0.1, 0.2], 0.25) == 0
-    assert rep.first_step_reaching([0, 2, 4], [0.1, 0.2, float("nan")], 0.25) is None
-    assert rep.first_step_reaching([2, 4], [0.25, 0.3], 0.25) == 2  # reaching = equal counts
+    assert stats.first_step_reaching([0, 2, 4], [0.1, 0.3, 0.2], 0.25) == 2
+    assert stats.first_step_reaching([0, 2, 4], [0.3, 0.1, 0.2], 0.25) == 0
+    assert stats.first_step_reaching([0, 2, 4], [0.1, 0.2, float("nan")], 0.25) is None
+    assert stats.first_step_reaching([2, 4], [0.25, 0.3], 0.25) == 2  # reaching = equal counts
 
 
 def test_steps_to_target_hand_computed(study):
     df = study[2]
-    stt = rep.steps_to_target(df, [0.1, 0.2, 0.3, 0.4]).set_index(["method", "target"])
+    stt = stats.steps_to_target(df, [0.1, 0.2, 0.3, 0.4]).set_index(["method", "target"])
     # The initial model (step 0, 0.15) already reaches 0.1 in every run.
     assert stt.loc[("gdpo", 0.1), "per_seed"] == [0, 0] and stt.loc[("gdpo", 0.1), "mean_bound"] == 0
     # gdpo, 0.2: seed 0 at step 4 (0.1, 0.3), seed 1 at step 2 (0.25) -> mean 3.
@@ -261,7 +262,7 @@ def test_target_cells_say_how_many_seeds_reached(study):
 
 
 def test_final_rates_mean_and_std_over_seeds(study):
-    fr = rep.final_rates(study[2]).set_index(["method", "metric"])
+    fr = stats.final_rates(study[2]).set_index(["method", "metric"])
     g = fr.loc[("gdpo", "eval/all_satisfied")]
     assert g["n"] == 2 and g["step"] == 4
     assert g["mean"] == pytest.approx(0.25) and g["std"] == pytest.approx(math.sqrt(2 * 0.05**2))  # ddof=1
@@ -275,14 +276,14 @@ def test_final_rates_mean_and_std_over_seeds(study):
 
 def test_final_rates_single_seed_has_no_std(study):
     one = study[2][study[2]["seed"] == 0]
-    fr = rep.final_rates(one).set_index(["method", "metric"])
+    fr = stats.final_rates(one).set_index(["method", "metric"])
     assert fr.loc[("gdpo", "eval/all_satisfied"), "mean"] == pytest.approx(0.3)
     assert math.isnan(fr.loc[("gdpo", "eval/all_satisfied"), "std"])
     assert rep.final_table(one)[1][0][2] == "0.30"
 
 
 def test_seconds_per_step(study):
-    sp = rep.seconds_per_step(study[2]).set_index(["method", "metric"])
+    sp = stats.seconds_per_step(study[2]).set_index(["method", "metric"])
     # gdpo: run means 2.0 (1, 2, 3, 2) and 4.0 -> 3.0 ± sqrt(2).
     assert sp.loc[("gdpo", "time/step"), "mean"] == pytest.approx(3.0)
     assert sp.loc[("gdpo", "time/step"), "std"] == pytest.approx(math.sqrt(2))
@@ -292,12 +293,12 @@ def test_seconds_per_step(study):
 
 
 def test_seed_spread(study):
-    s = rep.seed_spread(study[2], "eval/all_satisfied").set_index(["method", "step"])
+    s = stats.seed_spread(study[2], "eval/all_satisfied").set_index(["method", "step"])
     g = s.loc[("gdpo", 2)]
     assert g["n"] == 2 and g["mean"] == pytest.approx(0.175) and g["min"] == 0.1 and g["max"] == 0.25
     assert g["std"] == pytest.approx(math.sqrt(2 * 0.075**2))
     assert s.loc[("gdpo", 0), "mean"] == pytest.approx(0.15) and s.loc[("gdpo", 0), "std"] == 0
-    b = rep.seed_spread(study[2], "eval/reward/b:y").set_index(["method", "step"])
+    b = stats.seed_spread(study[2], "eval/reward/b:y").set_index(["method", "step"])
     assert b.loc[("gdpo", 2), "n"] == 1  # seed 1 did not measure b at step 2
 
 
@@ -339,7 +340,7 @@ def test_report_files_parse(study, tmp_path):
     df.to_csv(csv, index=False)
     eff.write_study(out, args, specs)
     assert json.loads((out / "study.json").read_text())["reward_names"] == REWARDS
-    back = rep.load(csv)
+    back = stats.load(csv)
     pd.testing.assert_frame_equal(back, df, check_dtype=False)
     paths, note = rep.write_report(csv, out, [0.2, 0.3, 0.4], png=False)
     md = paths["md"].read_text()
@@ -385,7 +386,7 @@ def test_tiny_study_end_to_end(micro_model, tmp_path, capfd):
     assert eff.main(argv) == 0
     text = capfd.readouterr().out
     assert "gdpo-s0: completed" in text and "mrtpo-span-s0: completed" in text
-    df = rep.load(out / "efficiency.csv")
+    df = stats.load(out / "efficiency.csv")
     assert set(df["method"]) == {"gdpo", "mrtpo-span"}
     ev = df[df["metric"] == "eval/all_satisfied"]
     assert sorted(ev["step"].unique()) == [0, 1, 2]  # initial model, then every step
@@ -398,7 +399,7 @@ def test_tiny_study_end_to_end(micro_model, tmp_path, capfd):
     assert set(json.loads((out / "model_ids.json").read_text())) == {"gdpo-s0", "mrtpo-span-s0"}
     assert eff.main(argv) == 0
     assert "2 runs reused, 0 to train" in capfd.readouterr().out
-    pd.testing.assert_frame_equal(rep.load(out / "efficiency.csv"), df)
+    pd.testing.assert_frame_equal(stats.load(out / "efficiency.csv"), df)
 
 
 def test_markdown_flags_targets_the_initial_model_meets(study):
@@ -412,32 +413,32 @@ def test_markdown_flags_targets_the_initial_model_meets(study):
 
 
 def test_bootstrap_identical_arms_and_constant_shift():
-    assert rep.bootstrap_interval([0.0, 0.0, 0.0]) == (0.0, 0.0, 0.0)  # identical arms: [0, 0]
-    assert rep.bootstrap_interval([1.0, 1.0], geometric=True) == (1.0, 1.0, 1.0)  # equal steps: ratio [1, 1]
-    point, lo, hi = rep.bootstrap_interval([0.1] * 5)  # a shift of 0.1 on every seed
+    assert stats.bootstrap_interval([0.0, 0.0, 0.0]) == (0.0, 0.0, 0.0)  # identical arms: [0, 0]
+    assert stats.bootstrap_interval([1.0, 1.0], geometric=True) == (1.0, 1.0, 1.0)  # equal steps: ratio [1, 1]
+    point, lo, hi = stats.bootstrap_interval([0.1] * 5)  # a shift of 0.1 on every seed
     assert point == pytest.approx(0.1) and lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
 
 
 def test_bootstrap_hand_computed_intervals():
     # [0, 1]: resample means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4 -> both 2.5% tails sit on the ends.
-    assert rep.bootstrap_interval([0.0, 1.0]) == (0.5, 0.0, 1.0)
+    assert stats.bootstrap_interval([0.0, 1.0]) == (0.5, 0.0, 1.0)
     # [0, 0, 3]: the mean is 3 * k/3 = k with k ~ Binomial(3, 1/3); P(k=0) = 8/27 > 2.5%, P(k=3) = 1/27 > 2.5%.
-    assert rep.bootstrap_interval([0.0, 0.0, 3.0]) == (1.0, 0.0, 3.0)
+    assert stats.bootstrap_interval([0.0, 0.0, 3.0]) == (1.0, 0.0, 3.0)
     # ratios 2 and 1/2: log means -ln2, 0, ln2 (1/4, 1/2, 1/4) -> geometric mean 1, interval [1/2, 2].
-    point, lo, hi = rep.bootstrap_interval([2.0, 0.5], geometric=True)
+    point, lo, hi = stats.bootstrap_interval([2.0, 0.5], geometric=True)
     assert (point, lo, hi) == (pytest.approx(1.0), pytest.approx(0.5), pytest.approx(2.0))
     # A fixed RNG: the same values give the same interval; a different seed may not.
     v = [0.3, -0.1, 0.2, 0.05]
-    assert rep.bootstrap_interval(v) == rep.bootstrap_interval(v)
-    assert -0.1 < rep.bootstrap_interval(v)[1] < rep.bootstrap_interval(v)[2] < 0.3
-    assert all(math.isnan(x) for x in rep.bootstrap_interval([]))
-    point, lo, hi = rep.bootstrap_interval([0.2])  # one seed: a point without an interval
+    assert stats.bootstrap_interval(v) == stats.bootstrap_interval(v)
+    assert -0.1 < stats.bootstrap_interval(v)[1] < stats.bootstrap_interval(v)[2] < 0.3
+    assert all(math.isnan(x) for x in stats.bootstrap_interval([]))
+    point, lo, hi = stats.bootstrap_interval([0.2])  # one seed: a point without an interval
     assert point == 0.2 and math.isnan(lo) and math.isnan(hi)
-    assert all(math.isnan(x) for x in rep.bootstrap_interval([1.0, 0.0], geometric=True))
+    assert all(math.isnan(x) for x in stats.bootstrap_interval([1.0, 0.0], geometric=True))
 
 
 def test_paired_differences_hand_computed(study):
-    rows = rep.paired_differences(study[2], [0.2, 0.3, 0.4]).set_index(["method", "measure"])
+    rows = stats.paired_differences(study[2], [0.2, 0.3, 0.4]).set_index(["method", "measure"])
     assert set(rows.index.get_level_values(0)) == {"mrtpo-replay"}  # gdpo is the baseline
     # all satisfied at step 4: mrtpo 0.5, 0.45 vs gdpo 0.3, 0.2 -> diffs 0.2, 0.25.
     r = rows.loc[("mrtpo-replay", "eval/all_satisfied")]
@@ -466,7 +467,7 @@ def _copy_method(df: pd.DataFrame, source: str, name: str, shift: float = 0.0) -
     """`df` plus the runs of `source` renamed `name`, held-out reward rates shifted by `shift` (all-satisfied kept)."""
     extra = df[df["method"] == source].copy()
     extra["method"] = name
-    rewards = extra["metric"].str.startswith(rep.EVAL_REWARD_PREFIX)
+    rewards = extra["metric"].str.startswith(stats.EVAL_REWARD_PREFIX)
     extra.loc[rewards, "value"] = extra.loc[rewards, "value"] + shift
     return pd.concat([df, extra], ignore_index=True)
 
@@ -475,7 +476,7 @@ def test_paired_identical_arm_and_known_shift_by_kind(study):
     df = study[2].replace({"metric": {"eval/reward/a:x": "eval/reward/task:arithmetic",
                                       "eval/reward/b:y": "eval/reward/keywords:forbidden_words"}})
     df = _copy_method(_copy_method(df, "gdpo", "twin"), "gdpo", "shifted", shift=0.1)
-    rows = rep.paired_differences(df, [0.2, 0.3]).set_index(["method", "measure"])
+    rows = stats.paired_differences(df, [0.2, 0.3]).set_index(["method", "measure"])
     for measure in ("eval/all_satisfied", "correctness", "safety"):  # an identical arm: [0, 0]
         assert tuple(rows.loc[("twin", measure), ["point", "low", "high"]]) == (0.0, 0.0, 0.0)
     for target in ("steps>=0.2", "steps>=0.3"):  # same steps on every seed: ratio [1, 1]
@@ -489,7 +490,7 @@ def test_paired_identical_arm_and_known_shift_by_kind(study):
 
 def test_paired_section_without_gdpo_and_in_report(study, tmp_path):
     df = study[2]
-    assert rep.paired_differences(df[df["method"] != "gdpo"], [0.3]).empty
+    assert stats.paired_differences(df[df["method"] != "gdpo"], [0.3]).empty
     assert "No gdpo runs" in "\n".join(rep.paired_section(df[df["method"] != "gdpo"], [0.3]))
     md = rep.markdown_report(df, [0.2, 0.3, 0.4])
     assert "## Paired differences against GDPO (bootstrap 95% over seeds)" in md
@@ -500,7 +501,7 @@ def test_paired_section_without_gdpo_and_in_report(study, tmp_path):
 
 def test_one_seed_gives_no_interval_and_no_verdict(study):
     one = study[2][study[2]["seed"] == 0]
-    rows = rep.paired_differences(one, [0.3])
+    rows = stats.paired_differences(one, [0.3])
     assert rows["n"].max() == 1 and rows["low"].isna().all()
     assert rep.verdict_sentences(rows) == ["mrtpo-replay: one paired seed, so no interval and no verdict."]
     header, table = rep.paired_table(rows)
@@ -518,7 +519,7 @@ def test_credit_placement_hand_computed():
             rows.append(("mrtpo-swap", seed, step, "span/task:arithmetic/mass_control", arith))
         rows.append(("mrtpo-swap", seed, 3, "span/task:arithmetic/mass_control", float("nan")))  # skipped
     df = pd.DataFrame(rows, columns=["method", "seed", "step", "metric", "value"])
-    cp = rep.credit_placement(df).set_index(["kind", "measure"])
+    cp = stats.credit_placement(df).set_index(["kind", "measure"])
     # overlap: run means 0.3 and 0.6 -> 0.45, std of (0.3, 0.6)
     assert cp.at[("overlap", "overlap"), "mean"] == pytest.approx(0.45)
     assert cp.at[("overlap", "overlap"), "std"] == pytest.approx(math.sqrt(0.045))  # sample std of (0.3, 0.6)
