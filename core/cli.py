@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "trl": ("core.tools.bench_trl", "MRTPOTrainer vs TRL's GDPO on the same batches, 1 vs N processes"),
     "live": ("mrtpo_viz.tools.bench_live", "a run's s/step with and without a browser watching its curves"),
     "faithfulness": ("core.tools.bench_faithfulness", "span faithfulness and cost of every relevance variant"),
+    "store": ("core.tools.bench_store", "one step's credit map written and read at GPU batch sizes"),
 }
 SUBCOMMANDS["bench"] = ("core.cli", "benchmarks that print numbers: " + ", ".join(BENCHMARKS))
 
