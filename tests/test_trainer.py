@@ -13,7 +13,7 @@ import torch
 
 from core.config import TrainConfig
 from core.run import lifecycle
-from core.run.store import CREDIT_COLUMNS, RunStore
+from core.run.store import CREDIT_COLUMNS, SCHEMA_VERSION, RunStore
 
 torch.set_num_threads(1)
 
@@ -67,7 +67,7 @@ def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
     store = RunStore(path)
     assert store.warnings == []
     config = store.config()
-    assert config["schema_version"] == 1 and config["steps"] == 3 and config["method"] == "mrtpo"
+    assert config["schema_version"] == SCHEMA_VERSION and config["steps"] == 3 and config["method"] == "mrtpo"
     names = config["reward_names"]
     assert names == ["keywords:existence", "punctuation:no_comma", "test:letters", "change_case:english_lowercase",
                      "task:arithmetic"]

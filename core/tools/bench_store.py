@@ -7,13 +7,14 @@
 Each size runs in a fresh process: it makes a step's batch (`core.run.batch` Rollout, Scores, Routing,
 Advantages of made-up values, groups of 16 samples, every response `tokens` long), then measures
 
-- build: `core.run.record.credit_frame` (the record both trainers write);
+- build: `core.run.record.credit_step` (the record both trainers write; `credit_frame` before schema 2);
 - write: `RunWriter.write_credit` (Parquet, zstd, atomic replace);
 - peak: the writing process's peak resident memory above what it held before the build (Linux VmHWM, reset
   through /proc/self/clear_refs), so Arrow's and pandas' buffers count, not only Python objects;
 - disk: the step's file and its bytes per (sample, reward, token), text included;
-- read step: `RunStore.credit(step)`, the whole step as a frame; read sample: the rows of one sample
-  (`RunStore.credit_tokens`, when the store has it).
+- read step: `RunStore.credit(step)`, the whole step as a frame (seconds, peak RSS above the reader's start);
+  index: `RunStore.credit_index`; read sample / read pair: the rows of one sample, of one reward of one sample
+  (`RunStore.credit_tokens`), when the store has them.
 
 A size that fails (an exception, e.g. Arrow's 2 GiB string limit) is a row saying where and why.
 `--offsets BxT` times `core.model.decode_with_offsets` over B responses of T sampled-like ids (the tokenizer of
@@ -131,7 +132,7 @@ def worker(size: str, folder: str) -> dict:
     stage = "build"
     try:
         start = time.perf_counter()
-        frame = record.credit_frame(rec)
+        frame = record.credit_step(rec) if hasattr(record, "credit_step") else record.credit_frame(rec)
         row["build_s"] = time.perf_counter() - start
         stage = "write"
         start = time.perf_counter()
@@ -155,10 +156,17 @@ def worker(size: str, folder: str) -> dict:
         del whole
         if hasattr(store, "credit_tokens"):
             stage = "read sample"
+            store = RunStore(writer.path)
+            start = time.perf_counter()
+            store.credit_index(1)
+            row["index_s"] = time.perf_counter() - start
             start = time.perf_counter()
             one = store.credit_tokens(1, samples=[B // 2])
             row["read_sample_s"] = time.perf_counter() - start
             row["read_sample_rows"] = len(one)
+            start = time.perf_counter()
+            one = store.credit_tokens(1, samples=[B // 2], rewards=[rec.reward_names[-1]])
+            row["read_pair_s"] = time.perf_counter() - start
     except Exception as exc:  # noqa: BLE001 -- a failing size is a result row
         row["failed"] = f"{stage}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         row["peak_mb"] = (_mem_kb("VmHWM") - base) / 1024
@@ -205,13 +213,14 @@ def _fmt(row: dict, key: str, spec: str) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| samples x tokens x rewards | build s | write s | peak MB | on disk MB | B/(sample, reward, token) "
-            "| read step s | read step MB | read one sample s | note |")
-    lines = [head, "|" + "---|" * 10]
+            "| read step s | read step MB | index s | one sample s | one reward of it s | note |")
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         lines.append(" | ".join([
             f"| {r['size']}", _fmt(r, "build_s", ".2f"), _fmt(r, "write_s", ".2f"), _fmt(r, "peak_mb", ".0f"),
             f"{r['bytes'] / 1e6:.1f}" if "bytes" in r else "-", _fmt(r, "bytes_per_cell", ".2f"),
-            _fmt(r, "read_step_s", ".2f"), _fmt(r, "read_step_mb", ".0f"), _fmt(r, "read_sample_s", ".3f"),
+            _fmt(r, "read_step_s", ".2f"), _fmt(r, "read_step_mb", ".0f"), _fmt(r, "index_s", ".3f"),
+            _fmt(r, "read_sample_s", ".3f"), _fmt(r, "read_pair_s", ".3f"),
             (r.get("failed", "") + ("" if r.get("peak_measured", True) else " (peak not measurable here)")) + " |",
         ]))
     return "\n".join(lines)
