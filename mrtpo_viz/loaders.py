@@ -86,6 +86,19 @@ def credit_index(run_path: str | os.PathLike, step: int) -> tuple[pd.DataFrame, 
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def _credit_summary(run_path: str, step: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
+    store = RunStore(Path(run_path))
+    return store.credit_summary(step), list(store.warnings)
+
+
+def credit_summary(run_path: str | os.PathLike, step: int) -> tuple[pd.DataFrame, list[str]]:
+    """The step's distances in / out of the verifiers' spans per reward (`RunStore.credit_summary`: quartiles,
+    fences, means; from the file's footer) and the reader's warnings."""
+    run_path = str(run_path)
+    return _credit_summary(run_path, int(step), file_key(credit_path(Path(run_path), int(step))))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def _credit_sample(run_path: str, step: int, sample: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
     store = RunStore(Path(run_path))
     df = compact_credit(store.credit_tokens(step, samples=[sample]))

@@ -557,9 +557,11 @@ def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(
     assert 'data-prefetch="settled"' in html_of(fresh)
 
 
-def test_token_credit_reads_the_index_and_the_shown_sample_only(tmp_path, monkeypatch):
-    """On a step of 64 samples in many row groups, the Token credit page draws its selectors and scale from the
-    index and reads one sample's row group: a whole-step read (or one of every row group) fails the test."""
+@pytest.mark.parametrize("name", ["credit", "js", "debugger"])
+def test_pages_read_the_index_and_the_shown_sample_only(name, tmp_path, monkeypatch):
+    """On a step of 64 samples in many row groups, Token credit, JS divergence and the Verifier debugger draw their
+    selectors, scales and step summaries from the index and read at most one sample's row group: a whole-step read
+    (or one of every row group) fails the test."""
     import pyarrow.parquet as pq
 
     from core.run import credit_format
@@ -582,8 +584,14 @@ def test_token_credit_reads_the_index_and_the_shown_sample_only(tmp_path, monkey
     monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: pytest.fail("a page read a whole step"))
     monkeypatch.setattr(pq.ParquetFile, "read_row_groups", read_row_groups)
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
-    at = page("credit", tmp_path, query={"run": "big", "step": "1", "sample": "37"})
-    assert at.selectbox(key="credit_sample").value == 37 and len(at.selectbox(key="credit_sample").options) == 64
-    assert html_of(at).count('<span class="tok" ') == 24
-    at.checkbox[0].set_value(True).run()  # a step-wide colour scale: from the index
+    at = page(name, tmp_path, query={"run": "big", "step": "1", "sample": "37"})
+    if name == "credit":
+        assert at.selectbox(key="credit_sample").value == 37 and len(at.selectbox(key="credit_sample").options) == 64
+        assert html_of(at).count('<span class="tok" ') == 24
+        at.checkbox[0].set_value(True).run()  # a step-wide colour scale: from the index
+    elif name == "js":
+        assert at.selectbox(key="js_sample").value == 37
+        assert len(at.get("plotly_chart")) >= 2  # the sample's positions and the step's in / out distributions
+    else:
+        assert at.dataframe[0].value["step"].eq(1).all()  # the disagreement table, from the index
     assert not at.exception

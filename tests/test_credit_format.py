@@ -121,3 +121,24 @@ def test_the_size_formula_in_the_contract_holds(tmp_path):
     store, path = _written(tmp_path, rec)
     assert pq.ParquetFile(path).metadata.num_rows == 12 * 30 * 4 == record.credit_step(rec).n_cells
     assert credit_format.read_index(pq.ParquetFile(path))["rewards"] == rec.reward_names
+
+
+def test_the_index_sums_and_the_distance_summary_match_the_tokens(tmp_path):
+    rec = make_record(16, 40, 3, group_size=4, seed=5)
+    store, _ = _written(tmp_path, rec)
+    whole = store.credit(1)
+    index = store.credit_index(1)
+    w = whole.assign(w_in=whole["weight"] * whole["in_span"], span=whole["in_span"].astype(int))
+    g = w.groupby(["sample", "reward"], sort=False, observed=True)
+    np.testing.assert_allclose(index["weight_sum"], g["weight"].sum().to_numpy(), rtol=1e-5)
+    np.testing.assert_allclose(index["weight_in_span"], g["w_in"].sum().to_numpy(), rtol=1e-5)
+    assert (index["span_tokens"].to_numpy() == g["span"].sum().to_numpy()).all()
+    assert (index["distance_computed"].to_numpy() == g["js"].apply(lambda x: x.notna().any()).to_numpy()).all()
+    summary = store.credit_summary(1)
+    for r in summary.itertuples():
+        d = whole.loc[(whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in")), "js"].dropna()
+        assert r.n == len(d) and r.tokens == ((whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in"))).sum()
+        np.testing.assert_allclose([r.mean, r.median, r.q1, r.max], [d.mean(), d.median(), d.quantile(0.25), d.max()],
+                                   rtol=1e-5)
+    v1 = RunStore(SHIPPED)  # schema 1: the same summary from the whole file
+    assert set(v1.credit_summary(v1.credit_steps()[-1])["where"]) <= {"in", "out"}

@@ -216,11 +216,53 @@ def _index(cs: CreditStep, row_groups: np.ndarray) -> dict:
     adv = np.abs(np.nan_to_num(cs.token_adv.astype(np.float64)))
     adv_max = np.maximum.reduceat(adv, first) if len(adv) else np.zeros(len(cs.length))
     adv_max = np.where(cs.length > 0, adv_max, 0.0) if len(cs.length) else adv_max
+    kk = np.broadcast_to(np.arange(len(cs.reward_names))[None, :, None], cells.shape)[cells]
+    in_span = cells & cs.in_span.astype(bool)
+    weight = np.where(cells, np.nan_to_num(cs.weight.astype(np.float64)), 0.0)
     return {"step": cs.step, "rewards": cs.reward_names, "sample": cs.sample.tolist(), "group": cs.group.tolist(),
+            "weight_sum": weight.sum(2).tolist(), "weight_in_span": np.where(in_span, weight, 0.0).sum(2).tolist(),
+            "span_tokens": in_span.sum(2).tolist(),
+            "distance_computed": (cells & np.isfinite(cs.distance)).any(2).tolist(),
+            "distance_summary": distance_summary(cs.reward_names, cs.distance[cells], kk, cs.in_span[cells]),
             "prompt_key": list(cs.prompt_key), "length": cs.length.tolist(), "row_group": row_groups.tolist(),
             "score": nums(cs.score.astype(float)), "group_adv": nums(cs.group_adv.astype(float)),
             "distance_skipped": cs.distance_skipped.astype(bool).tolist(),
             "abs_credit_max": nums(np.nan_to_num(credit_max.astype(float))), "abs_token_adv_max": adv_max.tolist()}
+
+
+SUMMARY_STATS = ("tokens", "n", "mean", "min", "q1", "median", "q3", "max", "lowerfence", "upperfence")
+
+
+def distance_summary(names: list[str], distance: np.ndarray, reward: np.ndarray, in_span: np.ndarray) -> dict:
+    """Per reward, per "in" / "out" of the verifier's spans (where it has tokens): `tokens` (all of them), and
+    over their finite distances: n, mean, min, quartiles (numpy's linear interpolation), max and box-plot
+    fences (the furthest values within 1.5 IQR of the quartiles); null (NaN) when n is 0. distance, reward
+    (index into names), in_span: one value per (sample, reward, token) cell."""
+    out: dict = {}
+    ok = np.isfinite(distance)
+    for k, name in enumerate(names):
+        out[name] = {}
+        for where, flag in (("in", True), ("out", False)):
+            cells = (reward == k) & (in_span.astype(bool) == flag)
+            if not cells.any():
+                continue
+            d = distance[cells & ok].astype(np.float64)
+            stats = dict.fromkeys(SUMMARY_STATS[2:], None)
+            if len(d):
+                q1, med, q3 = (float(x) for x in np.percentile(d, [25, 50, 75]))
+                iqr = q3 - q1
+                stats = {"mean": float(d.mean()), "min": float(d.min()), "q1": q1, "median": med, "q3": q3,
+                         "max": float(d.max()), "lowerfence": float(d[d >= q1 - 1.5 * iqr].min()),
+                         "upperfence": float(d[d <= q3 + 1.5 * iqr].max())}
+            out[name][where] = {"tokens": int(cells.sum()), "n": int(len(d)), **stats}
+    return out
+
+
+def summary_frame(summary: dict) -> pd.DataFrame:
+    """`distance_summary` as one row per (reward, where) with SUMMARY_STATS."""
+    rows = [{"reward": r, "where": w, **stats} for r, parts in summary.items() for w, stats in parts.items()]
+    frame = pd.DataFrame(rows, columns=["reward", "where", *SUMMARY_STATS])
+    return frame.astype({c: "float64" for c in SUMMARY_STATS[2:]})
 
 
 def table(cs: CreditStep) -> tuple[pa.Table, np.ndarray, dict]:
@@ -293,12 +335,15 @@ def read_index(pf: pq.ParquetFile) -> dict:
 
 
 INDEX_COLUMNS = ["sample", "group", "prompt_key", "length", "reward", "score", "group_adv", "applicable",
-                 "distance_skipped", "abs_credit_max", "abs_token_adv_max"]
+                 "distance_skipped", "abs_credit_max", "abs_token_adv_max", "weight_sum", "weight_in_span",
+                 "span_tokens", "distance_computed"]
 
 
 def index_frame(index: dict) -> pd.DataFrame:
     """The index as one row per (sample, reward): INDEX_COLUMNS (`abs_credit_max`: the largest |credit| of the
-    pair's tokens; `abs_token_adv_max`: the sample's largest |total advantage|, for a step-wide colour scale)."""
+    pair's tokens; `abs_token_adv_max`: the sample's largest |total advantage|, for a step-wide colour scale;
+    `weight_sum`, `weight_in_span`: the pair's routing weight in all and on its span tokens; `span_tokens`: tokens
+    in the verifier's spans; `distance_computed`: some token has a finite distance)."""
     names = list(index["rewards"])
     S, K = len(index["sample"]), len(names)
     rep = np.repeat(np.arange(S), K)
@@ -316,6 +361,10 @@ def index_frame(index: dict) -> pd.DataFrame:
         "distance_skipped": np.asarray(index["distance_skipped"], dtype=bool).reshape(-1) if S else np.zeros(0, bool),
         "abs_credit_max": np.array(index["abs_credit_max"], dtype=np.float64).reshape(-1) if S else np.zeros(0),
         "abs_token_adv_max": np.asarray(index["abs_token_adv_max"], dtype=np.float64)[rep] if S else np.zeros(0),
+        "weight_sum": np.array(index["weight_sum"], dtype=np.float64).reshape(-1) if S else np.zeros(0),
+        "weight_in_span": np.array(index["weight_in_span"], dtype=np.float64).reshape(-1) if S else np.zeros(0),
+        "span_tokens": np.array(index["span_tokens"], dtype=np.int64).reshape(-1) if S else np.zeros(0, np.int64),
+        "distance_computed": np.array(index["distance_computed"], dtype=bool).reshape(-1) if S else np.zeros(0, bool),
     })
 
 

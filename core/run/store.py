@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -806,15 +807,41 @@ class RunStore:
         frame = self._credit_v1(pf, step)
         if frame is None or frame.empty:
             return empty
-        frame = frame.assign(abs_credit=frame["credit"].abs(), abs_adv=frame["token_adv"].abs())
+        weight = frame["weight"].astype("float64").fillna(0.0)
+        frame = frame.assign(abs_credit=frame["credit"].abs(), abs_adv=frame["token_adv"].abs(), w=weight,
+                             w_in=weight * frame["in_span"].astype(bool), span=frame["in_span"].astype(int),
+                             computed=frame["js"].notna())
         g = frame.groupby(["sample", "reward"], sort=False, observed=True)
         out = g.agg(group=("group", "first"), prompt_key=("prompt_key", "first"), length=("t", "size"),
                     score=("score", "first"), group_adv=("group_adv", "first"),
-                    distance_skipped=("js_skipped", "first"), abs_credit_max=("abs_credit", "max")).reset_index()
+                    distance_skipped=("js_skipped", "first"), abs_credit_max=("abs_credit", "max"),
+                    weight_sum=("w", "sum"), weight_in_span=("w_in", "sum"), span_tokens=("span", "sum"),
+                    distance_computed=("computed", "any")).reset_index()
         out["applicable"] = out["score"].notna()
         out["abs_token_adv_max"] = out["sample"].map(frame.groupby("sample")["abs_adv"].max())
         out["reward"] = out["reward"].astype(str)
         return out.loc[:, columns]
+
+    def credit_summary(self, step: int) -> pd.DataFrame:
+        """The step's distances in and out of the verifiers' spans, per reward: one row per (reward, where) with
+        n, mean, min, quartiles, max and box-plot fences (`credit_format.distance_summary`). Schema 2: from the
+        footer; schema 1: from the whole file."""
+        pf, version = self._credit_file(step)
+        if pf is None:
+            return credit_format.summary_frame({})
+        if version == str(credit_format.VERSION):
+            try:
+                return credit_format.summary_frame(credit_format.read_index(pf)["distance_summary"])
+            except (KeyError, ValueError, TypeError) as exc:
+                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
+                return credit_format.summary_frame({})
+        frame = self._credit_v1(pf, step)
+        if frame is None or frame.empty:
+            return credit_format.summary_frame({})
+        names = list(dict.fromkeys(frame["reward"].astype(str)))
+        k = frame["reward"].astype(str).map({r: i for i, r in enumerate(names)}).to_numpy()
+        return credit_format.summary_frame(credit_format.distance_summary(
+            names, frame["js"].to_numpy(np.float64), k, frame["in_span"].to_numpy(bool)))
 
     def checkpoints(self) -> list[Path]:
         folder = self.path / "checkpoints"
