@@ -106,7 +106,7 @@ def test_schema_1_stores_open_as_they_are():
     """The shipped runs were written in schema 1: read as they are (no conversion), by every reader."""
     store = RunStore(SHIPPED)
     step = store.credit_steps()[-1]
-    assert pq.ParquetFile(credit_path(SHIPPED, step)).schema_arrow.metadata[b"mrtpo_schema_version"] == b"1"
+    assert pq.ParquetFile(credit_path(SHIPPED, step)).metadata.metadata[b"mrtpo_schema_version"] == b"1"
     whole = store.credit(step)
     index = store.credit_index(step)
     sample = int(whole["sample"].iloc[-1])

@@ -206,8 +206,8 @@ def _null_take(values: pa.Array, index: np.ndarray, present: np.ndarray) -> pa.A
 
 
 def _index(cs: CreditStep, row_groups: np.ndarray) -> dict:
-    def nums(a: np.ndarray) -> list:
-        return [[None if isinstance(x, float) and not math.isfinite(x) else x for x in row] for row in a.tolist()]
+    def nums(a: np.ndarray) -> list:  # float32 values: 9 significant digits give them back exactly
+        return [[float(f"{x:.9g}") if math.isfinite(x) else None for x in row] for row in a.tolist()]
 
     cells = cs._cells()
     with np.errstate(invalid="ignore"):
@@ -220,14 +220,14 @@ def _index(cs: CreditStep, row_groups: np.ndarray) -> dict:
     in_span = cells & cs.in_span.astype(bool)
     weight = np.where(cells, np.nan_to_num(cs.weight.astype(np.float64)), 0.0)
     return {"step": cs.step, "rewards": cs.reward_names, "sample": cs.sample.tolist(), "group": cs.group.tolist(),
-            "weight_sum": weight.sum(2).tolist(), "weight_in_span": np.where(in_span, weight, 0.0).sum(2).tolist(),
+            "weight_sum": nums(weight.sum(2)), "weight_in_span": nums(np.where(in_span, weight, 0.0).sum(2)),
             "span_tokens": in_span.sum(2).tolist(),
             "distance_computed": (cells & np.isfinite(cs.distance)).any(2).tolist(),
             "distance_summary": distance_summary(cs.reward_names, cs.distance[cells], kk, cs.in_span[cells]),
             "prompt_key": list(cs.prompt_key), "length": cs.length.tolist(), "row_group": row_groups.tolist(),
             "score": nums(cs.score.astype(float)), "group_adv": nums(cs.group_adv.astype(float)),
             "distance_skipped": cs.distance_skipped.astype(bool).tolist(),
-            "abs_credit_max": nums(np.nan_to_num(credit_max.astype(float))), "abs_token_adv_max": adv_max.tolist()}
+            "abs_credit_max": nums(np.nan_to_num(credit_max.astype(float))), "abs_token_adv_max": nums(adv_max[None, :].astype(float))[0]}
 
 
 SUMMARY_STATS = ("tokens", "n", "mean", "min", "q1", "median", "q3", "max", "lowerfence", "upperfence")
@@ -254,6 +254,7 @@ def distance_summary(names: list[str], distance: np.ndarray, reward: np.ndarray,
                 stats = {"mean": float(d.mean()), "min": float(d.min()), "q1": q1, "median": med, "q3": q3,
                          "max": float(d.max()), "lowerfence": float(d[d >= q1 - 1.5 * iqr].min()),
                          "upperfence": float(d[d <= q3 + 1.5 * iqr].max())}
+            stats = {k: None if v is None else float(f"{v:.9g}") for k, v in stats.items()}
             out[name][where] = {"tokens": int(cells.sum()), "n": int(len(d)), **stats}
     return out
 
@@ -312,10 +313,11 @@ def write_bytes(cs: CreditStep, schema_key: bytes) -> bytes:
     """The step's schema-2 Parquet file (zstd; row groups of whole samples; the index in the metadata)."""
     tab, group_starts, index = table(cs)
     meta = {schema_key: str(VERSION).encode(), INDEX_KEY: json.dumps(index, separators=(",", ":")).encode()}
-    tab = tab.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     dictionary = [c for c in SCHEMA.names if c not in SPLIT_FLOATS and c != "t"]
-    with pq.ParquetWriter(sink, tab.schema, compression="zstd", use_dictionary=dictionary,
+    # The index goes into the file's key-value metadata only (store_schema=False: no Arrow schema, which would
+    # carry it a second time, base64-encoded); `reward` reads back as plain strings.
+    with pq.ParquetWriter(sink, tab.schema, compression="zstd", use_dictionary=dictionary, store_schema=False,
                           column_encoding={"t": "DELTA_BINARY_PACKED",
                                            **dict.fromkeys(SPLIT_FLOATS, "BYTE_STREAM_SPLIT")}) as out:
         bounds = [*group_starts.tolist(), tab.num_rows]
@@ -323,6 +325,7 @@ def write_bytes(cs: CreditStep, schema_key: bytes) -> bytes:
             out.write_table(tab)
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             out.write_table(tab.slice(a, b - a), row_group_size=max(b - a, 1))
+        out.add_key_value_metadata(meta)
     return sink.getvalue().to_pybytes()
 
 
@@ -331,7 +334,7 @@ def write_bytes(cs: CreditStep, schema_key: bytes) -> bytes:
 
 def read_index(pf: pq.ParquetFile) -> dict:
     """The step's index from a schema-2 file's metadata (KeyError / ValueError when absent or not JSON)."""
-    return json.loads(pf.schema_arrow.metadata[INDEX_KEY])
+    return json.loads((pf.metadata.metadata or {})[INDEX_KEY])  # the file's key-value metadata
 
 
 INDEX_COLUMNS = ["sample", "group", "prompt_key", "length", "reward", "score", "group_adv", "applicable",
@@ -386,7 +389,11 @@ def read_long(pf: pq.ParquetFile, step: int, samples=None, rewards=None) -> pd.D
     # per-token and per-sample columns from the first reward's rows, for every asked row
     sample_np = tab["sample"].to_numpy()
     t_np = tab["t"].to_numpy()
-    k_np = tab["reward"].combine_chunks().indices.to_numpy() if tab.num_rows else np.zeros(0, np.int32)
+    reward_col = tab["reward"].cast(pa.string())  # the file's plain strings (no Arrow schema stored)
+    k_np = pc.index_in(reward_col, value_set=pa.array(names, pa.string())).to_numpy(zero_copy_only=False)
+    if len(k_np) and np.isnan(k_np.astype(np.float64)).any():
+        raise ValueError("a row's reward is not in the index")
+    k_np = k_np.astype(np.int64)
     carrier = np.flatnonzero(k_np == 0)
     width = int(max(index["length"], default=0)) + 1
     key = sample_np.astype(np.int64) * width + t_np

@@ -735,7 +735,7 @@ class RunStore:
         file = credit_path(self.path, step)
         try:
             pf = pq.ParquetFile(file)
-            meta = pf.schema_arrow.metadata or {}
+            meta = pf.metadata.metadata or {}  # the file's key-value metadata (both versions write it)
         except (OSError, pa.ArrowException, ValueError) as exc:
             self._warn(f"credit map of step {step} is unreadable ({exc.__class__.__name__})")
             return None, ""

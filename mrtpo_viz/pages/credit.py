@@ -99,6 +99,9 @@ samples = analysis.filter_samples(index, *ui.sample_filter_values(PAGE))
 scores = analysis.sample_scores(index)
 sample_df, warnings = loaders.credit_sample(path, step, sample)
 ui.show_warnings(loaders.run_label(run), warnings)
+if sample_df.empty:
+    st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
+    st.stop()
 sample_df, variant = ui.relevance_switch(sample_df, cfg, present, PAGE)
 
 # Keyboard: the arrow keys move through samples, with shift through steps (Streamlit button shortcuts).

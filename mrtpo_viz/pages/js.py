@@ -70,6 +70,9 @@ if sample is None:
     st.stop()
 sample_df, warnings = loaders.credit_sample(path, step, sample)
 ui.show_warnings(loaders.run_label(run), warnings)
+if sample_df.empty:
+    st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
+    st.stop()
 sample_df, variant = ui.relevance_switch(sample_df, cfg, present, PAGE)
 recomputed = "relevance" in sample_df.columns
 credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards), variant)
