@@ -162,14 +162,7 @@ def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd
         g = g[(g["any_span"] > 0) & np.isfinite(g["score"]) & (g["group_adv"] != 0.0) & (g["w"] > 0)]
         g = g.reset_index().assign(step=int(step), mass_in=lambda f: f["w_in"] / f["w"])
         parts.append(g.assign(disagreement=1.0 - g["mass_in"]))
-    cols = ["step", "sample", "reward", "prompt_key", "score", "group_adv", "mass_in", "span_share", "disagreement"]
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame(columns=cols)
-    out = pd.concat(parts, ignore_index=True)[cols]
-    out["sample"] = out["sample"].astype(int)
-    return out.sort_values(["disagreement", "step", "sample"], ascending=[False, True, True]).head(top).reset_index(
-        drop=True)
+    return _top_disagreements(parts, top)
 
 
 def disagreement_from_index(indexes: Mapping[int, pd.DataFrame], top: int = 20) -> pd.DataFrame:
@@ -187,7 +180,13 @@ def disagreement_from_index(indexes: Mapping[int, pd.DataFrame], top: int = 20) 
                      score=g["score"].astype("float64"), group_adv=g["group_adv"].astype("float64"),
                      mass_in=g["weight_in_span"] / g["weight_sum"], span_share=g["span_tokens"] / g["length"])
         parts.append(g.assign(disagreement=1.0 - g["mass_in"]))
+    return _top_disagreements(parts, top)
+
+
+def _top_disagreements(parts: list[pd.DataFrame], top: int) -> pd.DataFrame:
+    """The disagreement rows of all steps, largest first (then step, sample), the first `top`."""
     cols = ["step", "sample", "reward", "prompt_key", "score", "group_adv", "mass_in", "span_share", "disagreement"]
+    parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)[cols]
