@@ -142,3 +142,16 @@ def test_the_index_sums_and_the_distance_summary_match_the_tokens(tmp_path):
                                    rtol=1e-5)
     v1 = RunStore(SHIPPED)  # schema 1: the same summary from the whole file
     assert set(v1.credit_summary(v1.credit_steps()[-1])["where"]) <= {"in", "out"}
+
+
+def test_bench_store_prints_a_row_per_size_and_refuses_bad_sizes(capsys):
+    """`mrtpo bench store` at a small size: a table row with every column measured; a bad size is one line,
+    exit 2."""
+    from core.tools import bench_store
+
+    assert bench_store.main(["--sizes", "8x16x2"]) == 0
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("| 8x16x2")]
+    assert len(row) == 1 and " - " not in row[0] and "Error" not in row[0]
+    assert bench_store.main(["--sizes", "8x16"]) == 2
+    assert "is not samples x tokens x rewards" in capsys.readouterr().err

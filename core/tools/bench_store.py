@@ -44,7 +44,7 @@ def parse_size(text: str, parts: int = 3) -> tuple[int, ...]:
     except ValueError:
         values = ()
     if len(values) != parts or min(values) < 1:
-        shape = "x".join(("samples", "tokens", "rewards")[:parts]) if parts == 3 else "responses x tokens"
+        shape = "samples x tokens x rewards" if parts == 3 else "responses x tokens"
         raise ValueError(f"size {text!r} is not {shape} (whole numbers >= 1, e.g. {'64x512x5' if parts == 3 else '64x1024'})")
     return values
 
