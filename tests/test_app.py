@@ -595,3 +595,16 @@ def test_pages_read_the_index_and_the_shown_sample_only(name, tmp_path, monkeypa
     else:
         assert at.dataframe[0].value["step"].eq(1).all()  # the disagreement table, from the index
     assert not at.exception
+
+
+@pytest.mark.parametrize("name", ["credit", "js", "debugger", "curves", "compare"])
+def test_a_schema_1_store_opens_on_every_page(name, tmp_path, monkeypatch):
+    """The shipped demo run was written in schema 1 (one long row per (sample, reward, token)): the pages read it
+    as it is."""
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))  # an empty runs folder: the shipped runs only
+    at = page(name, tmp_path, query={"run": "sample/tiny-instruct-mrtpo-demo"})
+    assert not at.exception
+    if name == "credit":
+        assert html_of(at).count('<span class="tok" ') > 0
+    if name in ("credit", "js"):
+        assert not at.warning or all("schema" not in w.value for w in at.warning)
