@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "live": ("mrtpo_viz.tools.bench_live", "a run's s/step with and without a browser watching its curves"),
     "faithfulness": ("core.tools.bench_faithfulness", "span faithfulness and cost of every relevance variant"),
     "contrast": ("core.tools.bench_contrast", "per family: does the policy read the constraint's argument (swap vs remove)"),
+    "store": ("core.tools.bench_store", "one step's credit map written and read at GPU batch sizes"),
 }
 SUBCOMMANDS["bench"] = ("core.cli", "benchmarks that print numbers: " + ", ".join(BENCHMARKS))
 

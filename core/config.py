@@ -152,6 +152,10 @@ class TrainConfig:
     """save the policy and optimizer every this many steps (and always at the end); 0 saves only at the end"""
     keep_checkpoints: int = 3
     """keep the newest this many checkpoints, older ones are deleted as new ones are saved (the run's last one is always the newest); 0 keeps all"""
+    credit_samples: int = 256
+    """samples per step whose token-level credit map is stored: all when the batch has at most this many (0: always all), else whole groups keeping both outcomes of each reward (docs/CONTRACTS.md "What a run stores")"""
+    credit_every: int = 1
+    """store the token-level credit map of step 1, every this-many-th step after it and the last step (metrics are stored every step)"""
     device: str = "auto"
     """auto (cuda when available, else cpu), cpu or cuda; cuda runs under bf16 autocast"""
 
@@ -472,6 +476,8 @@ _CHECKS: list[tuple[str, Any]] = [
     ("run_name", _run_name_check),
     ("checkpoint_every", _at_least(0, "use 0 to save only at the end")),
     ("keep_checkpoints", _at_least(0, "use 0 to keep every checkpoint")),
+    ("credit_samples", _at_least(0, "use 0 to store every sample's credit map")),
+    ("credit_every", _at_least(1, "use 1 to store every step's credit map")),
     ("device", _choice(FIELD_CHOICES["device"])),
     ("backend", _backend_check),
     ("nproc", _at_least(1)),

@@ -343,13 +343,100 @@ def generate_responses(
 def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
     """Decode a sampled response and the character range (start, end) of every token in the text.
 
-    Decodes incrementally (prefixes of the ids, special tokens skipped), so the offsets belong to
-    the sampled ids, not to a re-encoding of the text. A token that adds no text (eos, or the first
-    byte of a multi-byte character) gets an empty range; when a later token rewrites the tail of
-    the text (byte-level BPE completing a multi-byte character), the rewritten characters go to the
-    later token and the earlier ranges are cut back. The ranges are sorted, non-overlapping, and
+    The offsets are those of decoding incrementally (`decode_with_offsets_reference`: the prefixes of the ids,
+    special tokens skipped), so they belong to the sampled ids, not to a re-encoding of the text. A token that
+    adds no text (eos, or the first byte of a multi-byte character) gets an empty range; when a later token
+    rewrites the tail of the text (byte-level BPE completing a multi-byte character), the rewritten characters
+    go to the later token and the earlier ranges are cut back. The ranges are sorted, non-overlapping, and
     together cover the text.
+
+    O(T): with c_j the text of the first j ids, token j's step needs only len(c_j) - len(c_{j-1}) and the
+    common prefix of c_{j-1} and c_j, and both are read from two short windows that start at the same id w
+    (c_x = P + decode(ids[w:x]) for x = j-1, j, P the same text), decoded together in one call of the
+    tokenizer's Rust backend (`_window_steps`). When the lengths so found do not add up to the decoded text
+    (a tokenizer whose decoding is not local), it falls back to the reference, so the result is always the
+    reference's.
     """
+    ids = [int(x) for x in token_ids]
+    steps = _window_steps(tokenizer, ids)
+    if steps is None:
+        return decode_with_offsets_reference(tokenizer, ids)
+    text = _decode_text(tokenizer, ids)
+    lengths, commons = steps
+    if (lengths[-1] if lengths else 0) != len(text):
+        return decode_with_offsets_reference(tokenizer, ids)
+    return text, _offsets_from_steps(lengths, commons)
+
+
+DECODE_CONTEXT = 6  # ids of left context in every window (a rewrite reaches back at most 3 byte tokens)
+DECODE_BLOCK = 16  # steps that share one window start
+
+
+def _decode_text(tokenizer, ids: list[int]) -> str:
+    return tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def _window_steps(tokenizer, ids: list[int]) -> tuple[list[int], list[int]] | None:
+    """(len(c_j), common prefix of c_{j-1} and c_j) for j = 1..T, from windows decoded in one batch; None when
+    the tokenizer has no Rust backend to batch them.
+
+    Steps j in [b, b + DECODE_BLOCK) share the window start w = max(0, b - DECODE_CONTEXT); with D_x =
+    decode(ids[w:x]): len(c_j) = len(c_{j-1}) + len(D_j) - len(D_{j-1}) and
+    common_j = len(c_{j-1}) - len(D_{j-1}) + lcp(D_{j-1}, D_j)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "decode_batch"):
+        return None
+    n = len(ids)
+    windows: list[list[int]] = []
+    for b in range(1, n + 1, DECODE_BLOCK):
+        w = max(0, b - 1 - DECODE_CONTEXT)
+        windows.extend(ids[w:x] for x in range(b - 1, min(b + DECODE_BLOCK, n + 1)))
+    texts = [backend.decode(w, skip_special_tokens=True) for w in windows]
+    if getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        texts = [tokenizer.clean_up_tokenization(t) for t in texts]
+    lengths, commons = [], []
+    cur = 0
+    pos = 0
+    for b in range(1, n + 1, DECODE_BLOCK):
+        prev_text = texts[pos]
+        pos += 1
+        for _ in range(b, min(b + DECODE_BLOCK, n + 1)):
+            d = texts[pos]
+            pos += 1
+            if d.startswith(prev_text):
+                lcp = len(prev_text)
+            else:
+                lcp = 0
+                limit = min(len(prev_text), len(d))
+                while lcp < limit and prev_text[lcp] == d[lcp]:
+                    lcp += 1
+            commons.append(cur - len(prev_text) + lcp)
+            cur += len(d) - len(prev_text)
+            lengths.append(cur)
+            prev_text = d
+    return lengths, commons
+
+
+def _offsets_from_steps(lengths: list[int], commons: list[int]) -> list[tuple[int, int]]:
+    """The reference's offsets from its steps: step j appends (common_j, len(c_j)) and cuts every earlier range
+    back to common_j, so token j ends at min(len(c_j), m) and starts at min(common_j, m), m the smallest
+    common_k of the later steps k > j."""
+    out: list[tuple[int, int]] = [(0, 0)] * len(lengths)
+    cut = None
+    for j in range(len(lengths) - 1, -1, -1):
+        a, b = commons[j], lengths[j]
+        if cut is not None:
+            a, b = min(a, cut), min(b, cut)
+        out[j] = (a, b)
+        cut = commons[j] if cut is None else min(cut, commons[j])
+    return out
+
+
+def decode_with_offsets_reference(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
+    """`decode_with_offsets` the direct way, O(T^2): decode every prefix of the ids (special tokens skipped);
+    token j gets (common prefix of the previous and the new text, new length), and a rewritten tail cuts the
+    earlier ranges back to the common prefix. The definition the fast version is tested against, and its
+    fallback."""
     offsets: list[tuple[int, int]] = []
     prev = ""
     for j in range(1, len(token_ids) + 1):

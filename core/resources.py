@@ -286,3 +286,66 @@ def _ratio(value: Any, default: Any) -> float:
         return float(value) / float(default)
     except (TypeError, ValueError, ZeroDivisionError):
         return 0.0
+
+
+# ----------------------------------------------------------------------------------------------- disk
+
+CELL_BYTES = 13  # on disk per (sample, reward, token) of a credit map (`mrtpo bench store`, noisy floats: 13.2)
+TOKEN_BYTES = 20  # per (sample, token): id, text, offsets, total advantage, and ~4 characters of response text
+METRICS_LINE_BYTES = 8192  # one metrics.jsonl line (the shipped runs: 2-8 KB)
+
+
+def stored_samples(cfg: Any) -> int:
+    """Samples whose credit map a stored step holds (`core.run.credit_choice.choose_samples`): the batch B =
+    prompts_per_step x group_size when credit_samples is 0 or >= B, else whole groups: G x max(1,
+    credit_samples // G)."""
+    batch = cfg.prompts_per_step * cfg.group_size
+    n = int(getattr(cfg, "credit_samples", 0) or 0)
+    if n <= 0 or n >= batch:
+        return batch
+    return cfg.group_size * max(1, n // cfg.group_size)
+
+
+def disk_estimate(cfg: Any, n_rewards: int, parameters: int | None = None) -> dict[str, int]:
+    """Bytes a run leaves on disk, by term (docs/CONTRACTS.md, "What a run stores"); `total` is their sum:
+
+    S = stored_samples(cfg), T = max_new_tokens (the longest response), K = n_rewards (e.g. 20 steps, credit_every
+    10: steps 1, 11 and 20 store a credit map, 3 x 32 x 100 x (13 x 2 + 20) = 441,600 bytes),
+    n_c = steps storing a credit map (step 1, every credit_every-th after it, the last), P = parameters;
+      credit      = n_c S T (CELL_BYTES K + TOKEN_BYTES)       the credit maps (an upper bound: T is the longest)
+      metrics     = steps METRICS_LINE_BYTES
+      checkpoints = min(kept, saved) x 4 P (1 + 2 for AdamW's moments, builtin only)   0 when P is unknown
+
+    >>> from types import SimpleNamespace as C
+    >>> c = C(prompts_per_step=4, group_size=8, credit_samples=0, credit_every=10, steps=20, max_new_tokens=100,
+    ...       checkpoint_every=0, keep_checkpoints=3, backend="builtin")
+    >>> disk_estimate(c, 2, 1000)
+    {'credit': 441600, 'metrics': 163840, 'checkpoints': 12000, 'total': 617440}
+    """
+    from core.run.credit_choice import stores_credit
+
+    steps = int(cfg.steps)
+    every = int(getattr(cfg, "credit_every", 1) or 1)
+    n_credit = sum(1 for s in range(1, steps + 1) if stores_credit(s, every, steps))
+    per_step = stored_samples(cfg) * cfg.max_new_tokens * (CELL_BYTES * n_rewards + TOKEN_BYTES)
+    saved = len({*range(cfg.checkpoint_every, steps + 1, cfg.checkpoint_every), steps} if cfg.checkpoint_every > 0
+                else {steps})
+    kept = saved if not cfg.keep_checkpoints else min(cfg.keep_checkpoints, saved)
+    one_ckpt = FLOAT_BYTES * parameters * (1 if getattr(cfg, "backend", "builtin") == "trl" else 3) if parameters else 0
+    terms = {"credit": n_credit * per_step, "metrics": steps * METRICS_LINE_BYTES, "checkpoints": kept * one_ckpt}
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+def disk_line(cfg: Any, n_rewards: int) -> str:
+    """One line: the disk a run will take (`disk_estimate`), with its biggest terms."""
+    shape = model_shape(cfg.model)
+    est = disk_estimate(cfg, n_rewards, shape.parameters if shape is not None else None)
+    from core.run.credit_choice import stores_credit
+
+    n_credit = sum(1 for s in range(1, cfg.steps + 1) if stores_credit(s, cfg.credit_every, cfg.steps))
+    batch = cfg.prompts_per_step * cfg.group_size
+    ckpt = gib(est["checkpoints"]) if shape is not None else "unknown (model not built yet)"
+    return (f"disk: about {gib(est['total'])} (estimate): credit maps {gib(est['credit'])} ({n_credit} steps x "
+            f"{stored_samples(cfg)} of {batch} samples x {n_rewards} rewards x up to {cfg.max_new_tokens} tokens; "
+            f"credit_samples, credit_every), checkpoints {ckpt}, metrics {gib(est['metrics'])}")

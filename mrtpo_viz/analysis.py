@@ -162,6 +162,29 @@ def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd
         g = g[(g["any_span"] > 0) & np.isfinite(g["score"]) & (g["group_adv"] != 0.0) & (g["w"] > 0)]
         g = g.reset_index().assign(step=int(step), mass_in=lambda f: f["w_in"] / f["w"])
         parts.append(g.assign(disagreement=1.0 - g["mass_in"]))
+    return _top_disagreements(parts, top)
+
+
+def disagreement_from_index(indexes: Mapping[int, pd.DataFrame], top: int = 20) -> pd.DataFrame:
+    """`disagreement` from the steps' indexes (`RunStore.credit_index`: per (sample, reward) `weight_sum`,
+    `weight_in_span`, `span_tokens`, `length`), without their token rows: the same rows and order."""
+    parts = []
+    for step, ix in indexes.items():
+        if ix.empty:
+            continue
+        g = ix[(ix["span_tokens"] > 0) & np.isfinite(ix["score"].astype("float64")) & (ix["group_adv"] != 0.0)
+               & (ix["weight_sum"] > 0)]
+        if g.empty:
+            continue
+        g = g.assign(step=int(step), reward=g["reward"].astype(str), prompt_key=g["prompt_key"].astype(str),
+                     score=g["score"].astype("float64"), group_adv=g["group_adv"].astype("float64"),
+                     mass_in=g["weight_in_span"] / g["weight_sum"], span_share=g["span_tokens"] / g["length"])
+        parts.append(g.assign(disagreement=1.0 - g["mass_in"]))
+    return _top_disagreements(parts, top)
+
+
+def _top_disagreements(parts: list[pd.DataFrame], top: int) -> pd.DataFrame:
+    """The disagreement rows of all steps, largest first (then step, sample), the first `top`."""
     cols = ["step", "sample", "reward", "prompt_key", "score", "group_adv", "mass_in", "span_share", "disagreement"]
     parts = [p for p in parts if len(p)]
     if not parts:
@@ -170,6 +193,33 @@ def disagreement(credit_frames: Mapping[int, pd.DataFrame], top: int = 20) -> pd
     out["sample"] = out["sample"].astype(int)
     return out.sort_values(["disagreement", "step", "sample"], ascending=[False, True, True]).head(top).reset_index(
         drop=True)
+
+
+def replay_coverage_from_index(index: pd.DataFrame) -> tuple[int, int]:
+    """`replay_coverage` from a step's index: (pairs with a computed distance and not skipped, skipped pairs)."""
+    if index.empty:
+        return 0, 0
+    skipped = index["distance_skipped"].astype(bool)
+    return int((index["distance_computed"].astype(bool) & ~skipped).sum()), int(skipped.sum())
+
+
+def js_in_out_table_from_summary(summary: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFrame:
+    """`js_in_out_table` from a step's distance summary (`RunStore.credit_summary`): per reward, token counts and
+    mean distance in / out of the spans, and their ratio."""
+    cols = ["reward", "tokens_in", "tokens_out", "js_in", "js_out", "ratio"]
+    rows = []
+    names = [r for r in rewards if r in set(summary["reward"])] + [r for r in dict.fromkeys(summary["reward"])
+                                                                    if r not in rewards]
+    for reward in names:
+        part = summary[summary["reward"] == reward].set_index("where")
+        n_in = int(part.loc["in", "tokens"]) if "in" in part.index else 0
+        n_out = int(part.loc["out", "tokens"]) if "out" in part.index else 0
+        js_in = float(part.loc["in", "mean"]) if n_in else float("nan")
+        js_out = float(part.loc["out", "mean"]) if n_out else float("nan")
+        ratio = js_in / js_out if js_out and math.isfinite(js_out) and js_out > 0 else float("nan")
+        rows.append({"reward": reward, "tokens_in": n_in, "tokens_out": n_out, "js_in": js_in, "js_out": js_out,
+                     "ratio": ratio})
+    return pd.DataFrame(rows, columns=cols)
 
 
 def replay_coverage(credit_df: pd.DataFrame) -> tuple[int, int]:

@@ -414,6 +414,18 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     return fig
 
 
+def _in_out_layout(fig: go.Figure, reward_names: Sequence[str], cols: Mapping) -> go.Figure:
+    """The in-span vs out-of-span box plots' layout (grouped boxes, rewards in run order, a note when empty)."""
+    fig.update_layout(boxmode="group")
+    _layout(fig, "JS distance: in-span vs out-of-span tokens", "JS distance", xaxis_title="reward")
+    fig.update_layout(hovermode="closest")
+    if not fig.data:
+        _empty(fig, "no JS distances here (GRPO/GDPO runs do no replay)")
+    else:
+        fig.update_xaxes(categoryorder="array", categoryarray=[n for n in reward_names if n in cols])
+    return fig
+
+
 def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go.Figure:
     """Distributions of JS distance for in-span vs out-of-span tokens, per reward (box plots)."""
     cols = reward_colors(reward_names)
@@ -428,17 +440,29 @@ def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go
                 x=part["reward"], y=part["js"], name=where, boxpoints=False, opacity=opacity,
                 marker_color=FOREGROUND if flag else "#999999", meta=[where],
             ))
-    fig.update_layout(boxmode="group")
-    _layout(fig, "JS distance: in-span vs out-of-span tokens", "JS distance", xaxis_title="reward")
-    fig.update_layout(hovermode="closest")
-    if not fig.data:
-        _empty(fig, "no JS distances here (GRPO/GDPO runs do no replay)")
-    else:
-        fig.update_xaxes(categoryorder="array", categoryarray=[n for n in reward_names if n in cols])
-    return fig
+    return _in_out_layout(fig, reward_names, cols)
+
+
+def js_in_out_summary_figure(summary: pd.DataFrame, reward_names: Sequence[str]) -> go.Figure:
+    """`js_in_out_figure` from a step's distance summary (`RunStore.credit_summary`: quartiles, fences and mean
+    per reward, in / out of span): box plots drawn from the precomputed statistics, no token rows needed."""
+    cols = reward_colors(reward_names)
+    fig = go.Figure()
+    for where, label, opacity, color in (("in", "in span", 0.9, FOREGROUND), ("out", "out of span", 0.45, "#999999")):
+        part = summary[(summary["where"] == where) & (summary["n"] > 0)]
+        if part.empty:
+            continue
+        fig.add_trace(go.Box(
+            x=part["reward"].tolist(), q1=part["q1"].tolist(), median=part["median"].tolist(),
+            q3=part["q3"].tolist(), lowerfence=part["lowerfence"].tolist(), upperfence=part["upperfence"].tolist(),
+            mean=part["mean"].tolist(), name=label, boxpoints=False, opacity=opacity, marker_color=color,
+            meta=[label],
+        ))
+    return _in_out_layout(fig, reward_names, cols)
 
 
 __all__ = [
-    "REWARD_PALETTE", "auc_figure", "js_in_out_figure", "js_positions_figure", "loss_figure", "metric_lines",
+    "REWARD_PALETTE", "auc_figure", "js_in_out_figure", "js_in_out_summary_figure", "js_positions_figure",
+    "loss_figure", "metric_lines",
     "per_reward_lines", "plotted_series", "reward_curves", "reward_series", "step_time_figure",
 ]

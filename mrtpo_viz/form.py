@@ -41,6 +41,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "max_grad_norm": {"label": "Max grad norm (0: off)", "step": 0.5, "advanced": True},
     "checkpoint_every": {"label": "Checkpoint every (steps)", "step": 5, "advanced": True},
     "keep_checkpoints": {"label": "Checkpoints kept (0: all)", "advanced": True},
+    "credit_samples": {"label": "Credit map samples per step (0: all)", "step": 16, "advanced": True},
+    "credit_every": {"label": "Credit map every (steps)", "advanced": True},
     "replay_chunk": {"label": "Replay chunk (samples per pass)", "step": 4, "advanced": True},
     "replay_pairs": {"label": "Replay pairs", "advanced": True},
     "replay_dtype": {"label": "Replay precision", "advanced": True},

@@ -73,6 +73,46 @@ def credit(run_path: str | os.PathLike, step: int) -> tuple[pd.DataFrame, list[s
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def _credit_index(run_path: str, step: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
+    store = RunStore(Path(run_path))
+    return store.credit_index(step), list(store.warnings)
+
+
+def credit_index(run_path: str | os.PathLike, step: int) -> tuple[pd.DataFrame, list[str]]:
+    """The step's index (one row per (sample, reward), `RunStore.credit_index`: read from the file's footer) and
+    the reader's warnings: what selectors and step-wide summaries need, without the token rows."""
+    run_path = str(run_path)
+    return _credit_index(run_path, int(step), file_key(credit_path(Path(run_path), int(step))))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _credit_summary(run_path: str, step: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
+    store = RunStore(Path(run_path))
+    return store.credit_summary(step), list(store.warnings)
+
+
+def credit_summary(run_path: str | os.PathLike, step: int) -> tuple[pd.DataFrame, list[str]]:
+    """The step's distances in / out of the verifiers' spans per reward (`RunStore.credit_summary`: quartiles,
+    fences, means; from the file's footer) and the reader's warnings."""
+    run_path = str(run_path)
+    return _credit_summary(run_path, int(step), file_key(credit_path(Path(run_path), int(step))))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _credit_sample(run_path: str, step: int, sample: int, key: tuple[int, int]) -> tuple[pd.DataFrame, list[str]]:
+    store = RunStore(Path(run_path))
+    df = compact_credit(store.credit_tokens(step, samples=[sample]))
+    return df, list(store.warnings)
+
+
+def credit_sample(run_path: str | os.PathLike, step: int, sample: int) -> tuple[pd.DataFrame, list[str]]:
+    """The token rows of one sample of a step (every reward; `RunStore.credit_tokens`: its row group only) and
+    the reader's warnings."""
+    run_path = str(run_path)
+    return _credit_sample(run_path, int(step), int(sample), file_key(credit_path(Path(run_path), int(step))))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def _config(run_path: str, key: tuple[int, int]) -> tuple[dict, list[str]]:
     store = RunStore(Path(run_path))
     return store.config(), list(store.warnings)

@@ -557,3 +557,56 @@ def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(
     fresh = AppTest.from_file(APP, default_timeout=60)
     fresh.switch_page("mrtpo_viz/pages/credit.py").run()
     assert 'data-prefetch="settled"' in html_of(fresh)
+
+
+@pytest.mark.parametrize("name", ["credit", "js", "debugger"])
+def test_pages_read_the_index_and_the_shown_sample_only(name, tmp_path, monkeypatch):
+    """On a step of 64 samples in many row groups, Token credit, JS divergence and the Verifier debugger draw their
+    selectors, scales and step summaries from the index and read at most one sample's row group: a whole-step read
+    (or one of every row group) fails the test."""
+    import pyarrow.parquet as pq
+
+    from core.run import credit_format
+    from core.run.store import RunWriter
+
+    monkeypatch.setattr(credit_format, "ROW_GROUP_ROWS", 256)
+    w = RunWriter.create(tmp_path, "big", {"method": "mrtpo", "steps": 1, "reward_names": list(DEFAULT_REWARDS)})
+    from mrtpo_viz.tools.synthetic import synthetic_credit_frame
+    w.write_credit(1, synthetic_credit_frame(1, 64, 24, DEFAULT_REWARDS, 4, seed=5))
+    w.append_metrics({"step": 1})
+    w.set_status(state="completed", step=1, total_steps=1)
+    groups = pq.ParquetFile(tmp_path / "big" / "credit" / "step_000001.parquet").metadata.num_row_groups
+    assert groups > 16
+    real = pq.ParquetFile.read_row_groups
+
+    def read_row_groups(self, row_groups, *args, **kwargs):
+        assert len(list(row_groups)) <= 2, "a page read more than the shown sample's row group"
+        return real(self, row_groups, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: pytest.fail("a page read a whole step"))
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", read_row_groups)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page(name, tmp_path, query={"run": "big", "step": "1", "sample": "37"})
+    if name == "credit":
+        assert at.selectbox(key="credit_sample").value == 37 and len(at.selectbox(key="credit_sample").options) == 64
+        assert html_of(at).count('<span class="tok" ') == 24
+        at.checkbox[0].set_value(True).run()  # a step-wide colour scale: from the index
+    elif name == "js":
+        assert at.selectbox(key="js_sample").value == 37
+        assert len(at.get("plotly_chart")) >= 2  # the sample's positions and the step's in / out distributions
+    else:
+        assert at.dataframe[0].value["step"].eq(1).all()  # the disagreement table, from the index
+    assert not at.exception
+
+
+@pytest.mark.parametrize("name", ["credit", "js", "debugger", "curves", "compare"])
+def test_a_schema_1_store_opens_on_every_page(name, tmp_path, monkeypatch):
+    """The shipped demo run was written in schema 1 (one long row per (sample, reward, token)): the pages read it
+    as it is."""
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))  # an empty runs folder: the shipped runs only
+    at = page(name, tmp_path, query={"run": "sample/tiny-instruct-mrtpo-demo"})
+    assert not at.exception
+    if name == "credit":
+        assert html_of(at).count('<span class="tok" ') > 0
+    if name in ("credit", "js"):
+        assert not at.warning or all("schema" not in w.value for w in at.warning)

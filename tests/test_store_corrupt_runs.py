@@ -38,9 +38,21 @@ def _status(run: Path, **fields) -> None:
 
 
 def _credit(run: Path, change) -> None:
-    """Rewrite every credit map of the run with `change(frame) -> pa.Table`."""
+    """Rewrite every credit map of the run with `change(frame) -> pa.Table`, `frame` the step's long frame (a
+    file in the layout of schema 1, without its version)."""
+    store = RunStore(run)
     for f in sorted((run / "credit").glob("step_*.parquet")):
-        pq.write_table(change(pq.read_table(f).to_pandas()), f)
+        frame = store.credit(int(f.stem.split("_")[1]))
+        frame = frame.assign(**{c: frame[c].astype(str) for c in frame.columns
+                                if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+        pq.write_table(change(frame), f)
+
+
+def _credit_v2(run: Path, change) -> None:
+    """Rewrite every credit map of the run (schema 2) with `change(table) -> pa.Table`, keeping its metadata
+    unless `change` replaces it."""
+    for f in sorted((run / "credit").glob("step_*.parquet")):
+        pq.write_table(change(pq.read_table(f)), f)
 
 
 def _table(frame: pd.DataFrame) -> pa.Table:
@@ -74,6 +86,14 @@ CORRUPTIONS = {
     "credit-file-is-dir": lambda r: (credit_path(r, 2).unlink(), credit_path(r, 2).mkdir()),
     "metrics-is-dir": lambda r: ((r / "metrics.jsonl").unlink(), (r / "metrics.jsonl").mkdir()),
     "status-pid-huge": lambda r: _status(r, state="running", pid=2**80),
+    # schema 2: the index or a column gone, a column of another type, the index not JSON
+    "credit-v2-no-index": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(
+        {k: v for k, v in t.schema.metadata.items() if k != b"mrtpo_credit_index"})),
+    "credit-v2-no-token": lambda r: _credit_v2(r, lambda t: t.drop(["token"])),
+    "credit-v2-text-sample": lambda r: _credit_v2(r, lambda t: t.set_column(
+        0, "sample", pa.array(["x"] * t.num_rows))),
+    "credit-v2-index-garbage": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(
+        {**t.schema.metadata, b"mrtpo_credit_index": b"{not json"})),
 }
 # case -> the file a warning must name (None: the values are odd but allowed, no warning needed)
 NAMED = {case: case.split("-")[0] + (".jsonl" if case.startswith("metrics") else
@@ -105,6 +125,9 @@ def test_reader_never_raises_and_names_the_problem(case, corrupt_dirs):
     for step in store.credit_steps():
         df = store.credit(step)
         assert {"token", "sample", "reward", "credit"} <= set(df.columns)
+        index = store.credit_index(step)
+        assert {"sample", "reward", "score", "length"} <= set(index.columns)
+        store.credit_tokens(step, samples=index["sample"].iloc[:1].tolist())
     assert isinstance(runs["bad"].step, int) and isinstance(runs["bad"].state, str)
     assert runs["bad"].updated_at is None or isinstance(runs["bad"].updated_at, str)
     if NAMED[case]:

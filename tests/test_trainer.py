@@ -13,7 +13,7 @@ import torch
 
 from core.config import TrainConfig
 from core.run import lifecycle
-from core.run.store import CREDIT_COLUMNS, RunStore
+from core.run.store import CREDIT_COLUMNS, SCHEMA_VERSION, RunStore
 
 pytestmark = pytest.mark.train  # whole training runs of the micro model in this process
 
@@ -69,7 +69,7 @@ def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
     store = RunStore(path)
     assert store.warnings == []
     config = store.config()
-    assert config["schema_version"] == 1 and config["steps"] == 3 and config["method"] == "mrtpo"
+    assert config["schema_version"] == SCHEMA_VERSION and config["steps"] == 3 and config["method"] == "mrtpo"
     names = config["reward_names"]
     assert names == ["keywords:existence", "punctuation:no_comma", "test:letters", "change_case:english_lowercase",
                      "task:arithmetic"]
@@ -372,3 +372,17 @@ def test_a_final_status_releases_the_writer_lock(tmp_path, final):
     assert writer_lock_held(tmp_path / "r")
     w.set_status(state=final, step=1)
     assert not writer_lock_held(tmp_path / "r")
+
+
+def test_credit_every_and_credit_samples_choose_what_the_built_in_trainer_stores(make_cfg):
+    """Metrics every step; credit maps of step 1, every 2nd after it and the last; one whole group of the
+    batch per stored step (credit_samples = G; which group: tests/test_credit_choice.py)."""
+    from core.run import lifecycle
+
+    store = RunStore(lifecycle.train(make_cfg(steps=4, credit_every=2, credit_samples=4, run_name="sparse")))
+    assert list(store.metrics()["step"]) == [1, 2, 3, 4] and store.credit_steps() == [1, 3, 4]
+    for step in store.credit_steps():
+        index = store.credit_index(step)
+        samples = sorted(set(index["sample"]))
+        assert len(samples) == 4 and samples[0] % 4 == 0 and samples == list(range(samples[0], samples[0] + 4))
+        assert store.credit(step)["sample"].isin(samples).all()

@@ -23,6 +23,7 @@ import pytest
 
 from core.choices import DEFAULT_RELEVANCE
 from core.config import ConfigError, TrainConfig
+from core.run import credit_choice
 from core.run.store import RunStore, list_runs
 
 pytestmark = pytest.mark.trl  # the TRL integration (core.integrations.trl), most tests train with TRL
@@ -224,7 +225,7 @@ def test_trl_run_store_has_the_built_in_schema(trl_run, builtin_run):
     trl, ref = RunStore(trl_run[0]), RunStore(builtin_run)
     assert set(trl.config()) == set(ref.config()) and trl.config()["backend"] == "trl"
     assert set(trl.status()) == set(ref.status())
-    assert trl.credit(1).dtypes.to_dict() == ref.credit(1).dtypes.to_dict()
+    assert trl.credit(1).dtypes.map(lambda d: d.name).to_dict() == ref.credit(1).dtypes.map(lambda d: d.name).to_dict()
     # every metric of a built-in step except the phase TRL does not have (docs/CONTRACTS.md)
     assert set(ref.metrics().columns) - set(trl.metrics().columns) == {"time/logprobs"}
     assert set(trl.metrics().columns) <= set(ref.metrics().columns)
@@ -293,6 +294,29 @@ def test_two_processes_give_the_one_process_token_advantages_and_only_rank_0_wri
         assert x["sample"].max() == 15
         np.testing.assert_allclose(y["token_adv"], x["token_adv"], atol=1e-4)
         np.testing.assert_allclose(y["js"], x["js"], atol=1e-4)
+
+    # Storing fewer samples (whole groups, both outcomes of each reward) and only every 2nd batch: process 0
+    # receives the text of those rows alone, writes them, and the metrics are those of the whole batch.
+    three = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                            str(script), *common, "--run-name", "few", "--steps", "3", "--credit-samples", "8",
+                            "--credit-every", "2"], cwd=ROOT, env=CLI_ENV, capture_output=True, text=True,
+                           timeout=600)
+    assert three.returncode == 0, three.stderr[-3000:]
+    c = RunStore(tmp_path / "few")
+    assert c.credit_steps() == [1, 3] and len(c.metrics()) == 3  # step 1, every 2nd after it, the last
+    m_all, m_few = a.metrics(), c.metrics()
+    for key in ("reward/all_satisfied", "adv/std", "response/length"):
+        np.testing.assert_allclose(m_few[key].iloc[:2], m_all[key], atol=1e-4)
+    names = c.reward_names()
+    index = c.credit_index(1)
+    whole = a.credit(1)
+    rewards = whole.groupby(["sample", "reward"], sort=False)["score"].first().unstack()[names].to_numpy()
+    chosen = credit_choice.choose_samples(rewards, 4, 8)
+    assert sorted(set(index["sample"])) == chosen.tolist() and len(chosen) == 8
+    y = c.credit(1)
+    x = whole[whole["sample"].isin(chosen)].reset_index(drop=True)
+    assert x[["sample", "reward", "t", "token_id", "token"]].astype(str).equals(
+        y[["sample", "reward", "t", "token_id", "token"]].astype(str))
 
 
 def wait_for(predicate, timeout: float, what: str):

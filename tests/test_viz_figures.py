@@ -355,3 +355,35 @@ def test_long_runs_draw_lines_without_markers():
     for fig in (figures.auc_figure({"r": long}, REWARDS), figures.metric_lines({"r": long}, ["reward/all_satisfied"], "t")):
         assert fig.data and all(tr.mode == "lines" for tr in fig.data)
     assert all("markers" in tr.mode for tr in figures.auc_figure({"r": metrics_frame()}, REWARDS).data)
+
+
+def test_index_based_summaries_equal_the_token_based_ones(tmp_path):
+    """disagreement, replay coverage, the in / out table and box plot from a step's index and distance summary
+    (what the pages read) equal those computed from its token rows."""
+    from core.run.store import RunStore, RunWriter
+
+    names = (*REWARDS, "startend:end_checker")
+    w = RunWriter.create(tmp_path, "r", {"steps": 2, "reward_names": list(names)})
+    for step in (1, 2):
+        w.write_credit(step, synthetic_credit_frame(step, 16, 12, names, 4, seed=step))
+        w.append_metrics({"step": step})
+    store = RunStore(w.path)
+    frames = {s: store.credit(s) for s in (1, 2)}
+    indexes = {s: store.credit_index(s) for s in (1, 2)}
+    a = analysis.disagreement(frames, top=40)
+    b = analysis.disagreement_from_index(indexes, top=40)
+    assert len(a) > 0 and a[["step", "sample", "reward"]].equals(b[["step", "sample", "reward"]])
+    pd.testing.assert_frame_equal(a.drop(columns=["prompt_key"]), b.drop(columns=["prompt_key"]), check_dtype=False,
+                                  rtol=1e-5)
+    assert analysis.replay_coverage(frames[1]) == analysis.replay_coverage_from_index(indexes[1])
+    summary = store.credit_summary(1)
+    t1 = analysis.js_in_out_table(frames[1]).assign(reward=lambda f: f["reward"].astype(str))
+    t2 = analysis.js_in_out_table_from_summary(summary, list(names))
+    pd.testing.assert_frame_equal(t1.reset_index(drop=True), t2, check_dtype=False, rtol=1e-5)
+    fig = figures.js_in_out_summary_figure(summary, list(names))
+    assert [t.name for t in fig.data] == ["in span", "out of span"]
+    d = frames[1].query("reward == @REWARDS[0] and in_span")["js"].dropna()
+    box = fig.data[0]
+    i = list(box.x).index(REWARDS[0])
+    assert box.median[i] == pytest.approx(d.median(), rel=1e-5) and box.q3[i] == pytest.approx(d.quantile(0.75),
+                                                                                                rel=1e-5)

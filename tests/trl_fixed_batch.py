@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> str | None:
     ap.add_argument("--run-name", required=True)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--routing", default="replay")
+    ap.add_argument("--credit-samples", type=int, default=0)
+    ap.add_argument("--credit-every", type=int, default=1)
     args = ap.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,6 +69,7 @@ def main(argv: list[str] | None = None) -> str | None:
         max_steps=args.steps, learning_rate=1e-3, lr_scheduler_type="constant", disable_dropout=True,
         save_strategy="no", logging_strategy="no", report_to=[], activation_checkpointing=False, disable_tqdm=True,
         routing=args.routing, replay_chunk=5, runs_dir=args.runs_dir, run_name=args.run_name,
+        credit_samples=args.credit_samples, credit_every=args.credit_every,
     )
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),
                            processing_class=tok, rollout_func=fixed_rollout)

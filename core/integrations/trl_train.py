@@ -58,6 +58,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
         replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, replay_dtype=cfg.replay_dtype, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
         checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
+        credit_samples=cfg.credit_samples, credit_every=cfg.credit_every,
     )
 
 

@@ -277,7 +277,8 @@ def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook
                 metrics.update(evaluate(state))
             # Credit map, then the metrics line (the step is complete), then the checkpoint: a kill
             # between them resumes from an older checkpoint and truncates the later steps.
-            writer.write_credit(step, result.credit)
+            if result.credit_step is not None:  # `credit_every`: this step stores its credit map
+                writer.write_credit(step, result.credit_step)
             writer.append_metrics(metrics)
             if start_entropy is None and isinstance(metrics.get("policy/entropy"), float):
                 start_entropy = metrics["policy/entropy"]

@@ -3,7 +3,8 @@
 - `StepRecord`: everything one step produced, in one value;
 - `step_metrics(record)`: the metrics line (`reward/...`, `adv/...`, `loss/...`, `policy/...`,
   `js/...`, `span/...`, `time/...`, `response/length`);
-- `credit_frame(record)`: the long-format credit map, one row per (sample, reward, response token);
+- `credit_step(record, samples)`: the credit map as columns (what the run store writes, schema 2);
+- `credit_frame(record)`: the same as the long frame, one row per (sample, reward, response token);
 - `reward_metrics`: reward means and the all-satisfied rate (training and held-out evaluation);
 - `summary_line`: the one line per step the terminal shows.
 
@@ -23,6 +24,7 @@ from torch import Tensor
 
 from core.algos import span_metrics
 from core.run.batch import Advantages, Rollout, Routing, Scores
+from core.run.credit_format import CreditStep
 
 
 @dataclass
@@ -107,46 +109,47 @@ def js_skipped(rec: StepRecord) -> Tensor:
     return applicable & ~rec.routing.replayed.bool()
 
 
+def credit_step(rec: StepRecord, samples: Sequence[int] | None = None) -> CreditStep:
+    """The step's credit map as columns (`core.run.credit_format.CreditStep`), for the batch rows `samples`
+    (all when None), built with array operations: text once per sample, token columns once per (sample,
+    position), the numbers per (sample, reward, position)."""
+    rows = np.arange(len(rec.rollout.items)) if samples is None else np.asarray(list(samples), dtype=np.int64)
+    rollout, k = rec.rollout, len(rec.reward_names)
+    lengths = rollout.mask.sum(1).numpy().astype(np.int64)[rows]  # (S,)
+    width = int(lengths.max()) if len(rows) else 0
+    credit = rec.adv.credit.float()[rows][:, :, :width].numpy()  # (S, K, T)
+    distances = rec.routing.distances
+    distances = (np.full(credit.shape, np.nan, dtype=np.float32) if distances is None
+                 else distances.float()[rows][:, :, :width].numpy())
+    weights = rec.routing.weights
+    weights = np.ones(credit.shape, dtype=np.float32) if weights is None else weights.float()[rows][:, :, :width].numpy()
+    valid = np.arange(width)[None, :] < lengths[:, None]  # (S, T)
+    offsets = [np.asarray(rollout.offsets[i], dtype=np.int32).reshape(-1, 2) for i in rows]
+    offsets = np.concatenate(offsets) if offsets else np.zeros((0, 2), np.int32)  # (sum of lengths, 2)
+    tokens = [tok for i in rows for tok in rollout.tokens[i]]
+    return CreditStep(
+        step=rec.step, reward_names=list(rec.reward_names), sample=rows.astype(np.int32),
+        group=(rows // rec.group_size).astype(np.int32), prompt_key=[rollout.items[i].key for i in rows],
+        prompt=[rollout.items[i].prompt() for i in rows], response=[rollout.texts[i] for i in rows],
+        length=lengths, score=rec.scores.rewards.numpy()[rows].astype(np.float32),
+        group_adv=rec.adv.group_adv.float().numpy()[rows].astype(np.float32),
+        distance_skipped=js_skipped(rec).numpy()[rows],
+        token_id=rollout.response_ids[rows][:, :width].numpy()[valid].astype(np.int32), token=tokens,
+        start=offsets[:, 0], end=offsets[:, 1],
+        token_adv=rec.adv.token_adv.float()[rows][:, :width].numpy()[valid].astype(np.float32),
+        distance=distances, weight=weights, credit=credit,
+        in_span=rec.scores.span_mask[rows][:, :, :width].numpy().astype(bool),
+    ) if k else CreditStep.from_frame(rec.step, pd.DataFrame(columns=_LONG_COLUMNS))
+
+
+_LONG_COLUMNS = ["step", "sample", "group", "prompt_key", "prompt", "response", "reward", "score", "group_adv", "t",
+                 "token_id", "token", "start", "end", "js", "js_skipped", "weight", "credit", "in_span", "token_adv"]
+
+
 def credit_frame(rec: StepRecord) -> pd.DataFrame:
-    """The step's credit map, long format: one row per (sample, reward, response token)."""
-    names, rollout = rec.reward_names, rec.rollout
-    credit = rec.adv.credit
-    k = len(names)
-    lengths = rollout.mask.sum(1).tolist()
-    # Row order: sample, then reward, then token (a sample's rows are contiguous, so are a group's).
-    blocks = [(i, kk, n) for i, n in enumerate(lengths) for kk in range(k)]
-    si = np.concatenate([np.full(n, i) for i, _, n in blocks]).astype(np.int64)  # (N,)
-    sk = np.concatenate([np.full(n, kk) for _, kk, n in blocks]).astype(np.int64)  # (N,)
-    st = np.concatenate([np.arange(n) for _, _, n in blocks]).astype(np.int64)  # (N,)
-    offsets = [np.asarray(o, dtype=np.int64).reshape(-1, 2) for o in rollout.offsets]
-    tokens = rollout.tokens
-    js = rec.routing.distances if rec.routing.distances is not None else torch.full(credit.shape, float("nan"))
-    weights = rec.routing.weights if rec.routing.weights is not None else torch.ones(credit.shape)
-    rewards = rec.scores.rewards.numpy()
-    return pd.DataFrame(
-        {
-            "step": np.full(len(si), rec.step, dtype=np.int32),
-            "sample": si.astype(np.int32),
-            "group": (si // rec.group_size).astype(np.int32),
-            "prompt_key": [rollout.items[i].key for i in si],
-            "prompt": [rollout.items[i].prompt() for i in si],
-            "response": [rollout.texts[i] for i in si],
-            "reward": [names[kk] for kk in sk],
-            "score": rewards[si, sk].astype(np.float32),
-            "group_adv": rec.adv.group_adv.numpy()[si, sk].astype(np.float32),
-            "t": st.astype(np.int32),
-            "token_id": rollout.response_ids.numpy()[si, st].astype(np.int32),
-            "token": [tokens[i][t] for i, t in zip(si, st, strict=True)],
-            "start": np.array([offsets[i][t, 0] for i, t in zip(si, st, strict=True)], dtype=np.int32),
-            "end": np.array([offsets[i][t, 1] for i, t in zip(si, st, strict=True)], dtype=np.int32),
-            "js": js.numpy()[si, sk, st].astype(np.float32),
-            "js_skipped": js_skipped(rec).numpy()[si, sk],
-            "weight": weights.numpy()[si, sk, st].astype(np.float32),
-            "credit": credit.float().numpy()[si, sk, st].astype(np.float32),
-            "in_span": rec.scores.span_mask.numpy()[si, sk, st],
-            "token_adv": rec.adv.token_adv.float().numpy()[si, st].astype(np.float32),
-        }
-    )
+    """The step's credit map, long format: one row per (sample, reward, response token) (`credit_step(rec)
+    .frame()`; text columns as categoricals)."""
+    return credit_step(rec).frame()
 
 
 def summary_line(m: dict[str, Any], total: int, names: list[str]) -> str:

@@ -44,8 +44,9 @@ from core.algos import teacher_forcing as tf_lib
 from core.choices import routes_by_replay
 from core.config import TrainConfig
 from core.run import batch as batch_lib
-from core.run import record
+from core.run import credit_choice, record
 from core.run.batch import Advantages, Rollout, Routing, Scores
+from core.run.credit_format import CreditStep
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -307,8 +308,13 @@ def policy_update(state: TrainState, rollout: Rollout, token_adv: Tensor) -> dic
 @dataclass
 class StepResult:
     metrics: dict[str, Any]
-    credit: pd.DataFrame
+    credit_step: CreditStep | None  # what the run store writes (None: this step stores no credit map)
     rollout: Rollout
+
+    @property
+    def credit(self) -> pd.DataFrame | None:
+        """The step's stored credit map as the long frame (built on each call; None when it stores none)."""
+        return None if self.credit_step is None else self.credit_step.frame()
 
 
 def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> StepResult:
@@ -359,7 +365,11 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
 
     rec = record.StepRecord(step, state.reward_names, cfg.group_size, rollout, scores, routing, adv, loss_stats, times,
                             w_max=cfg.w_max)
-    return StepResult(record.step_metrics(rec), record.credit_frame(rec), rollout)
+    credit = None
+    if credit_choice.stores_credit(step, cfg.credit_every, cfg.steps):  # only the rows the run stores
+        credit = record.credit_step(rec, credit_choice.choose_samples(scores.rewards.numpy(), cfg.group_size,
+                                                                     cfg.credit_samples))
+    return StepResult(record.step_metrics(rec), credit, rollout)
 
 
 # ------------------------------------------------------------------------------------------ evaluation

@@ -24,20 +24,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.run import credit_format
+from core.run.credit_format import CreditStep
 from core.run.liveness import pid_is_writer, pid_start_time
 from core.run.names import RUN_NAME_RULE, is_run_name
 from core.run.train_log import crash_message, read_tail
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # of the run store: config.json's schema_version and the credit files' mrtpo_schema_version
+READABLE_VERSIONS = (1, 2)  # 1: the long credit map (CREDIT_SCHEMA), read as it is; 2: `core.run.credit_format`
 SCHEMA_KEY = b"mrtpo_schema_version"
 ACTIVE_STATES = ("starting", "running")
 FINAL_STATES = ("completed", "failed", "stopped")
 
-# Credit map columns and their Arrow types, in file order (see docs/CONTRACTS.md).
+# The long credit map (schema 1's file, and the frame the readers return for every version): columns and their
+# Arrow types, in order (see docs/CONTRACTS.md).
 CREDIT_SCHEMA = pa.schema(
     [
         ("step", pa.int32()),
@@ -61,7 +66,7 @@ CREDIT_SCHEMA = pa.schema(
         ("in_span", pa.bool_()),
         ("token_adv", pa.float32()),
     ],
-    metadata={SCHEMA_KEY: str(SCHEMA_VERSION).encode()},
+    metadata={SCHEMA_KEY: b"1"},
 )
 CREDIT_COLUMNS = tuple(CREDIT_SCHEMA.names)
 # Columns added after schema_version 1 was first written, with the value they take in files (or frames
@@ -312,18 +317,27 @@ class RunWriter:
             shutil.rmtree(ckpt, ignore_errors=True)
         return doomed
 
-    def write_credit(self, step: int, frame: pd.DataFrame) -> Path:
-        """Write the step's credit map (columns per CREDIT_SCHEMA) atomically; returns its path."""
-        missing = [c for c in CREDIT_COLUMNS if c not in frame.columns and c not in ADDED_COLUMNS]
-        if missing:
-            raise RunStoreError(f"credit map for step {step} lacks columns {missing}")
-        frame = _with_added_columns(frame)
-        table = pa.Table.from_pandas(frame.loc[:, list(CREDIT_COLUMNS)], schema=CREDIT_SCHEMA, preserve_index=False)
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
+    def write_credit(self, step: int, credit: CreditStep | pd.DataFrame) -> Path:
+        """Write the step's credit map atomically in schema 2 (`core.run.credit_format`); returns its path.
+        `credit`: a `CreditStep` (what the trainers build) or a long frame of CREDIT_SCHEMA's columns."""
+        if isinstance(credit, pd.DataFrame):
+            missing = [c for c in CREDIT_COLUMNS if c not in credit.columns and c not in ADDED_COLUMNS]
+            if missing:
+                raise RunStoreError(f"credit map for step {step} lacks columns {missing}")
+            try:
+                credit = CreditStep.from_frame(step, credit, self._reward_names())
+            except ValueError as exc:
+                raise RunStoreError(f"credit map for step {step}: {exc}") from None
         out = credit_path(self.path, step)
-        atomic_write_bytes(out, sink.getvalue().to_pybytes())
+        atomic_write_bytes(out, credit_format.write_bytes(credit, SCHEMA_KEY))
         return out
+
+    def _reward_names(self) -> list[str]:
+        try:
+            names = json.loads((self.path / "config.json").read_text()).get("reward_names")
+        except (OSError, ValueError, AttributeError):
+            return []
+        return [str(n) for n in names] if isinstance(names, list) else []
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one step's metrics as a JSON line (flushed and fsynced: the step is then complete)."""
@@ -552,7 +566,8 @@ CONFIG_FIELDS: dict[str, tuple[Any, str]] = {
                                                   "eval_prompts", "nproc", "replay_chunk")},
     **{k: (_is_number, "a number") for k in ("lr", "lam", "w_max", "sharpen", "kl_beta", "clip_range",
                                              "temperature", "eps", "max_grad_norm")},
-    "schema_version": (lambda v: v == SCHEMA_VERSION, f"{SCHEMA_VERSION} (this reader's schema version)"),
+    "schema_version": (lambda v: v in READABLE_VERSIONS, " or ".join(map(str, READABLE_VERSIONS))
+                       + " (the schema versions this reader reads)"),
 }
 
 
@@ -567,8 +582,8 @@ def check_config(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             out[key] = int(value) if rule is not None and rule[1] == "a whole number" and value is not None else value
         elif key == "schema_version":
             out[key] = value
-            problems.append(f"config.json schema_version {str(value)[:40]!r} differs from this reader's "
-                            f"{SCHEMA_VERSION}")
+            problems.append(f"config.json schema_version {str(value)[:40]!r} is not one this reader reads "
+                            f"({', '.join(map(str, READABLE_VERSIONS))})")
         else:
             problems.append(f"config.json field {key!r} is {str(value)[:40]!r}, not {rule[1]}; ignored")
     return out, problems
@@ -721,24 +736,118 @@ class RunStore:
         last = self.last_step()
         return sorted(s for f in folder.glob("step_*.parquet") if (s := _step_of(f)) is not None and s <= last)
 
-    def credit(self, step: int) -> pd.DataFrame:
-        """The credit map of `step`, checked against CREDIT_SCHEMA (`check_credit`); an empty frame with the
-        schema's columns when missing, unreadable or not of the schema (with a warning naming the file)."""
+    def _credit_file(self, step: int) -> tuple[pq.ParquetFile | None, str]:
+        """The step's open credit file and its schema version (None and "" when unreadable, with a warning)."""
         file = credit_path(self.path, step)
-        empty = CREDIT_SCHEMA.empty_table().to_pandas()
         try:
-            table = pq.read_table(file)
+            pf = pq.ParquetFile(file)
+            meta = pf.metadata.metadata or {}  # the file's key-value metadata (both versions write it)
         except (OSError, pa.ArrowException, ValueError) as exc:
             self._warn(f"credit map of step {step} is unreadable ({exc.__class__.__name__})")
-            return empty
-        meta = table.schema.metadata or {}
+            return None, ""
         version = meta.get(SCHEMA_KEY, b"?").decode(errors="replace")
-        if version != str(SCHEMA_VERSION):
-            self._warn(f"credit map of step {step} has schema version {version}, expected {SCHEMA_VERSION}")
+        if version not in {str(v) for v in READABLE_VERSIONS}:
+            self._warn(f"credit map of step {step} has schema version {version}, expected one of "
+                       f"{', '.join(map(str, READABLE_VERSIONS))}")
+        return pf, version
+
+    def _credit_v1(self, pf: pq.ParquetFile, step: int) -> pd.DataFrame | None:
+        try:
+            table = pf.read()
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            self._warn(f"credit map of step {step} is unreadable ({exc.__class__.__name__})")
+            return None
         frame, problems = check_credit(table, step)
         for p in problems:
             self._warn(p)
-        return empty if frame is None else frame
+        return frame
+
+    def credit_tokens(self, step: int, samples: Iterable[int] | None = None,
+                      rewards: Iterable[str] | None = None) -> pd.DataFrame:
+        """The long credit map (CREDIT_SCHEMA's columns) of the samples and rewards asked (None: all) of `step`.
+        A schema-2 file is read only in the row groups that hold those samples; a schema-1 file is read whole
+        and filtered. An empty frame with the schema's columns when missing or unreadable (with a warning)."""
+        empty = CREDIT_SCHEMA.empty_table().to_pandas()
+        pf, version = self._credit_file(step)
+        if pf is None:
+            return empty
+        samples = None if samples is None else [int(s) for s in samples]
+        rewards = None if rewards is None else [str(r) for r in rewards]
+        if version != str(credit_format.VERSION):
+            frame = self._credit_v1(pf, step)
+            if frame is None:
+                return empty
+            if samples is not None:
+                frame = frame[frame["sample"].isin(samples)]
+            if rewards is not None:
+                frame = frame[frame["reward"].isin(rewards)]
+            return frame.reset_index(drop=True)
+        try:
+            return credit_format.read_long(pf, step, samples, rewards)
+        except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, IndexError) as exc:
+            self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) is not of schema "
+                       f"{credit_format.VERSION} ({exc.__class__.__name__}); skipped")
+            return empty
+
+    def credit(self, step: int) -> pd.DataFrame:
+        """The whole credit map of `step` (`credit_tokens` of every sample and reward); an empty frame with the
+        schema's columns when missing, unreadable or not of the schema (with a warning naming the file). Views
+        that show one sample read `credit_index` and `credit_tokens` instead."""
+        return self.credit_tokens(step)
+
+    def credit_index(self, step: int) -> pd.DataFrame:
+        """The step's index, one row per (sample, reward): sample, group, prompt_key, length (tokens), reward,
+        score (NaN: does not apply), group_adv, applicable, distance_skipped, abs_credit_max, abs_token_adv_max
+        (`credit_format.INDEX_COLUMNS`). Schema 2: from the file's footer alone; schema 1: from the whole file."""
+        columns = credit_format.INDEX_COLUMNS
+        empty = pd.DataFrame({c: [] for c in columns})
+        pf, version = self._credit_file(step)
+        if pf is None:
+            return empty
+        if version == str(credit_format.VERSION):
+            try:
+                return credit_format.index_frame(credit_format.read_index(pf))
+            except (KeyError, ValueError, TypeError) as exc:
+                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
+                return empty
+        frame = self._credit_v1(pf, step)
+        if frame is None or frame.empty:
+            return empty
+        weight = frame["weight"].astype("float64").fillna(0.0)
+        frame = frame.assign(abs_credit=frame["credit"].abs(), abs_adv=frame["token_adv"].abs(), w=weight,
+                             w_in=weight * frame["in_span"].astype(bool), span=frame["in_span"].astype(int),
+                             computed=frame["js"].notna())
+        g = frame.groupby(["sample", "reward"], sort=False, observed=True)
+        out = g.agg(group=("group", "first"), prompt_key=("prompt_key", "first"), length=("t", "size"),
+                    score=("score", "first"), group_adv=("group_adv", "first"),
+                    distance_skipped=("js_skipped", "first"), abs_credit_max=("abs_credit", "max"),
+                    weight_sum=("w", "sum"), weight_in_span=("w_in", "sum"), span_tokens=("span", "sum"),
+                    distance_computed=("computed", "any")).reset_index()
+        out["applicable"] = out["score"].notna()
+        out["abs_token_adv_max"] = out["sample"].map(frame.groupby("sample")["abs_adv"].max())
+        out["reward"] = out["reward"].astype(str)
+        return out.loc[:, columns]
+
+    def credit_summary(self, step: int) -> pd.DataFrame:
+        """The step's distances in and out of the verifiers' spans, per reward: one row per (reward, where) with
+        n, mean, min, quartiles, max and box-plot fences (`credit_format.distance_summary`). Schema 2: from the
+        footer; schema 1: from the whole file."""
+        pf, version = self._credit_file(step)
+        if pf is None:
+            return credit_format.summary_frame({})
+        if version == str(credit_format.VERSION):
+            try:
+                return credit_format.summary_frame(credit_format.read_index(pf)["distance_summary"])
+            except (KeyError, ValueError, TypeError) as exc:
+                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
+                return credit_format.summary_frame({})
+        frame = self._credit_v1(pf, step)
+        if frame is None or frame.empty:
+            return credit_format.summary_frame({})
+        names = list(dict.fromkeys(frame["reward"].astype(str)))
+        k = frame["reward"].astype(str).map({r: i for i, r in enumerate(names)}).to_numpy()
+        return credit_format.summary_frame(credit_format.distance_summary(
+            names, frame["js"].to_numpy(np.float64), k, frame["in_span"].to_numpy(bool)))
 
     def checkpoints(self) -> list[Path]:
         folder = self.path / "checkpoints"

@@ -25,12 +25,13 @@ import time
 import traceback
 from pathlib import Path
 
+from core import resources
 from core.config import ConfigError, TrainConfig, add_config_arguments, config_from_args, train_flags
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
 RESUMABLE_OVERRIDES = ("steps", "device", "checkpoint_every", "keep_checkpoints", "replay_chunk", "replay_pairs",
-                       "replay_dtype")
+                       "replay_dtype", "credit_samples", "credit_every")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -200,9 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("runs_dir", problem)
         if rank is not None and int(os.environ["WORLD_SIZE"]) != cfg.nproc:
             raise ConfigError("nproc", f"started as one of {os.environ['WORLD_SIZE']} processes, but nproc is {cfg.nproc}")
-        cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
+        _, rewards = cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
+    if rank is None:  # one process, or the launcher of nproc workers
+        print(resources.disk_line(cfg, len(rewards)), flush=True)  # beside the memory check load_prompts ran
 
     if cfg.backend == "trl":
         if cfg.nproc > 1 and rank is None:

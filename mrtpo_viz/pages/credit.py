@@ -1,6 +1,7 @@
 """Token credit: one sampled response with each token coloured by a reward's credit (or one row per
 reward plus the total advantage), the verifiers' inspected spans drawn under the tokens, the sample's
-rewards, and downloads of the sample's or the step's credit map.
+rewards, and downloads of the sample's or the step's credit map. The selectors and the step-wide colour scale
+come from the step's index (`loaders.credit_index`); only the shown sample's tokens are read (`loaders.credit_sample`).
 
 The state (run, step, sample, reward) is the page's URL: a link such as `credit?run=x&step=3&sample=5`
 opens that sample (the Verifier debugger links here), and a target the run does not have is named in a
@@ -80,20 +81,28 @@ def color_chosen() -> None:
 
 step = top[1].selectbox("Step", steps, key=STEP_KEY, on_change=step_chosen, args=(steps,),
                         help="shift + ← / → : previous / next step")
-df, warnings = loaders.credit(path, step)
+# The step's index (one row per (sample, reward), from the file's footer) draws the selectors and the step-wide
+# colour scale; only the shown sample's token rows are read.
+index, warnings = loaders.credit_index(path, step)
 ui.show_warnings(loaders.run_label(run), warnings)
-if df.empty:
+if index.empty:
     st.warning("This step's credit map holds no tokens.")
     st.stop()
-present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
+present = [r for r in rewards if r in set(index["reward"])] + [r for r in dict.fromkeys(index["reward"])
+                                                                 if r not in rewards]
 cfg, _ = loaders.config(path)
-df, variant = ui.relevance_switch(df, cfg, present, PAGE)
 
-sample = ui.pick_sample(df, present, PAGE, target)
+sample = ui.pick_sample(index, present, PAGE, target)
 if sample is None:
     st.stop()
-samples = analysis.filter_samples(df, *ui.sample_filter_values(PAGE))
-scores = analysis.sample_scores(df)
+samples = analysis.filter_samples(index, *ui.sample_filter_values(PAGE))
+scores = analysis.sample_scores(index)
+sample_df, warnings = loaders.credit_sample(path, step, sample)
+ui.show_warnings(loaders.run_label(run), warnings)
+if sample_df.empty:
+    st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
+    st.stop()
+sample_df, variant = ui.relevance_switch(sample_df, cfg, present, PAGE)
 
 # Keyboard: the arrow keys move through samples, with shift through steps (Streamlit button shortcuts).
 k = st.columns([1, 1, 1, 1, 2])
@@ -128,25 +137,25 @@ else:
                           "so a reward with small credit is not washed out; off: one scale for all rows")
     fixed = False if per_row else c3.checkbox("Fixed scale", key="credit_fixed_rows",
                                               help="one scale for every sample of the step")
-c4.download_button("Step credit CSV", lambda: analysis.to_csv_bytes(df), f"{run.name}_step{step}_credit.csv",
-                   "text/csv", on_click="ignore")
-c5.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(df), f"{run.name}_step{step}_credit.parquet",
-                   "application/octet-stream", on_click="ignore")
+# The whole step is read only when a download is asked for.
+c4.download_button("Step credit CSV", lambda: analysis.to_csv_bytes(loaders.credit(path, step)[0]),
+                   f"{run.name}_step{step}_credit.csv", "text/csv", on_click="ignore")
+c5.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(loaders.credit(path, step)[0]),
+                   f"{run.name}_step{step}_credit.parquet", "application/octet-stream", on_click="ignore")
 
 ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample,
                      "reward": st.session_state.get(COLOR_PREF) if st.session_state.get(COLOR_PREF) in options
                      else None})
 
-sample_df = df[df["sample"] == sample]
 mode = "single" if view == "one reward" else "rows"
 scale = None
-if fixed:
+if fixed:  # the step's largest |value| from the index (the stored values; a recomputed variant's may differ)
     if mode == "single" and color_by != heatmap.TOTAL_ROW:
-        scale = heatmap.auto_scale(df.loc[df["reward"] == color_by, "credit"])
+        scale = heatmap.auto_scale(index.loc[index["reward"] == color_by, "abs_credit_max"])
     elif mode == "single":
-        scale = heatmap.auto_scale(df["token_adv"])
+        scale = heatmap.auto_scale(index["abs_token_adv_max"])
     else:
-        scale = heatmap.auto_scale(list(df["credit"]) + list(df["token_adv"]))
+        scale = heatmap.auto_scale(list(index["abs_credit_max"]) + list(index["abs_token_adv_max"]))
 
 st.html(heatmap.token_heatmap_html(sample_df, color_by if mode == "single" else None, mode=mode, scale=scale,
                                    reward_names=rewards, row_scale=per_row))

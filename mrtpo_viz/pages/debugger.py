@@ -62,12 +62,12 @@ with tab_runs:
             st.info("This run has no credit maps yet.")
         else:
             last_n = c2.number_input("Scan the last N steps", 1, len(steps), min(5, len(steps)))
-            frames = {}
+            indexes = {}  # per (sample, reward) routing mass and span size, from each step's footer
             for s in steps[-int(last_n):]:
-                df, w = loaders.credit(path, s)
+                ix, w = loaders.credit_index(path, s)
                 ui.show_warnings(f"{loaders.run_label(run)} step {s}", w)
-                frames[s] = df
-            table = analysis.disagreement(frames, top=25)
+                indexes[s] = ix
+            table = analysis.disagreement_from_index(indexes, top=25)
             st.subheader("Where routing and spans disagree most")
             st.caption("mass_in: share of the reward's routing weight on tokens its verifier inspected; span_share: "
                        "what uniform routing would put there. Select a row, or follow its link, to open the sample.")

@@ -1,7 +1,8 @@
 """JS divergence: per-position JS distance of each reward on one sample (the token text on the axis, verifier
 spans shaded; rewards the sample's prompt does not state have no panel), the in-span vs out-of-span
 distributions of a step, and JS and span agreement over training. The state (run, step, sample) is the
-page's URL."""
+page's URL. The selectors and the step's distributions come from the step's index and distance summary
+(`loaders.credit_index`, `loaders.credit_summary`); only the shown sample's tokens are read."""
 
 from __future__ import annotations
 
@@ -49,24 +50,31 @@ if st.session_state.get(STEP_KEY + "_run") != path:  # another run: its latest s
         st.session_state[STEP_KEY] = steps[-1]
 ui.keep_choice(STEP_KEY, steps, steps[-1])
 step = c2.selectbox("Step", steps, key=STEP_KEY)
-df, warnings = loaders.credit(path, step)
+# The step's index and distance summary (the file's footer) draw the selectors and the step-wide plots; only the
+# shown sample's token rows are read.
+index, warnings = loaders.credit_index(path, step)
 ui.show_warnings(loaders.run_label(run), warnings)
-if df.empty:
+if index.empty:
     st.warning("This step's credit map holds no tokens.")
     st.stop()
-computed, skipped = analysis.replay_coverage(df)
+computed, skipped = analysis.replay_coverage_from_index(index)
 if skipped:
     st.caption(f"Replay computed JS for {computed} of the {computed + skipped} (sample, reward) pairs of this step. "
                f"The other {skipped} had a group advantage of 0 (every sample of the group scored the same), so "
                "their JS could not change any credit and was not computed (`--replay-pairs all` computes them).")
-present = [r for r in rewards if r in set(df["reward"])] + [r for r in dict.fromkeys(df["reward"]) if r not in rewards]
-df, variant = ui.relevance_switch(df, cfg, present, PAGE)
-recomputed = "relevance" in df.columns
-sample = ui.pick_sample(df, present, PAGE, target)
+present = [r for r in rewards if r in set(index["reward"])] + [r for r in dict.fromkeys(index["reward"])
+                                                                 if r not in rewards]
+sample = ui.pick_sample(index, present, PAGE, target)
 ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
 if sample is None:
     st.stop()
-sample_df = df[df["sample"] == sample]
+sample_df, warnings = loaders.credit_sample(path, step, sample)
+ui.show_warnings(loaders.run_label(run), warnings)
+if sample_df.empty:
+    st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
+    st.stop()
+sample_df, variant = ui.relevance_switch(sample_df, cfg, present, PAGE)
+recomputed = "relevance" in sample_df.columns
 credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards), variant)
 # Under a recomputed variant the panels show its relevance (what routing used) in place of the stored d.
 shown_df = sample_df.assign(js=sample_df["relevance"]) if recomputed else sample_df
@@ -84,10 +92,12 @@ with st.expander("Response text of this sample"):
 ui.specificity_panel(sample_df, present)
 
 left, right = st.columns(2)
-left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key), lambda: figures.js_in_out_figure(df, rewards)),
+summary, _ = loaders.credit_summary(path, step)
+left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key), lambda: figures.js_in_out_summary_figure(summary,
+                                                                                                        rewards)),
                   key="fig_js_inout")
 right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
-right.dataframe(analysis.js_in_out_table(df), hide_index=True, width="stretch")
+right.dataframe(analysis.js_in_out_table_from_summary(summary, rewards), hide_index=True, width="stretch")
 metrics, mwarn = loaders.metrics(path)
 ui.show_warnings(loaders.run_label(run), mwarn)
 label = loaders.run_label(run)

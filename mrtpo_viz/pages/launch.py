@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from core import resources
 from core.config import MODEL_PRESETS, ConfigError, TrainConfig
 from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path, runs_dir
 from core.run.store import ACTIVE_STATES
@@ -162,6 +163,19 @@ with st.form("launch"):
     st.form_submit_button("Start training", type="primary", on_click=submit, args=(rewards,),
                           disabled=bool(prompt_error))
 
+
+
+def disk_caption(rewards: list[str]) -> str:
+    """The disk the form's settings will take (`core.resources.disk_line`), "" while they are not valid."""
+    try:
+        cfg = TrainConfig(**form_values(st.session_state, rewards))
+    except (ConfigError, ValueError, TypeError):
+        return ""
+    return resources.disk_line(cfg, len(rewards)) if rewards else ""
+
+
+if caption := disk_caption(rewards):
+    st.caption(caption[:1].upper() + caption[1:] + " (for the values of the last start, or the defaults)")
 if st.session_state.get(ERRORS_KEY):
     st.error("Nothing was started: fix the fields marked above.")
 elif msg := st.session_state.pop("launch_message", None):

@@ -13,7 +13,8 @@ from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
-                 "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints")
+                 "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints", "credit_samples",
+                 "credit_every")
 
 
 @dataclass
@@ -52,6 +53,11 @@ class MRTPOConfig(GRPOConfig):
                                                                 "generation batches (and at the end); 0: only at the end"})
     keep_checkpoints: int = field(default=3, metadata={"help": "keep the newest this many run-store checkpoints, "
                                                                 "deleting older ones as new ones are saved; 0 keeps all"})
+    credit_samples: int = field(default=256, metadata={"help": "samples per generation batch whose token-level "
+                                                               "credit map is stored (0: all); a larger batch keeps "
+                                                               "whole groups and both outcomes of each reward"})
+    credit_every: int = field(default=1, metadata={"help": "store the token-level credit map of batch 1, every "
+                                                           "this-many-th batch after it and the last one"})
     multi_objective_aggregation: str = field(
         default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
                                                         "normalize_then_sum is GDPO"})

@@ -1,10 +1,11 @@
 """The run store of an `MRTPOTrainer` run: what one generation batch leaves, and how process 0 records it.
 
 Each process keeps its rows of a generation batch as a `LocalBatch` (the `core.run.batch` dataclasses of its b
-rows). `gather_object` brings them to process 0, `merge_batches` concatenates them in process order (global
+rows). `gather_to_main` brings them to process 0, `merge_batches` concatenates them in process order (global
 sample index p b + i), and `RunRecorder` (a mixin of `MRTPOTrainer`) writes config.json, status.json,
 metrics.jsonl, one credit Parquet per generation batch and the checkpoints with `core.run.store` /
-`core.run.record`, exactly as the built-in trainer does, so the app shows TRL runs like built-in ones.
+`core.run.record`, exactly as the built-in trainer does, so the app shows TRL runs like built-in ones. Only
+process 0 receives the batch (`gather_to_main`), with text only for the rows its credit map stores.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from transformers import TrainerCallback
 
 from core.algos import advantages as adv_lib
 from core.config import TrainConfig
+from core.run import credit_choice, record
 from core.run import names as names_lib
-from core.run import record
 from core.run.batch import Advantages, Rollout, Routing, Scores
 from core.run.lifecycle import divergence
 from core.run.store import RunWriter, run_dir
@@ -50,13 +51,39 @@ class PromptView:
 @dataclass
 class LocalBatch:
     """One process's b rows of a generation batch, as the record needs them (CPU tensors; `rollout.items` are
-    `PromptView`s): gathered to process 0 and concatenated in process order by `merge_batches`."""
+    `PromptView`s): gathered to process 0 and concatenated in process order by `merge_batches`. The tensors
+    cover every row (the metrics line needs them); the text (`rollout.items`, `texts`, `tokens`, `offsets`)
+    only the rows the credit map stores (`keep_text`): None for the others."""
 
     rollout: Rollout  # (b,) rows, ids and mask (b, T)
     span_mask: Tensor  # (b, K, T)
     routing: Routing  # weights, distances (b, K, T), replayed (b, K)
     token_adv: Tensor  # (b, T)
     credit: Tensor  # (b, K, T)
+
+    def keep_text(self, rows: set[int]) -> LocalBatch:
+        """This batch with the text of the local rows `rows` only (the others None): what crosses processes."""
+        r = self.rollout
+
+        def keep(values: list) -> list:
+            return [v if i in rows else None for i, v in enumerate(values)]
+
+        rollout = Rollout(keep(r.items), r.prompt_ids, r.response_ids, r.mask, None, keep(r.texts), keep(r.tokens),
+                          keep(r.offsets))
+        return LocalBatch(rollout, self.span_mask, self.routing, self.token_adv, self.credit)
+
+
+def gather_to_main(local: LocalBatch) -> list[LocalBatch] | None:
+    """Every process's batch on process 0, in process order (None on the others): `torch.distributed.gather_object`
+    to rank 0, so the other processes receive nothing (TRL's `gather_object` copies every batch to every rank)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [local]
+    main = dist.get_rank() == 0
+    parts: list | None = [None] * dist.get_world_size() if main else None
+    dist.gather_object(local, parts, dst=0)
+    return parts
 
 
 @dataclass
@@ -69,6 +96,7 @@ class PendingBatch:
     times: dict[str, float]  # time/generate, time/verify, time/replay, time/advantages
     losses: list[Tensor] = field(default_factory=list)  # this process's summed loss of each optimizer step
     metrics: dict[str, list[float]] = field(default_factory=dict)  # TRL's per-update metrics (TRL_LOSS_METRICS)
+    stored: np.ndarray | None = None  # the rows whose credit map is stored (None: all)
 
 
 def _pad_cat(parts: list[Tensor | None], width: int, fill: float = 0.0) -> Tensor | None:
@@ -161,7 +189,8 @@ class RunRecorder:
             "replay_dtype": args.replay_dtype,
             "runs_dir": str(args.runs_dir),
             "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
-            "keep_checkpoints": args.keep_checkpoints,
+            "keep_checkpoints": args.keep_checkpoints, "credit_samples": args.credit_samples,
+            "credit_every": args.credit_every,
             "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
         }
 
@@ -181,10 +210,19 @@ class RunRecorder:
                                error=None)
         print(f"run {name}: {self.writer.path}", flush=True)
 
+    def stored_rows(self, rewards: Tensor) -> np.ndarray:
+        """The batch rows (global indices) whose token credit the coming record step stores: none when the step
+        stores no credit map (`credit_every`), else `core.run.credit_choice.choose_samples` (`credit_samples`).
+        The same on every process (the rewards are)."""
+        step = self.record_step + 1  # the batch being made is recorded as the next step
+        if not credit_choice.stores_credit(step, self.args.credit_every, self.total_record_steps() or None):
+            return np.zeros(0, dtype=np.int64)
+        return credit_choice.choose_samples(rewards.numpy(), self.num_generations, self.args.credit_samples)
+
     def begin_batch(self, parts: list[LocalBatch] | None, rewards: Tensor, start: float,
-                    times: dict[str, float]) -> None:
+                    times: dict[str, float], stored: np.ndarray | None = None) -> None:
         """A new generation batch is in training (called after its token advantages are made)."""
-        self._batch = PendingBatch(parts, rewards, start, times)
+        self._batch = PendingBatch(parts, rewards, start, times, stored=stored)
         self._mark_metrics()
 
     def add_loss(self, loss: Tensor) -> None:
@@ -240,7 +278,8 @@ class RunRecorder:
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
                                 loss_stats, times, w_max=self.args.w_max)
         metrics = record.step_metrics(rec)
-        self.writer.write_credit(step, record.credit_frame(rec))
+        if batch.stored is None or len(batch.stored):
+            self.writer.write_credit(step, record.credit_step(rec, batch.stored))
         self.writer.append_metrics(metrics)
         if self.diverged:
             self.writer.set_status(state="failed", step=step, error=self.diverged)

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from accelerate.utils import gather_object
 from torch import Tensor
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
@@ -50,7 +49,7 @@ from core.integrations.trl.dataset import (
     prompt_row,
     verifier_reward,
 )
-from core.integrations.trl.recorder import LocalBatch, PromptView, RunRecorder, RunStoreCallback
+from core.integrations.trl.recorder import LocalBatch, PromptView, RunRecorder, RunStoreCallback, gather_to_main
 from core.run import batch as batch_lib
 from core.run.batch import Rollout, Scores
 from core.run.lifecycle import SignalGuard
@@ -152,9 +151,11 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         times = {"time/generate": time.perf_counter() - t0}
         local = self._token_advantages(inputs, out, times)
         out["advantages"] = local.token_adv.to(out["completion_ids"].device)
-        parts = gather_object([local])  # every process's rows, in process order
-        self.begin_batch(parts if self.accelerator.is_main_process else None,
-                         self._captured.rewards.float().cpu(), t0, times)
+        rewards = self._captured.rewards.float().cpu()  # (B, K), identical on every process
+        stored = self.stored_rows(rewards)  # global rows whose credit map is stored
+        b, p = local.token_adv.shape[0], self.accelerator.process_index
+        parts = gather_to_main(local.keep_text({int(i) - p * b for i in stored if p * b <= i < (p + 1) * b}))
+        self.begin_batch(parts, rewards, t0, times, stored)
         return out
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

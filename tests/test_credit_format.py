@@ -1,0 +1,157 @@
+"""The credit map of schema 2 (`core.run.credit_format`): values round-trip, one sample is read without the
+rest of the step, the index comes from the footer, and schema-1 stores (the shipped runs) open as they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from core.run import credit_format, record
+from core.run.store import CREDIT_COLUMNS, RunStore, RunWriter, credit_path
+from core.tools.bench_store import make_record
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "sample_data" / "runs" / "tiny-instruct-mrtpo-demo"
+
+
+def _equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns) == list(CREDIT_COLUMNS) and len(a) == len(b)
+    for col in a.columns:
+        if isinstance(a[col].dtype, pd.CategoricalDtype) and isinstance(b[col].dtype, pd.CategoricalDtype):
+            x = a[col].cat.rename_categories(a[col].cat.categories.astype(str))  # compare codes, not 655k strings
+            y = b[col].cat.remove_unused_categories()
+            y = y.cat.rename_categories(y.cat.categories.astype(str))
+            y = pd.Categorical(y, categories=x.cat.categories)
+            assert (x.cat.codes.to_numpy() == y.codes).all() and (y.codes >= 0).all(), col
+            continue
+        x, y = a[col].to_numpy(), b[col].to_numpy()
+        if x.dtype.kind == "f" or y.dtype.kind == "f":
+            assert np.array_equal(x.astype(np.float32), y.astype(np.float32), equal_nan=True), col
+        else:
+            assert (np.asarray(x, dtype=object) == np.asarray(y, dtype=object)).all(), col
+
+
+def _written(tmp_path, rec):
+    w = RunWriter.create(tmp_path, "r", {"steps": 1, "reward_names": rec.reward_names})
+    path = w.write_credit(rec.step, record.credit_step(rec))
+    w.append_metrics({"step": rec.step})
+    return RunStore(w.path), path
+
+
+def test_a_gpu_sized_step_writes_and_reads_back_equal(tmp_path):
+    rec = make_record(128, 1024, 5)  # 655,360 (sample, reward, token) cells: schema 1 could not write it
+    store, path = _written(tmp_path, rec)
+    _equal(store.credit(1), record.credit_frame(rec))
+    assert pq.ParquetFile(path).metadata.num_row_groups > 1 and store.warnings == []
+
+
+def test_one_sample_or_reward_is_read_from_its_row_group_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(credit_format, "ROW_GROUP_ROWS", 4096)  # ~3 samples a row group
+    rec = make_record(64, 512, 3, group_size=8, seed=1)
+    store, path = _written(tmp_path, rec)
+    whole = store.credit(1)
+    groups = pq.ParquetFile(path).metadata.num_row_groups
+    read = []
+    real = pq.ParquetFile.read_row_groups
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: pytest.fail("a whole-step read"))
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups",
+                        lambda self, rgs, *a, **k: read.append(list(rgs)) or real(self, rgs, *a, **k))
+    one = store.credit_tokens(1, samples=[37])
+    _equal(one, whole[whole["sample"] == 37].reset_index(drop=True))
+    pair = store.credit_tokens(1, samples=[37], rewards=[rec.reward_names[2]])
+    _equal(pair, whole[(whole["sample"] == 37) & (whole["reward"] == rec.reward_names[2])].reset_index(drop=True))
+    assert len(read) == 2 and all(len(r) == 1 for r in read) and groups > 16
+    read.clear()
+    index = store.credit_index(1)  # the footer alone
+    assert read == []
+    assert len(index) == 64 * 3 and index["length"].eq(512).all()
+    first = index.groupby(["sample", "reward"], sort=False).first().reset_index()
+    expect = whole.groupby(["sample", "reward"], sort=False, observed=True).first().reset_index()
+    assert np.array_equal(first["score"], expect["score"], equal_nan=True)
+    assert (first["applicable"] == expect["score"].notna()).all()
+    assert (first["group"] == expect["group"]).all() and (first["prompt_key"] == expect["prompt_key"].astype(str)).all()
+    big = whole.assign(c=whole["credit"].abs()).groupby(["sample", "reward"], sort=False, observed=True)["c"].max()
+    np.testing.assert_allclose(first["abs_credit_max"], big.to_numpy(), rtol=1e-6)
+    np.testing.assert_allclose(index.groupby("sample")["abs_token_adv_max"].first(),
+                               whole.groupby("sample")["token_adv"].apply(lambda x: x.abs().max()), rtol=1e-6)
+
+
+def test_a_long_frame_round_trips_through_the_writer(tmp_path):
+    rec = make_record(8, 40, 3, group_size=4, seed=2)
+    frame = record.credit_frame(rec)
+    frame = frame[frame["t"] < np.where(frame["sample"] % 2 == 0, 40, 25)]  # responses of different lengths
+    w = RunWriter.create(tmp_path, "r", {"steps": 1, "reward_names": rec.reward_names})
+    w.write_credit(1, frame.reset_index(drop=True))
+    w.append_metrics({"step": 1})
+    _equal(RunStore(w.path).credit(1), frame.reset_index(drop=True))
+    assert RunStore(w.path).credit_index(1)["length"].tolist()[:6] == [40] * 3 + [25] * 3
+
+
+def test_a_sample_subset_keeps_its_batch_indices(tmp_path):
+    rec = make_record(16, 12, 2, group_size=4, seed=3)
+    w = RunWriter.create(tmp_path, "r", {"steps": 1, "reward_names": rec.reward_names})
+    w.write_credit(1, record.credit_step(rec, samples=[4, 5, 6, 7, 12]))
+    w.append_metrics({"step": 1})
+    store = RunStore(w.path)
+    whole = record.credit_frame(rec)
+    _equal(store.credit(1), whole[whole["sample"].isin([4, 5, 6, 7, 12])].reset_index(drop=True))
+    assert sorted(set(store.credit_index(1)["sample"])) == [4, 5, 6, 7, 12]
+
+
+def test_schema_1_stores_open_as_they_are():
+    """The shipped runs were written in schema 1: read as they are (no conversion), by every reader."""
+    store = RunStore(SHIPPED)
+    step = store.credit_steps()[-1]
+    assert pq.ParquetFile(credit_path(SHIPPED, step)).metadata.metadata[b"mrtpo_schema_version"] == b"1"
+    whole = store.credit(step)
+    index = store.credit_index(step)
+    sample = int(whole["sample"].iloc[-1])
+    _equal(store.credit_tokens(step, samples=[sample]), whole[whole["sample"] == sample].reset_index(drop=True))
+    assert len(index) == whole.groupby(["sample", "reward"]).ngroups and store.warnings == []
+    assert (index["length"] == whole.groupby(["sample", "reward"], sort=False)["t"].size().to_numpy()).all()
+
+
+def test_the_size_formula_in_the_contract_holds(tmp_path):
+    """Rows = sum over stored samples of K x length; the file's rows and the index agree."""
+    rec = make_record(12, 30, 4, group_size=4, seed=4)
+    store, path = _written(tmp_path, rec)
+    assert pq.ParquetFile(path).metadata.num_rows == 12 * 30 * 4 == record.credit_step(rec).n_cells
+    assert credit_format.read_index(pq.ParquetFile(path))["rewards"] == rec.reward_names
+
+
+def test_the_index_sums_and_the_distance_summary_match_the_tokens(tmp_path):
+    rec = make_record(16, 40, 3, group_size=4, seed=5)
+    store, _ = _written(tmp_path, rec)
+    whole = store.credit(1)
+    index = store.credit_index(1)
+    w = whole.assign(w_in=whole["weight"] * whole["in_span"], span=whole["in_span"].astype(int))
+    g = w.groupby(["sample", "reward"], sort=False, observed=True)
+    np.testing.assert_allclose(index["weight_sum"], g["weight"].sum().to_numpy(), rtol=1e-5)
+    np.testing.assert_allclose(index["weight_in_span"], g["w_in"].sum().to_numpy(), rtol=1e-5)
+    assert (index["span_tokens"].to_numpy() == g["span"].sum().to_numpy()).all()
+    assert (index["distance_computed"].to_numpy() == g["js"].apply(lambda x: x.notna().any()).to_numpy()).all()
+    summary = store.credit_summary(1)
+    for r in summary.itertuples():
+        d = whole.loc[(whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in")), "js"].dropna()
+        assert r.n == len(d) and r.tokens == ((whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in"))).sum()
+        np.testing.assert_allclose([r.mean, r.median, r.q1, r.max], [d.mean(), d.median(), d.quantile(0.25), d.max()],
+                                   rtol=1e-5)
+    v1 = RunStore(SHIPPED)  # schema 1: the same summary from the whole file
+    assert set(v1.credit_summary(v1.credit_steps()[-1])["where"]) <= {"in", "out"}
+
+
+def test_bench_store_prints_a_row_per_size_and_refuses_bad_sizes(capsys):
+    """`mrtpo bench store` at a small size: a table row with every column measured; a bad size is one line,
+    exit 2."""
+    from core.tools import bench_store
+
+    assert bench_store.main(["--sizes", "8x16x2"]) == 0
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("| 8x16x2")]
+    assert len(row) == 1 and " - " not in row[0] and "Error" not in row[0]
+    assert bench_store.main(["--sizes", "8x16"]) == 2
+    assert "is not samples x tokens x rewards" in capsys.readouterr().err
