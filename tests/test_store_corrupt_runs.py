@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.run.store import RunStore, credit_path, list_runs
+from core.run.store import RunStore, RunWriter, credit_path, list_runs
 from mrtpo_viz import ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
@@ -184,3 +184,31 @@ def test_credit_without_metrics_line_is_not_a_step(tmp_path):
 
     w.write_credit(3, synthetic_credit_frame(3, 8, 6, DEFAULT_REWARDS[:2], 4, 0, True))
     assert RunStore(w.path).credit_steps() == [1, 2]
+
+
+def test_readers_follow_no_link_out_of_a_run(tmp_path):
+    """A crashed run whose train.log links to another file (e.g. /etc/passwd) shows none of it: not in the error,
+    not in the log tail; linked metrics and credit files are not read either, and a run folder that links to
+    another place is not listed. Each refusal is a warning naming the file."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    runs = tmp_path / "runs"
+    w = RunWriter.create(runs, "crashed", {"steps": 3})
+    w.set_status(state="running", pid=2**22 + 5)  # no such process: the run is crashed
+    (w.path / "train.log").symlink_to(secret)
+    store = RunStore(w.path)
+    status = store.status()
+    assert status["state"] == "crashed" and "root:x" not in str(status.get("error"))
+    assert store.log_tail() == ""
+    assert any("train.log is a symbolic link" in m for m in store.warnings)
+
+    (outside / "metrics.jsonl").write_text('{"step": 1, "reward/all_satisfied": 0.5}\n')
+    (w.path / "metrics.jsonl").symlink_to(outside / "metrics.jsonl")
+    assert store.metrics().empty and store.last_step() == 0
+
+    real = RunWriter.create(outside, "elsewhere", {"steps": 1})
+    real.set_status(state="completed", step=1)
+    (runs / "linked").symlink_to(real.path)
+    assert [r.name for r in list_runs(runs)] == ["crashed"]

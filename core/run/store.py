@@ -626,8 +626,24 @@ class RunStore:
     def name(self) -> str:
         return self.path.name
 
+    def _own(self, relative: str | os.PathLike) -> Path | None:
+        """The run's file `relative` when reading it stays inside the run folder; None, with a warning, when it
+        (or a folder on the way) is a symbolic link. The readers follow nothing out of a run: a train.log that
+        links to /etc/passwd is not shown (docs/CONTRACTS.md, "What the readers follow")."""
+        file = self.path / relative
+        try:
+            inside = os.path.realpath(file) == os.path.join(os.path.realpath(self.path), os.path.normpath(relative))
+        except (OSError, ValueError):
+            inside = False
+        if not inside:
+            self._warn(f"{Path(relative).as_posix()} is a symbolic link: not read (a run's files stay in its folder)")
+            return None
+        return file
+
     def _json(self, filename: str) -> dict[str, Any]:
-        file = self.path / filename
+        file = self._own(filename)
+        if file is None:
+            return {}
         if not file.exists():
             self._warn(f"{filename} is missing")
             return {}
@@ -675,8 +691,9 @@ class RunStore:
         return self.status().get("state") in ACTIVE_STATES
 
     def log_tail(self, lines: int = 30, max_bytes: int = 16384) -> str:
-        """The last `lines` lines of the run's train.log ("" when there is none)."""
-        return read_tail(self.path / "train.log", lines, max_bytes)
+        """The last `lines` lines of the run's train.log ("" when there is none, or it is a symbolic link)."""
+        file = self._own("train.log")
+        return read_tail(file, lines, max_bytes) if file is not None else ""
 
     def _last_metric_step(self) -> int:
         return self.last_step()
@@ -684,7 +701,9 @@ class RunStore:
     def last_step(self) -> int:
         """The last completed step (0 when none): the largest valid `step` among the complete lines at the end of
         metrics.jsonl (read from its tail, so a long run costs no more than a short one)."""
-        file = self.path / "metrics.jsonl"
+        file = self._own("metrics.jsonl")
+        if file is None:
+            return 0
         steps = []
         for line in read_tail(file, lines=_TAIL_LINES, max_bytes=_TAIL_BYTES).splitlines():
             try:
@@ -706,9 +725,9 @@ class RunStore:
     def metrics(self) -> pd.DataFrame:
         """One row per completed step, sorted by step (later duplicates of a step win); every line checked
         against the schema (`check_metrics_row`): a bad line is skipped, a bad value dropped, with a warning."""
-        file = self.path / "metrics.jsonl"
+        file = self._own("metrics.jsonl")
         empty = pd.DataFrame({"step": pd.Series(dtype="int64")})
-        if not file.exists():
+        if file is None or not file.exists():
             return empty
         try:
             rows, problems = _read_jsonl(file)
@@ -728,17 +747,22 @@ class RunStore:
     def credit_steps(self) -> list[int]:
         """Steps with a credit map whose metrics line is written: a step is complete only once its metrics line
         is (a kill between the two leaves a credit file of a step that does not exist yet)."""
-        folder = self.path / "credit"
+        folder = self._own("credit")
+        if folder is None:
+            return []
         if not folder.is_dir():
             if folder.exists():
                 self._warn("credit is not a folder")
             return []
         last = self.last_step()
-        return sorted(s for f in folder.glob("step_*.parquet") if (s := _step_of(f)) is not None and s <= last)
+        return sorted(s for f in folder.glob("step_*.parquet")
+                      if (s := _step_of(f)) is not None and s <= last and not f.is_symlink())
 
     def _credit_file(self, step: int) -> tuple[pq.ParquetFile | None, str]:
         """The step's open credit file and its schema version (None and "" when unreadable, with a warning)."""
         file = credit_path(self.path, step)
+        if self._own(file.relative_to(self.path)) is None:
+            return None, ""
         try:
             pf = pq.ParquetFile(file)
             meta = pf.metadata.metadata or {}  # the file's key-value metadata (both versions write it)
@@ -925,8 +949,8 @@ def list_runs(*dirs: str | os.PathLike, labels: Iterable[str] | None = None) -> 
         except OSError:
             continue
         for child in children:
-            if not child.is_dir() or not is_run_name(child.name):
-                continue
+            if child.is_symlink() or not child.is_dir() or not is_run_name(child.name):
+                continue  # a run folder that links elsewhere is not listed (nothing is read out of the runs folder)
             if not (child / "config.json").exists() and not (child / "status.json").exists():
                 continue  # not a run folder at all
             try:
