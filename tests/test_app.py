@@ -610,3 +610,44 @@ def test_a_schema_1_store_opens_on_every_page(name, tmp_path, monkeypatch):
         assert html_of(at).count('<span class="tok" ') > 0
     if name in ("credit", "js"):
         assert not at.warning or all("schema" not in w.value for w in at.warning)
+
+
+def test_launch_shows_a_prompt_set_error_as_text_never_markdown(runs_dir, tmp_path):
+    """The prompt-set error quotes the file's own text (here a family name that is a Markdown image pointing at a
+    local tracker): it is shown as text, so the browser fetches nothing (issue 29, item 3)."""
+    evil = "![r](http://127.0.0.1:9/x.png)"
+    bad = tmp_path / "evil.jsonl"
+    bad.write_text(json.dumps({"key": "1", "task": "Say hi.", "constraints": [{"family": evil, "kwargs": {}}]}) + "\n")
+    at = page("launch", runs_dir)
+    at.selectbox[0].set_value("other file…").run()
+    at.text_input(key="lf_prompt_other").set_value(str(bad)).run()
+    errors = [e.value for e in at.error if "Prompt set" in e.value]
+    # the whole quoted text is one inline code span, inside which Markdown does not act
+    assert errors and all(e.startswith("Prompt set: `") and e.endswith("`") and evil in e
+                          and e.count("`") == 2 for e in errors), errors
+
+
+def test_a_starting_runs_phase_line_is_shown_as_text(runs_dir):
+    """Training curves of a run that has not written a step shows the phase its train.log announced last; the
+    line comes from the log, so Markdown in it is shown as text (issue 29, item 3)."""
+    from core.run.store import RunWriter
+    from core.run.train_log import phase_line
+
+    w = RunWriter.create(runs_dir, "starting-run", {"steps": 3, "method": "mrtpo"})
+    w.set_status(state="running", pid=os.getpid())
+    (w.path / "train.log").write_text(phase_line("loading ![t](http://127.0.0.1:9/t.png)") + "\n")
+    at = page("curves", runs_dir, mrtpo_run=str(w.path))
+    infos = [i.value for i in at.info if "is starting" in i.value]
+    assert infos and "`loading ![t](http://127.0.0.1:9/t.png)`" in infos[0], infos
+
+
+def test_the_debuggers_open_button_shows_a_reward_name_as_text(runs_dir):
+    """The reward name in the "Open step ... in Token credit" button comes from the credit map; a button label is
+    Markdown, so a name that is a Markdown image must be shown as text (issue 29, item 3)."""
+    from mrtpo_viz.tools.synthetic import write_synthetic_run
+
+    evil = "![r](http://127.0.0.1:9/x.png)"
+    w = write_synthetic_run(runs_dir, "evil-names", steps=2, rewards=(evil,), n_samples=8, n_tokens=6)
+    at = page("debugger", runs_dir, mrtpo_run=str(w.path))
+    labels = [b.label for b in at.button if b.label.startswith("Open step")]
+    assert labels and all(f"(`{evil}`)" in label for label in labels), labels

@@ -93,7 +93,9 @@ with tab_runs:
                 )
                 rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
                 chosen = table.iloc[rows[0]] if rows else table.iloc[0]
-                label = f"Open step {chosen['step']} sample {chosen['sample']} ({chosen['reward']}) in Token credit"
+                # the reward name comes from the credit map: shown as text, never as Markdown (a button label is)
+                label = (f"Open step {chosen['step']} sample {chosen['sample']} ({ui.plain(chosen['reward'])}) in "
+                         "Token credit")
                 if st.button(label, type="primary"):
                     st.session_state["credit_target"] = {"run": path, "step": int(chosen["step"]),
                                                          "sample": int(chosen["sample"]),

@@ -128,7 +128,7 @@ st.session_state["lf_prompt_path"] = prompt_path
 rewards, n_prompts, prompt_error = ([], 0, "no file given") if not prompt_path else prompt_set_rewards(
     prompt_path, loaders.file_key(resolve_path(prompt_path)))
 if prompt_error:
-    st.error(f"Prompt set: {prompt_error}")
+    st.error(f"Prompt set: {ui.plain(prompt_error)}")  # the error quotes the file's own text (family names)
 else:
     st.caption(f"{n_prompts} prompts · rewards: " + ", ".join(f"`{r}`" for r in rewards))
 show_error("prompt_set")

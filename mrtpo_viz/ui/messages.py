@@ -65,8 +65,8 @@ def show_startup(path: str | Path, state: Mapping) -> None:
     phase = last_phase(log)
     name = Path(path).name
     if state.get("state") in ACTIVE_STATES:
-        st.info(f"**{name}** is starting: {phase or 'the trainer is starting'}. The first step's curves appear "
-                "here when it is written.")
+        st.info(f"**{plain(name)}** is starting: {plain(phase) if phase else 'the trainer is starting'}. The first "
+                "step's curves appear here when it is written.")  # the phase line is read from train.log: text
     if log:
         st.code(log, language=None)
 
