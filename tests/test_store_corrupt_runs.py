@@ -94,6 +94,11 @@ CORRUPTIONS = {
         0, "sample", pa.array(["x"] * t.num_rows))),
     "credit-v2-index-garbage": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(
         {**t.schema.metadata, b"mrtpo_credit_index": b"{not json"})),
+    # token positions no response has (issue 29 item 5: a negative t broke the pages, 2**31 - 1 asked for 16 GiB)
+    "credit-t-negative": lambda r: _credit(r, lambda f: _table(f.assign(t=-1 - f["t"]))),
+    "credit-t-huge": lambda r: _credit(r, lambda f: _table(f.assign(t=f["t"].where(f.index != 0, 2**31 - 1)))),
+    "credit-v2-t-negative": lambda r: _credit_v2(r, lambda t: t.set_column(
+        t.schema.get_field_index("t"), "t", pa.array(-1 - t.column("t").to_numpy(), pa.int32()))),
 }
 # case -> the file a warning must name (None: the values are odd but allowed, no warning needed)
 NAMED = {case: case.split("-")[0] + (".jsonl" if case.startswith("metrics") else
@@ -125,6 +130,8 @@ def test_reader_never_raises_and_names_the_problem(case, corrupt_dirs):
     for step in store.credit_steps():
         df = store.credit(step)
         assert {"token", "sample", "reward", "credit"} <= set(df.columns)
+        if len(df):  # every position kept is one a response of this file can have
+            assert df["t"].min() >= 0 and df["t"].max() < len(df)
         index = store.credit_index(step)
         assert {"sample", "reward", "score", "length"} <= set(index.columns)
         store.credit_tokens(step, samples=index["sample"].iloc[:1].tolist())

@@ -612,6 +612,22 @@ def check_credit(table: pa.Table, step: int) -> tuple[pd.DataFrame | None, list[
     return _with_added_columns(frame), []
 
 
+def valid_positions(frame: pd.DataFrame, where: str) -> tuple[pd.DataFrame, list[str]]:
+    """The credit rows whose token position t is one a response can have: 0 <= t < n, n the number of rows of its
+    (sample, reward), each t once. Other rows are dropped with a problem naming the file: a page sizes its arrays
+    by t, so a negative t failed it and t = 2**31 - 1 asked for 16 GiB."""
+    if frame.empty:
+        return frame, []
+    t = frame["t"].to_numpy().astype("int64")
+    keys = [frame["sample"], frame["reward"]]
+    n = frame.groupby(keys, sort=False, observed=True)["t"].transform("size").to_numpy()
+    ok = (t >= 0) & (t < n) & ~frame.duplicated(["sample", "reward", "t"]).to_numpy()
+    if ok.all():
+        return frame, []
+    return frame[ok], [f"{where}: {int((~ok).sum())} rows with a token position outside their response "
+                       f"(negative, repeated, or past its {int(n.max())} tokens) skipped"]
+
+
 @dataclass
 class RunStore:
     """Read-only view of one run folder. Never raises on a corrupt folder: problems land in `warnings`."""
@@ -782,6 +798,9 @@ class RunStore:
             self._warn(f"credit map of step {step} is unreadable ({exc.__class__.__name__})")
             return None
         frame, problems = check_credit(table, step)
+        if frame is not None:
+            frame, more = valid_positions(frame, f"credit map of step {step}")
+            problems = [*problems, *more]
         for p in problems:
             self._warn(p)
         return frame
@@ -807,7 +826,11 @@ class RunStore:
                 frame = frame[frame["reward"].isin(rewards)]
             return frame.reset_index(drop=True)
         try:
-            return credit_format.read_long(pf, step, samples, rewards)
+            frame, problems = valid_positions(credit_format.read_long(pf, step, samples, rewards),
+                                              f"credit map of step {step}")
+            for p in problems:
+                self._warn(p)
+            return frame
         except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, IndexError) as exc:
             self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) is not of schema "
                        f"{credit_format.VERSION} ({exc.__class__.__name__}); skipped")
