@@ -554,3 +554,26 @@ def test_killing_the_launcher_or_torchrun_stops_both_processes(micro_model, prom
         for pid in ours():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@needs_trl
+@pytest.mark.slow
+def test_killing_process_0_ends_the_run_failed_on_disk(micro_model, prompt_file, tmp_path):
+    """SIGKILL to process 0 of `mrtpo train --nproc 2` (the pid in status.json): the launcher writes the run's end
+    into status.json itself (`failed`, with why), instead of leaving `running` there for good."""
+    runs = tmp_path / "runs"
+    parent = subprocess.Popen([sys.executable, "-m", "core.cli", "train", "--backend", "trl", "--nproc", "2",
+                               "--model", str(micro_model), "--prompt-set", str(prompt_file), "--steps", "200",
+                               "--runs-dir", str(runs), "--run-name", "k", "--device", "cpu",
+                               *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]],
+                              cwd=ROOT, env=CLI_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        wait_for(lambda: (runs / "k" / "metrics.jsonl").exists(), 240, "the first step")
+        os.kill(int(json.loads((runs / "k" / "status.json").read_text())["pid"]), signal.SIGKILL)
+        assert parent.wait(timeout=180) == 1
+        on_disk = json.loads((runs / "k" / "status.json").read_text())
+        assert on_disk["state"] == "failed" and on_disk["step"] >= 1 and "killed" in on_disk["error"], on_disk
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)

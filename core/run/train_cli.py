@@ -130,6 +130,19 @@ def cuda_problem(nproc: int) -> str:
     return ""
 
 
+def settle_crashed(path: Path, status: dict) -> None:
+    """Mark a run whose process 0 died without a final status (SIGKILL, the out-of-memory killer) `failed` on disk,
+    at its last complete step, with what its log says (`RunStore.status` already reports it `crashed`; status.json
+    said `running` for good). Skipped when another process holds the run's writer lock."""
+    from core.run.store import RunStore, RunStoreError, RunWriter
+
+    try:
+        writer = RunWriter.open(path)
+    except RunStoreError:
+        return
+    writer.set_status(state="failed", step=RunStore(path).last_step(), error=status.get("error"))
+
+
 def launch_processes(cfg: TrainConfig) -> int:
     """Run `cfg.nproc` processes of this command and wait for them; exit status from the run's final state.
 
@@ -167,7 +180,11 @@ def launch_processes(cfg: TrainConfig) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    state = RunStore(path).status().get("state") if path.exists() else None
+    status = RunStore(path).status() if path.exists() else {}
+    if status.get("state") == "crashed":  # process 0 died without its final status (killed): write it down
+        settle_crashed(path, status)
+        status = RunStore(path).status()
+    state = status.get("state")
     print(f"run {cfg.run_name}: {state or 'not started'} ({path})", flush=True)
     if state in ("completed", "stopped"):
         return 0
