@@ -522,6 +522,16 @@ def test_a_diverging_run_ends_failed_on_both_backends_and_saves_no_weights(tmp_p
     assert "mrtpo train: diverged at step 1" in capsys.readouterr().err
 
 
+def start_two_processes(micro_model, prompt_file, runs) -> subprocess.Popen:
+    """`mrtpo train --backend trl --nproc 2` of 200 micro steps into `runs`/k, in its own session, output dropped."""
+    return subprocess.Popen([sys.executable, "-m", "core.cli", "train", "--backend", "trl", "--nproc", "2",
+                             "--model", str(micro_model), "--prompt-set", str(prompt_file), "--steps", "200",
+                             "--runs-dir", str(runs), "--run-name", "k", "--device", "cpu",
+                             *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]],
+                            cwd=ROOT, env=CLI_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
 @needs_trl
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
@@ -530,12 +540,7 @@ def test_killing_the_launcher_or_torchrun_stops_both_processes(micro_model, prom
     """SIGKILL to `mrtpo train --nproc 2` (the parent) or to the torchrun agent under it: both ranks stop after
     their current step and the run ends `stopped` (they trained on to the end and the run said `completed`)."""
     runs = tmp_path / "runs"
-    parent = subprocess.Popen([sys.executable, "-m", "core.cli", "train", "--backend", "trl", "--nproc", "2",
-                               "--model", str(micro_model), "--prompt-set", str(prompt_file), "--steps", "200",
-                               "--runs-dir", str(runs), "--run-name", "k", "--device", "cpu",
-                               *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]],
-                              cwd=ROOT, env=CLI_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    parent = start_two_processes(micro_model, prompt_file, runs)
 
     def ours() -> list[int]:
         out = subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True).stdout.split()
@@ -562,12 +567,7 @@ def test_killing_process_0_ends_the_run_failed_on_disk(micro_model, prompt_file,
     """SIGKILL to process 0 of `mrtpo train --nproc 2` (the pid in status.json): the launcher writes the run's end
     into status.json itself (`failed`, with why), instead of leaving `running` there for good."""
     runs = tmp_path / "runs"
-    parent = subprocess.Popen([sys.executable, "-m", "core.cli", "train", "--backend", "trl", "--nproc", "2",
-                               "--model", str(micro_model), "--prompt-set", str(prompt_file), "--steps", "200",
-                               "--runs-dir", str(runs), "--run-name", "k", "--device", "cpu",
-                               *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]],
-                              cwd=ROOT, env=CLI_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    parent = start_two_processes(micro_model, prompt_file, runs)
     try:
         wait_for(lambda: (runs / "k" / "metrics.jsonl").exists(), 240, "the first step")
         os.kill(int(json.loads((runs / "k" / "status.json").read_text())["pid"]), signal.SIGKILL)
