@@ -97,12 +97,7 @@ if sample is None:
     st.stop()
 samples = analysis.filter_samples(index, *ui.sample_filter_values(PAGE))
 scores = analysis.sample_scores(index)
-sample_df, warnings = loaders.credit_sample(path, step, sample)
-ui.show_warnings(loaders.run_label(run), warnings)
-if sample_df.empty:
-    st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
-    st.stop()
-sample_df, variant = ui.relevance_switch(sample_df, cfg, present, PAGE)
+sample_df, variant = ui.shown_sample(path, step, sample, loaders.run_label(run), cfg, present, PAGE)
 
 # Keyboard: the arrow keys move through samples, with shift through steps (Streamlit button shortcuts).
 k = st.columns([1, 1, 1, 1, 2])

@@ -68,12 +68,7 @@ sample = ui.pick_sample(index, present, PAGE, target)
 ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
 if sample is None:
     st.stop()
-sample_df, warnings = loaders.credit_sample(path, step, sample)
-ui.show_warnings(loaders.run_label(run), warnings)
-if sample_df.empty:
-    st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
-    st.stop()
-sample_df, variant = ui.relevance_switch(sample_df, cfg, present, PAGE)
+sample_df, variant = ui.shown_sample(path, step, sample, loaders.run_label(run), cfg, present, PAGE)
 recomputed = "relevance" in sample_df.columns
 credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards), variant)
 # Under a recomputed variant the panels show its relevance (what routing used) in place of the stored d.

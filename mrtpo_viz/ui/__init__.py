@@ -44,7 +44,7 @@ from mrtpo_viz.ui.pickers import (
     set_run,
 )
 from mrtpo_viz.ui.prefetch import PREFETCH_MAX_MS, PREFETCH_QUIET_MS, PREFETCHED_KEY, chart_module, prefetch_charts
-from mrtpo_viz.ui.sample_panels import relevance_switch, specificity_panel
+from mrtpo_viz.ui.sample_panels import relevance_switch, shown_sample, specificity_panel
 
 __all__ = [
     "FIGURE_REFRESH_S", "LAUNCHED_KEY", "LINKS_KEY", "PREFETCHED_KEY", "PREFETCH_MAX_MS", "PREFETCH_QUIET_MS",
@@ -52,6 +52,6 @@ __all__ = [
     "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe", "find_run",
     "keep_choice", "link_target", "link_warning", "no_runs_message", "page_runs", "pending_runs", "pick_run",
     "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "sample_filter_values",
-    "session_runs", "set_run", "show_startup", "show_warnings", "specificity_panel", "state_badge", "style_params",
+    "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings", "specificity_panel", "state_badge", "style_params",
     "write_link",
 ]

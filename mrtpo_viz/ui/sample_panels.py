@@ -10,8 +10,21 @@ from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
-from mrtpo_viz.ui.messages import plain
+from mrtpo_viz import loaders
+from mrtpo_viz.ui.messages import plain, show_warnings
 from mrtpo_viz.ui.pickers import keep_choice
+
+
+def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, rewards: Sequence[str], page: str):
+    """The shown sample's token rows, read alone (`loaders.credit_sample`), their warnings shown under the run's
+    `label`, then the relevance switch (`relevance_switch`); stops the page when they cannot be read. Returns
+    (the sample's credit frame, the chosen variant or None)."""
+    sample_df, warnings = loaders.credit_sample(path, step, sample)
+    show_warnings(label, warnings)
+    if sample_df.empty:
+        st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
+        st.stop()
+    return relevance_switch(sample_df, cfg, rewards, page)
 
 
 def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None):
