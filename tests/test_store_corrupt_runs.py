@@ -99,6 +99,11 @@ CORRUPTIONS = {
     "credit-t-huge": lambda r: _credit(r, lambda f: _table(f.assign(t=f["t"].where(f.index != 0, 2**31 - 1)))),
     "credit-v2-t-negative": lambda r: _credit_v2(r, lambda t: t.set_column(
         t.schema.get_field_index("t"), "t", pa.array(-1 - t.column("t").to_numpy(), pa.int32()))),
+    # issue 29 item 6: a 2 GB sparse hole after the real lines was read whole on every rerun (4.2 GB RSS); NUL
+    # bytes a crash left mid-file; one line of 2 MB
+    "metrics-sparse-hole-2gb": lambda r: os.truncate(r / "metrics.jsonl", 2 * 10**9),
+    "metrics-nul-run": lambda r: _append(r / "metrics.jsonl", "\0" * 100_000 + '{"step": 3}\n'),
+    "metrics-line-2mb": lambda r: _append(r / "metrics.jsonl", '{"step": 3, "x": "' + "a" * 2_000_000 + '"}\n'),
 }
 # case -> the file a warning must name (None: the values are odd but allowed, no warning needed)
 NAMED = {case: case.split("-")[0] + (".jsonl" if case.startswith("metrics") else

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from core.run import credit_format
 from core.run.credit_format import CreditStep
 from core.run.liveness import pid_is_writer, pid_start_time
+from core.run.metrics_file import MetricsReader
 from core.run.names import RUN_NAME_RULE, is_run_name
 from core.run.train_log import crash_message, read_tail
 
@@ -485,26 +486,13 @@ def check_metrics_row(row: Any, where: str) -> tuple[dict[str, Any] | None, list
     return out, problems
 
 
+_METRICS_READER = MetricsReader()  # keeps each metrics.jsonl's parsed rows: a rerun parses only what was appended
+
+
 def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    rows: list[dict[str, Any]] = []
-    problems: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().split("\n")
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):
-            # The last line may be torn by a kill mid-write; anything else is corruption worth reporting.
-            if n < len(lines) - 1 or line != lines[-1]:
-                problems.append(f"metrics.jsonl line {n} is not JSON; skipped")
-            continue
-        checked, found = check_metrics_row(row, f"metrics.jsonl line {n}")
-        problems += found
-        if checked is not None:
-            rows.append(checked)
-    return rows, problems
+    """The checked rows of a metrics.jsonl and the problems found (core/run/metrics_file.py: read in chunks, only
+    the bytes appended since the last read, NUL runs and overlong lines skipped with a warning)."""
+    return _METRICS_READER.read(path, check_metrics_row)
 
 
 # status.json fields: name -> (check of a value, what it must be). A field that fails is dropped with a warning.
