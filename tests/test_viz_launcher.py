@@ -13,7 +13,7 @@ import pytest
 from helpers import start_stand_in
 
 from core.config import train_argv
-from core.run.store import RunStore, RunStoreError, RunWriter
+from core.run.store import LAUNCH_ID_ENV, RunStore, RunStoreError, RunWriter
 from mrtpo_viz import launcher
 
 
@@ -82,6 +82,49 @@ def test_staging_log_is_attached_once_the_run_folder_exists(tmp_path):
     log = tmp_path / "r" / "train.log"
     assert log.read_text() == "loading...\n" and not staging.exists()
     assert RunStore(tmp_path / "r").log_tail() == "loading..."
+
+
+def test_staging_log_goes_only_into_the_run_its_own_trainer_created(tmp_path, monkeypatch):
+    """Issue 29 item 10: of two launches of one name, the losing trainer's log was hard-linked into the winning run
+    as its train.log. The app's trainer records its launch id in status.json; a folder without it keeps its log."""
+    (tmp_path / launcher.STAGING_DIR).mkdir()
+    launcher.staging_log(tmp_path, "won").write_text("run 'won' already exists\n")
+    launcher.launch_id_file(tmp_path, "won").write_text("aaaa")
+    RunWriter.create(tmp_path, "won", {"steps": 1})  # another process (a command-line run) created it first
+    assert launcher.attach_log(tmp_path / "won") is True
+    assert not (tmp_path / "won" / "train.log").exists()
+    lost = tmp_path / launcher.STAGING_DIR / "won.lost-aaaa.log"
+    assert lost.read_text() == "run 'won' already exists\n" and not launcher.staging_log(tmp_path, "won").exists()
+    # the app's own trainer created the folder: the log is linked in
+    launcher.staging_log(tmp_path, "ours").write_text("loading...\n")
+    launcher.launch_id_file(tmp_path, "ours").write_text("bbbb")
+    monkeypatch.setenv(LAUNCH_ID_ENV, "bbbb")
+    RunWriter.create(tmp_path, "ours", {"steps": 1})
+    assert RunStore(tmp_path / "ours").status()["launch_id"] == "bbbb"
+    launcher.adopt_logs(tmp_path)
+    assert (tmp_path / "ours" / "train.log").read_text() == "loading...\n"
+    assert not launcher.launch_id_file(tmp_path, "ours").exists()
+
+
+@pytest.mark.subprocess
+def test_a_launch_that_loses_its_name_leaves_the_winning_run_alone(tmp_path, micro_model, prompt_file):
+    """A real trainer started from the app while another process creates the run folder of the same name first:
+    the trainer refuses the name, and its log does not become the other run's train.log."""
+    cfg, errors = launcher.validate({"model": str(micro_model), "prompt_set": str(prompt_file), "steps": 2,
+                                     "group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "device": "cpu",
+                                     "runs_dir": str(tmp_path), "run_name": "race"})
+    assert not errors
+    launched = launcher.start_run(cfg)
+    # wins: the trainer is still importing torch. A command-line run writes no train.log (its output is the terminal)
+    RunWriter.create(tmp_path, "race", {"steps": 2})
+    launcher.children._CHILDREN[str(launched.path)].wait(timeout=120)
+    deadline = time.time() + 10
+    lost = []
+    while time.time() < deadline and not lost:  # the follower thread sets the lost log aside after the exit
+        lost = list((tmp_path / launcher.STAGING_DIR).glob("race.lost-*.log"))
+        time.sleep(0.1)
+    assert not (tmp_path / "race" / "train.log").exists()
+    assert len(lost) == 1 and "already exists" in lost[0].read_text()
 
 
 def test_stop_refuses_a_pid_that_is_not_a_trainer(tmp_path):

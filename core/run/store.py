@@ -36,6 +36,10 @@ from core.run.metrics_file import MetricsReader
 from core.run.names import RUN_NAME_RULE, is_run_name
 from core.run.train_log import crash_message, read_tail
 
+# Set by the app for a trainer it starts (mrtpo_viz/launcher): the run folder's creator records it in status.json,
+# so the app links its staging log only into the run its own trainer created (docs/CONTRACTS.md, status.json).
+LAUNCH_ID_ENV = "MRTPO_LAUNCH_ID"
+
 SCHEMA_VERSION = 2  # of the run store: config.json's schema_version and the credit files' mrtpo_schema_version
 READABLE_VERSIONS = (1, 2)  # 1: the long credit map (CREDIT_SCHEMA), read as it is; 2: `core.run.credit_format`
 SCHEMA_KEY = b"mrtpo_schema_version"
@@ -280,8 +284,10 @@ class RunWriter:
         (path / "credit").mkdir(exist_ok=True)
         (path / "checkpoints").mkdir(exist_ok=True)
         atomic_write_json(path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
+        launch = {"launch_id": os.environ[LAUNCH_ID_ENV]} if os.environ.get(LAUNCH_ID_ENV) else {}
         writer.set_status(
-            state="starting", pid=os.getpid(), step=0, total_steps=config.get("steps"), error=None, started_at=now_iso()
+            state="starting", pid=os.getpid(), step=0, total_steps=config.get("steps"), error=None, started_at=now_iso(),
+            **launch,
         )
         return writer
 
@@ -513,6 +519,7 @@ STATUS_FIELDS: dict[str, tuple[Any, str]] = {
     "error": (_is_str, "a string"),
     "started_at": (_is_str, "an ISO time string"),
     "updated_at": (_is_str, "an ISO time string"),
+    "launch_id": (_is_str, "a string"),
 }
 
 

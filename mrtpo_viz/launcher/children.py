@@ -47,6 +47,12 @@ def staging_log(root: Path, name: str) -> Path:
     return Path(root) / STAGING_DIR / f"{name}.train.log"
 
 
+def launch_id_file(root: Path, name: str) -> Path:
+    """The launch id of the trainer writing the staging log (its `MRTPO_LAUNCH_ID`, recorded in the run's status
+    by the trainer that creates the folder)."""
+    return Path(root) / STAGING_DIR / f"{name}.id"
+
+
 def _spawn(argv: list[str], log, env: dict[str, str] | None) -> subprocess.Popen:
     """Start a trainer detached from the app (its own session), output to the open file `log`."""
     child_env = dict(os.environ if env is None else env)

@@ -8,7 +8,11 @@ it never lingers as a zombie.
 
 The trainer's output goes to a staging log first (`children.staging_log`); once the trainer has created the run
 folder, that file is hard-linked in as `<run>/train.log` (same inode: the trainer keeps writing to it) and the
-staging name removed. `adopt_logs(runs_dir)` finishes that step for runs whose app stopped in between.
+staging name removed. `adopt_logs(runs_dir)` finishes that step for runs whose app stopped in between. The log is
+linked only into a folder the app's own trainer created: each Start gives the trainer a random `MRTPO_LAUNCH_ID`,
+which the trainer records in status.json; a folder another process made first (a command-line run of the same name
+still loading when Start was pressed) keeps its own log, and the losing launch's log is kept as
+`.launch/<name>.lost-<id>.log` (docs/CONTRACTS.md, status.json).
 
 Never imports torch: `core.config`, `core.run.store` and `core.tasks` are torch-free.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -25,7 +30,7 @@ from typing import Any
 
 from core.config import ConfigError, TrainConfig, field_error, resume_argv, train_argv
 from core.run import names
-from core.run.store import RunStore, RunStoreError, run_dir, writer_lock_held
+from core.run.store import LAUNCH_ID_ENV, RunStore, RunStoreError, run_dir, writer_lock_held
 from mrtpo_viz.launcher.children import (
     _CHILDREN,
     _CONFIGS,
@@ -34,6 +39,7 @@ from mrtpo_viz.launcher.children import (
     WRITTEN_NOW,
     Launched,
     _spawn,
+    launch_id_file,
     run_state,
     staging_log,
 )
@@ -97,11 +103,25 @@ def auto_run_name(cfg: TrainConfig) -> str:
 
 
 def attach_log(path: Path) -> bool:
-    """Hard-link the staging log into the run folder as train.log once the folder exists; True when done."""
+    """Hard-link the staging log into the run folder as train.log once the folder exists and its status says this
+    launch's trainer created it; True when the staging log is dealt with (linked, or kept aside as a lost launch's)."""
     path = Path(path)
     staging = staging_log(path.parent, path.name)
     if not staging.exists() or not path.is_dir():
         return False
+    id_file = launch_id_file(path.parent, path.name)
+    try:
+        ours = id_file.read_text().strip()
+    except OSError:
+        ours = ""  # a staging log of an app from before launch ids: linked as before
+    if ours:
+        if not (path / "status.json").exists():
+            return False  # the folder is being created: its status says by whom in a moment
+        if RunStore(path).status().get("launch_id") != ours:
+            # another process created this run first: its train.log (or none) stays; this launch's log is kept aside
+            staging.replace(staging.parent / f"{path.name}.lost-{ours}.log")
+            id_file.unlink(missing_ok=True)
+            return True
     target = path / "train.log"
     if not target.exists():
         try:
@@ -113,6 +133,7 @@ def attach_log(path: Path) -> bool:
                 return False
             return True
     staging.unlink(missing_ok=True)
+    id_file.unlink(missing_ok=True)
     return True
 
 
@@ -153,8 +174,11 @@ def start_run(cfg: TrainConfig, env: dict[str, str] | None = None) -> Launched:
     staging.parent.mkdir(exist_ok=True)
     cfg = dataclasses.replace(cfg, run_name=name, runs_dir=str(root))
     argv = train_argv(cfg)
+    launch_id = secrets.token_hex(8)
+    child_env = {**(os.environ if env is None else env), LAUNCH_ID_ENV: launch_id}
     with open(staging, "xb") as log:  # "x": two launches cannot take the same name
-        proc = _spawn(argv, log, env)
+        launch_id_file(root, name).write_text(launch_id)
+        proc = _spawn(argv, log, child_env)
     with _LOCK:
         _CHILDREN[str(path)] = proc
         _CONFIGS[str(path)] = cfg.to_dict()
