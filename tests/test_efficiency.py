@@ -533,6 +533,29 @@ def test_credit_placement_hand_computed():
     assert "## Where the credit went" in rep.markdown_report(df, [0.5])
 
 
+def test_controls_table_hand_computed():
+    """lift gap = lift - lift_rotated and retained, per kind, mean over steps then seeds (issue 28)."""
+    rows = []
+    for seed, (lift, rot, kept) in enumerate([(3.0, 1.0, 0.4), (2.0, 2.0, 0.6)]):
+        for step in (1, 2):
+            rows += [("mrtpo-js", seed, step, "span/keywords:existence/lift", lift),
+                     ("mrtpo-js", seed, step, "span/keywords:existence/lift_rotated", rot),
+                     ("mrtpo-js", seed, step, "span/keywords:existence/retained", kept),
+                     ("gdpo", seed, step, "span/keywords:existence/lift", 1.0),
+                     ("gdpo", seed, step, "span/keywords:existence/lift_rotated", 1.0),
+                     ("gdpo", seed, step, "span/keywords:existence/retained", 1.0)]
+    df = pd.DataFrame(rows, columns=["method", "seed", "step", "metric", "value"])
+    header, table = rep.controls_table(df)
+    assert header == ["method", "content: lift gap · retained"]
+    by = {r[0]: r[1] for r in table}
+    assert by["mrtpo-js"] == "+1.00 · 0.50"  # lift (3 + 2) / 2 = 2.5, rotated 1.5; retained (0.4 + 0.6) / 2
+    assert by["gdpo"] == "+0.00 · 1.00"
+    assert "## Controls a useless router cannot win" in rep.markdown_report(df, [0.5])
+    # runs from before these metrics: no table
+    old = df[~df["metric"].str.endswith(("lift_rotated", "retained"))]
+    assert rep.controls_table(old) == ([], [])
+
+
 # ---------------------------------------------------------------------------------------------- study v3
 
 

@@ -95,6 +95,36 @@ def credit_table(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def controls_table(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Method rows; per reward kind 'lift - lift_rotated · retained' (docs/METHOD.md, "Reading the credit metrics"):
+    the lift gap a router that ignores which reward it routes cannot win, beside the share of the reward's GDPO
+    advantage mass its credit keeps. Empty when no run logged these (runs from before issue 28)."""
+    cp = credit_placement(df)
+    if cp.empty or not cp["measure"].isin(["lift_rotated", "retained"]).any():
+        return [], []
+    kinds = [k for k in (*REWARD_KINDS, OTHER_KIND) if k in set(cp["kind"])]
+    header = ["method"] + [f"{k}: lift gap · retained" for k in kinds]
+    rows = []
+    for method in methods_of(df):
+        part = cp[cp["method"] == method].set_index(["kind", "measure"])["mean"]
+        if part.empty:
+            continue
+        cells = []
+        for k in kinds:
+            lift, rot, kept = (part.get((k, q), math.nan) for q in ("lift", "lift_rotated", "retained"))
+            gap = "–" if math.isnan(lift - rot) else f"{lift - rot:+.2f}"
+            cells.append(f"{gap} · {'–' if math.isnan(kept) else f'{kept:.2f}'}")
+        rows.append([method, *cells])
+    return header, rows
+
+
+CONTROLS_NOTE = ("Mean over each run's training steps, then over seeds. lift gap = lift - lift_rotated: how much "
+                 "more a reward's routing favours its own span than another reward's routing does (0 for a router "
+                 "that ignores which reward it routes: GDPO, a position prior, noise); retained = share of the "
+                 "reward's GDPO advantage mass its credit keeps (1 for GDPO and for routing_clip = mass; below 1 by "
+                 "what the w_max cap threw away). Read a low overlap or control only beside a positive lift gap.")
+
+
 CREDIT_NOTE = ("Mean over each run's training steps, then over seeds, of the span metrics the trainer logs "
                "(docs/METHOD.md, \"Specificity\"): overlap = mean pairwise overlap of a response's rewards' routing "
                "shares (1 = every reward credits the same tokens, as in GDPO); mass_in = share of a reward's routing "
@@ -275,6 +305,9 @@ def markdown_report(df: pd.DataFrame, targets: Sequence[float], study: dict | No
     credit = credit_table(df)
     if credit[1]:
         out += ["## Where the credit went during training", "", _md_table(*credit), "", CREDIT_NOTE, ""]
+    controls = controls_table(df)
+    if controls[0]:
+        out += ["## Controls a useless router cannot win", "", _md_table(*controls), "", CONTROLS_NOTE, ""]
     out += ["## Seconds per step", "", _md_table(*time_table(df)), "",
             "Trainer wall-clock seconds per optimizer step (mean over a run's steps, then mean ± std over seeds), "
             "with its generate / replay / update parts; held-out evaluation is not included. Runs trained in "

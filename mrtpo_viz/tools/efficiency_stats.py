@@ -171,7 +171,7 @@ def seconds_per_step(df: pd.DataFrame) -> pd.DataFrame:
 SPAN_PREFIX = "span/"
 
 
-CREDIT_MEASURES = ("mass_in", "mass_in_ceiling", "mass_control")
+CREDIT_MEASURES = ("mass_in", "mass_in_ceiling", "mass_control", "lift", "lift_rotated", "retained")
 
 
 def credit_placement(df: pd.DataFrame) -> pd.DataFrame:
