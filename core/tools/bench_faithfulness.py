@@ -11,9 +11,10 @@ its ceiling, lift and lift with rotated reward labels, mass_in with rotated labe
 same metrics for five baselines that need no replay: `random` (uniform noise), `position` (1 / (t + 1): early
 tokens), `entropy` (the policy's next-token entropy, the same for every reward), `span` (the verifier span mask
 itself, the oracle) and `scatter` (a useless router: each reward on one distinct token outside its own span, which
-scores low overlap and control). Routing weights use the trainer's default `routing_clip`. Cost: contrastive passes per response and seconds of replay per batch,
+scores low overlap and control). Routing weights use
+`--routing-clip` (default: the trainer's, `mass`). Cost: contrastive passes per response and seconds of replay per batch,
 next to one GDPO step (sample + verify + update) on the same batch. Metrics are averaged over batches.
-Writes `faithfulness-<model>.md` and `.csv` under `--out` and prints the Markdown.
+Writes `faithfulness-<model>-<routing_clip>.md` and `.csv` under `--out` and prints the Markdown.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from core.config import REPLAY_DTYPES
+from core.choices import ROUTING_CLIPS
+from core.config import REPLAY_DTYPES, TrainConfig
 
 METRICS = ("mass_in", "mass_in_ceiling", "lift", "lift_rotated", "mass_in_rotated", "retained", "mass_control",
            "overlap", "auc", "auc_vs_entropy",
@@ -46,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="precision of the contrastive passes (default: auto, the run's: fp32 on CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--routing-clip", default=TrainConfig.routing_clip, choices=ROUTING_CLIPS,
+                   help=f"weights above w_max: mass (redistributed) or clip (lost); default {TrainConfig.routing_clip}, "
+                        "the trainer's")
     p.add_argument("--out", default="docs/results", help="folder of the Markdown and CSV report")
     return p
 
@@ -106,7 +111,6 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
 
     from core.algos import advantages as adv_lib
     from core.algos import routing as routing_lib
-    from core.config import TrainConfig
     from core.run import lifecycle
     from core.run import step as step_lib
 
@@ -114,7 +118,7 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     base = TrainConfig(model=args.model, prompt_set=args.prompt_set, group_size=args.samples,
                        prompts_per_step=args.batch_prompts, max_new_tokens=args.max_new_tokens,
                        replay_chunk=args.replay_chunk, replay_dtype=args.replay_dtype, seed=args.seed,
-                       device=args.device, replay_pairs="all",
+                       device=args.device, replay_pairs="all", routing_clip=args.routing_clip,
                        runs_dir="runs", checkpoint_every=0, steps=1)
     state = lifecycle.build_state(base)
     state.items = state.items[: args.prompts]
@@ -182,7 +186,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
                           "replay_s_per_batch": mean(c["replay_s"]), "step_s": step_s, "step_vs_gdpo": step_s / gdpo_s})
     settings = {"model": args.model, "prompt_set": args.prompt_set, "prompts": len(state.items),
                 "samples": args.samples, "batches": n_batches, "responses_per_batch": args.batch_prompts * args.samples,
-                "max_new_tokens": args.max_new_tokens, "seed": args.seed, "threads": torch.get_num_threads()}
+                "max_new_tokens": args.max_new_tokens, "routing_clip": args.routing_clip, "seed": args.seed,
+                "threads": torch.get_num_threads()}
     return rows, cost_rows, settings
 
 
@@ -224,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, cost_rows, settings = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tag = Path(args.model).name
+    tag = f"{Path(args.model).name}-{args.routing_clip}"
     pd.DataFrame(rows).to_csv(out / f"faithfulness-{tag}.csv", index=False)
     pd.DataFrame(cost_rows).to_csv(out / f"faithfulness-{tag}-cost.csv", index=False)
     text = markdown(rows, cost_rows, settings)
