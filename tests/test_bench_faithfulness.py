@@ -33,8 +33,8 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     code = main(["--model", str(micro_model), "--prompt-set", str(prompt_file), "--prompts", "4", "--samples", "2",
                  "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(tmp_path)])
     assert code == 0
-    rows = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}.csv")
-    cost = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-cost.csv")
+    rows = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-mass.csv")
+    cost = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-mass-cost.csv")
     assert set(rows["relevance"]) == set(RELEVANCE) | set(BASELINES)
     assert set(cost["relevance"]) == set(RELEVANCE) | {"gdpo"}
     assert (cost.loc[cost["relevance"] != "gdpo", "passes_per_response"] > 0).all() and (cost["step_s"] > 0).all()
@@ -42,10 +42,17 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     auc = oracle["auc"].dropna()
     assert len(auc) and (auc == 1.0).all()  # the span mask separates its own span tokens perfectly
     lift = rows[(rows["relevance"] == "entropy") & (rows["reward"] == "*")]["overlap"].iloc[0]
-    assert not math.isnan(lift) and "## " in (tmp_path / f"faithfulness-{micro_model.name}.md").read_text()
+    assert not math.isnan(lift) and "## " in (tmp_path / f"faithfulness-{micro_model.name}-mass.md").read_text()
     assert "Cost and overlap" in capsys.readouterr().out
     useless = rows[(rows["relevance"] == "scatter") & (rows["reward"] != "*")]
     # no preference for its own span (with mass-keeping weights the rest of the mass spreads evenly: lift < 1)
     assert len(useless["lift"].dropna()) and (useless["lift"].dropna() < 1.0).all()
     assert (useless["retained"].dropna() > 0.999).all()  # mass-keeping routing (the default) keeps every reward's mass
     assert {"retained", "lift_rotated", "mass_in_rotated"} <= set(rows.columns)
+    # --routing-clip clip: the same samples, weights clipped; the scatter router keeps little of its mass
+    assert main(["--model", str(micro_model), "--prompt-set", str(prompt_file), "--prompts", "4", "--samples", "2",
+                 "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(tmp_path), "--routing-clip", "clip"]) == 0
+    clipped = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-clip.csv")
+    assert "routing_clip clip" in (tmp_path / f"faithfulness-{micro_model.name}-clip.md").read_text()
+    scatter = clipped[(clipped["relevance"] == "scatter") & (clipped["reward"] != "*")]["retained"].dropna()
+    assert len(scatter) and (scatter < 0.999).all()
