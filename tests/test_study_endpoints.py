@@ -85,3 +85,19 @@ def test_a_study_with_no_finished_run_gives_empty_tables(tmp_path):
     csv = tmp_path / "efficiency.csv"
     empty.to_csv(csv, index=False)
     assert se.main([str(csv)]) == 0 and (tmp_path / "endpoints.md").exists()
+
+
+def test_fewer_seeds_than_planned_is_interim_with_no_verdict(tmp_path):
+    df = _study({"mrtpo-js": [0.02, 0.03, 0.01, 0.02]})  # would beat GDPO with 4 seeds (test above)
+    rows = se.endpoint_rows(df, planned=12).set_index(["endpoint", "method"])
+    assert rows.loc[("all-satisfied, mean over evaluations", "mrtpo-js"), "verdict"] == "interim"
+    text = se.markdown(se.endpoint_rows(df, planned=12), planned=12)
+    assert "**Interim: 4 of 12 pre-registered seeds.**" in text and "beats GDPO" not in text
+    # every planned seed in: the verdict stands, no interim line
+    assert se.endpoint_rows(df, planned=4).set_index(["endpoint", "method"]).loc[
+        ("all-satisfied, mean over evaluations", "mrtpo-js"), "verdict"] == "beats GDPO"
+    assert "Interim" not in se.markdown(se.endpoint_rows(df, planned=4), planned=4)
+    csv = tmp_path / "efficiency.csv"
+    df.to_csv(csv, index=False)
+    assert se.main([str(csv), "--planned-seeds", "12"]) == 0
+    assert "Interim: 4 of 12" in (tmp_path / "endpoints.md").read_text()

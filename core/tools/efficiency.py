@@ -545,10 +545,13 @@ def write_report(csv: Path, out: Path, targets: list[float], band: str) -> int:
     return subprocess.call(cmd, env=child_env(), cwd=str(REPO_ROOT))
 
 
-def write_endpoints(csv: Path, out: Path) -> int:
+def write_endpoints(csv: Path, out: Path, planned_seeds: int | None = None) -> int:
     """`core.tools.study_endpoints` on the study's CSV: endpoints.md (paired t against GDPO, Holm over the MRTPO
-    arms' primary endpoint) and endpoints.csv; printed after the report."""
+    arms' primary endpoint) and endpoints.csv; printed after the report. `planned_seeds`: the pre-registered seed
+    count (study v3: 12), so a report of fewer seeds says it is interim and gives no verdict."""
     cmd = [sys.executable, "-m", "core.tools.study_endpoints", str(csv), "--out", str(out)]
+    if planned_seeds:
+        cmd += ["--planned-seeds", str(planned_seeds)]
     sys.stdout.flush()
     return subprocess.call(cmd, env=child_env(), cwd=str(REPO_ROOT))
 
@@ -709,7 +712,8 @@ def run_study(args: argparse.Namespace) -> int:
     df.to_csv(csv, index=False)
     print(f"\n{len(df)} rows -> {csv} (training took {time.monotonic() - t0:.0f} s)\n", flush=True)
     rc = write_report(csv, out, args.targets, args.band)
-    rc = write_endpoints(csv, out) or rc
+    planned = len(STUDY_V3["seeds"]) if getattr(args, "study", None) == "v3" else None
+    rc = write_endpoints(csv, out, planned) or rc
     if failed:
         print(f"{len(failed)} run(s) did not complete: {', '.join(o.spec.name for o in failed)} "
               "(rerun the command to resume them)", file=sys.stderr)

@@ -184,9 +184,10 @@ def paired(values: pd.Series, method: str, baseline: str = BASELINE) -> dict[str
     return paired_t([a[s] - b[s] for s in seeds])
 
 
-def endpoint_rows(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+def endpoint_rows(df: pd.DataFrame, baseline: str = BASELINE, planned: int | None = None) -> pd.DataFrame:
     """One row per (endpoint, method): n seeds, mean difference, sd, 95% paired t interval, p, and for the
-    primary endpoint of the MRTPO arms Holm's adjusted p and the verdict."""
+    primary endpoint of the MRTPO arms Holm's adjusted p and the verdict. With `planned` (the pre-registered seed
+    count), an arm with fewer paired seeds gets the verdict "interim" instead: a study is judged once, at its end."""
     methods = [m for m in dict.fromkeys(df["method"]) if m != baseline]  # none in a study with no finished run
     rows = []
     endpoints: list[tuple[str, str, pd.Series]] = [("primary", "all-satisfied, mean over evaluations",
@@ -208,6 +209,8 @@ def endpoint_rows(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
         p, mean = out.at[i, "p_holm"], out.at[i, "mean"]
         out.at[i, "verdict"] = ("n/a" if math.isnan(p) else
                                 ("beats GDPO" if mean > 0 else "behind GDPO") if p <= ALPHA else "not shown")
+        if planned and out.at[i, "n"] < planned:
+            out.at[i, "verdict"] = "interim"
     return out
 
 
@@ -215,8 +218,12 @@ def _f(v: float, sign: bool = True) -> str:
     return "n/a" if v is None or math.isnan(v) else (f"{v:+.3f}" if sign else f"{v:.3f}")
 
 
-def markdown(rows: pd.DataFrame, baseline: str = BASELINE) -> str:
-    lines = ["# Pre-registered endpoints", "",
+def markdown(rows: pd.DataFrame, baseline: str = BASELINE, planned: int | None = None) -> str:
+    prim = rows[rows["role"] == "primary"]
+    seeds = int(prim["n"].max()) if len(prim) else 0
+    interim = [f"**Interim: {seeds} of {planned} pre-registered seeds.** No verdict until every seed has run; the "
+               "p-values below are shown for completeness and decide nothing.", ""] if planned and seeds < planned else []
+    lines = ["# Pre-registered endpoints", "", *interim,
              f"Each arm against {baseline}, paired by seed; 95% paired t intervals. Primary endpoint: held-out "
              "all-satisfied averaged over the evaluations (steps >= 1) of each run; the MRTPO arms' contrasts are "
              f"Holm-corrected together (two-sided, family-wise alpha {ALPHA}). Secondary endpoints: uncorrected "
@@ -241,17 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("csv", help="efficiency.csv of a study")
     p.add_argument("--out", help="folder for endpoints.md / endpoints.csv (default: the CSV's folder)")
     p.add_argument("--baseline", default=BASELINE)
+    p.add_argument("--planned-seeds", type=int, help="the pre-registered seed count: fewer paired seeds = interim")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         df = pd.read_csv(args.csv)
     except (OSError, ValueError) as exc:
         print(f"study_endpoints: cannot read {args.csv}: {exc}", file=sys.stderr)
         return 2
-    rows = endpoint_rows(df, args.baseline)
+    rows = endpoint_rows(df, args.baseline, args.planned_seeds)
     out = Path(args.out or Path(args.csv).parent)
     out.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out / "endpoints.csv", index=False)
-    text = markdown(rows, args.baseline)
+    text = markdown(rows, args.baseline, args.planned_seeds)
     (out / "endpoints.md").write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0
