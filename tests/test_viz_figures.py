@@ -84,14 +84,25 @@ def test_js_positions_shade_each_span_run():
     df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2, seed=3)
     sample = df[df["sample"] == 0].assign(score=1.0)
     fig = figures.js_positions_figure(sample, REWARDS)
-    assert len(fig.data) == len(REWARDS)
-    expected = 0
-    for r in REWARDS:
+    assert len([tr for tr in fig.data if tr.meta != "spans"]) == len(REWARDS)
+    boxes = 0
+    for row, r in enumerate(REWARDS, start=1):
         d = sample[sample["reward"] == r].sort_values("t")
-        expected += len(figures._span_runs(d["in_span"].tolist(), d["t"].tolist()))
+        runs = figures._span_runs(d["in_span"].tolist(), d["t"].tolist())
         trace = next(tr for tr in fig.data if tr.name == r)
         assert list(trace.y) == pytest.approx(d["js"].tolist(), nan_ok=True)
-    assert expected > 0 and len(fig.layout.shapes) == expected
+        spans = [tr for tr in fig.data if tr.name == f"{r} spans"]
+        if not runs:
+            assert not spans
+            continue
+        # one closed box per run of span tokens, from t - 0.5 to t + 0.5, floor to the row's top, on its own row
+        (box,) = spans
+        assert box.fill == "toself" and box.yaxis == f"y{'' if row == 1 else row}"
+        xs = [x for x in box.x if x is not None]
+        assert [(xs[i], xs[i + 2]) for i in range(0, len(xs), 5)] == [(a - 0.5, b + 0.5) for a, b in runs]
+        assert set(y for y in box.y if y is not None) == {0, fig.layout[f"yaxis{'' if row == 1 else row}"].range[1]}
+        boxes += len(runs)
+    assert boxes > 0 and not fig.layout.shapes
 
 
 def test_js_positions_name_tokens_on_the_axis_and_skip_unstated_rewards():
@@ -100,7 +111,7 @@ def test_js_positions_name_tokens_on_the_axis_and_skip_unstated_rewards():
     sample.loc[sample["reward"] == REWARDS[1], "score"] = float("nan")  # the prompt does not state reward 2
     sample.loc[sample["reward"] == REWARDS[0], "score"] = 1.0
     fig = figures.js_positions_figure(sample, REWARDS)
-    assert [tr.name for tr in fig.data] == [REWARDS[0]]  # no empty panel
+    assert [tr.name for tr in fig.data if tr.meta != "spans"] == [REWARDS[0]]  # no empty panel
     tokens = sample[sample["reward"] == REWARDS[0]].sort_values("t")["token"].tolist()
     assert list(fig.layout.xaxis.ticktext) == [t.replace("\n", "↵") or "∅" for t in tokens]
     vals, texts = figures.token_ticks(list(range(250)), ["a"] * 250)
