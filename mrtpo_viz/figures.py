@@ -379,7 +379,7 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     """Per-position JS distance d[k,t] of one sample, one row per reward the sample's prompt states (a reward
     it does not state has no credit and no panel), with the verifier's inspected spans shaded in the reward's
     colour and the token text on the x axis. Hover: position, token, JS, routing weight, credit. A reward whose
-    contrastive pass replay skipped (`js_skipped`) says so in its row instead of drawing nothing."""
+    contrastive pass replay skipped (`distance_skipped`) says so in its row instead of drawing nothing."""
     present = [n for n in reward_names if n in set(sample_df["reward"])] if not sample_df.empty else []
     present += [n for n in dict.fromkeys(sample_df.get("reward", [])) if n not in present]
     if "score" in sample_df.columns and not sample_df.empty:
@@ -394,7 +394,7 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     skipped = skipped_rewards(sample_df)
     for row, n in enumerate(present, start=1):
         d = sample_df[sample_df["reward"] == n].sort_values("t")
-        js = pd.to_numeric(d["js"], errors="coerce")
+        js = pd.to_numeric(d["distance"], errors="coerce")
         top = max(0.05, float(js.max()) * 1.1) if js.notna().any() else 1
         # The spans as one filled trace per row, a closed box per run of span tokens (None between boxes): a
         # layout shape per run costs plotly ~0.7 ms each to add and re-validates every earlier shape (a 512-token
@@ -427,7 +427,7 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     vals, texts = token_ticks(first["t"].astype(int).tolist(), first["token"].astype(str).tolist())
     fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=texts, tickangle=-60, tickfont=dict(size=10))
     fig.update_xaxes(title_text="response token (position t in the hover)", row=len(present), col=1)
-    if pd.to_numeric(sample_df["js"], errors="coerce").isna().all():
+    if pd.to_numeric(sample_df["distance"], errors="coerce").isna().all():
         fig.add_annotation(text="no JS in this run (GRPO/GDPO do no replay)", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper", font=dict(color="#888"))
     return fig
@@ -450,13 +450,13 @@ def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go
     cols = reward_colors(reward_names)
     fig = go.Figure()
     if not credit_df.empty:
-        df = credit_df[pd.to_numeric(credit_df["js"], errors="coerce").notna()]
+        df = credit_df[pd.to_numeric(credit_df["distance"], errors="coerce").notna()]
         for where, flag, opacity in (("in span", True, 0.9), ("out of span", False, 0.45)):
             part = df[df["in_span"].astype(bool) == flag]
             if part.empty:
                 continue
             fig.add_trace(go.Box(
-                x=part["reward"], y=part["js"], name=where, boxpoints=False, opacity=opacity,
+                x=part["reward"], y=part["distance"], name=where, boxpoints=False, opacity=opacity,
                 marker_color=FOREGROUND if flag else "#999999", meta=[where],
             ))
     return _in_out_layout(fig, reward_names, cols)

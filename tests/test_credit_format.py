@@ -133,10 +133,10 @@ def test_the_index_sums_and_the_distance_summary_match_the_tokens(tmp_path):
     np.testing.assert_allclose(index["weight_sum"], g["weight"].sum().to_numpy(), rtol=1e-5)
     np.testing.assert_allclose(index["weight_in_span"], g["w_in"].sum().to_numpy(), rtol=1e-5)
     assert (index["span_tokens"].to_numpy() == g["span"].sum().to_numpy()).all()
-    assert (index["distance_computed"].to_numpy() == g["js"].apply(lambda x: x.notna().any()).to_numpy()).all()
+    assert (index["distance_computed"].to_numpy() == g["distance"].apply(lambda x: x.notna().any()).to_numpy()).all()
     summary = store.credit_summary(1)
     for r in summary.itertuples():
-        d = whole.loc[(whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in")), "js"].dropna()
+        d = whole.loc[(whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in")), "distance"].dropna()
         assert r.n == len(d) and r.tokens == ((whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in"))).sum()
         np.testing.assert_allclose([r.mean, r.median, r.q1, r.max], [d.mean(), d.median(), d.quantile(0.25), d.max()],
                                    rtol=1e-5)

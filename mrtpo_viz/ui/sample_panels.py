@@ -50,7 +50,7 @@ def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=
         return df, variant
     st.info(f"Routing weights, credit and the total advantage below are recomputed under **{plain(variant)}** from "
             f"the stored d; the run trained with {plain(own)}.")
-    skipped = df.loc[df["js_skipped"].astype(bool), ["sample", "reward"]].drop_duplicates() if "js_skipped" in df \
+    skipped = df.loc[df["distance_skipped"].astype(bool), ["sample", "reward"]].drop_duplicates() if "distance_skipped" in df \
         else df.iloc[:0]
     if len(skipped) and variant.endswith("_specific"):
         st.caption(f"{len(skipped)} (sample, reward) pairs of this step were not replayed (group advantage 0), so "
