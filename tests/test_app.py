@@ -624,6 +624,25 @@ def test_pages_read_the_index_and_the_shown_sample_only(name, shape, tmp_path, m
         assert reads, "the page read no token rows at all (the patch would prove nothing)"
 
 
+@pytest.mark.parametrize("name", ["credit", "js"])
+def test_the_not_replayed_caption_counts_the_steps_pairs(name, tmp_path, monkeypatch):
+    """Under a recomputed `_specific` variant the caption counts the step's skipped (sample, reward) pairs (from
+    its index), not those of the shown sample."""
+    w = write_synthetic_run(tmp_path, "skips", steps=1, rewards=DEFAULT_REWARDS, n_samples=16, n_tokens=8)
+    pairs = RunStore(w.path).credit(1).drop_duplicates(["sample", "reward"])
+    step_skipped = int(pairs["distance_skipped"].sum())
+    per_sample = pairs.groupby("sample")["distance_skipped"].sum()
+    sample = int(per_sample[per_sample > 0].index[0])
+    assert 0 < per_sample[sample] < step_skipped
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page(name, tmp_path, query={"run": "skips", "step": "1", "sample": str(sample)})
+    assert not [c for c in at.caption if "not replayed" in c.value]  # the trained variant: no caption
+    at.selectbox(key=f"{name}_relevance").set_value("js_specific").run()
+    assert not at.exception, at.exception
+    captions = [c.value for c in at.caption if "not replayed" in c.value]
+    assert len(captions) == 1 and captions[0].startswith(f"{step_skipped} (sample, reward) pairs of this step ")
+
+
 @pytest.mark.parametrize("name", ["credit", "js", "debugger", "curves", "compare"])
 def test_a_schema_1_store_opens_on_every_page(name, tmp_path, monkeypatch):
     """The shipped demo run was written in schema 1 (one long row per (sample, reward, token)): the pages read it
