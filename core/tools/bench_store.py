@@ -206,7 +206,7 @@ def run_worker(size: str, runs_dir: str, steps: int = RUN_STEPS, every: int = CR
 
     from core.run import record
     from core.run.credit_choice import stores_credit
-    from core.run.store import RunStore, RunWriter, now_iso
+    from core.run.store import RunStore, RunWriter
     from mrtpo_viz.heatmap import token_heatmap_html
     from mrtpo_viz.tools.synthetic import synthetic_metrics
 
@@ -228,7 +228,7 @@ def run_worker(size: str, runs_dir: str, steps: int = RUN_STEPS, every: int = CR
             credit_steps.append(step)
         writer.append_metrics(synthetic_metrics(step, tuple(names), rng))
         writer.set_status(state="running", step=step, total_steps=steps)
-    writer.set_status(state="completed", step=steps, total_steps=steps, updated_at=now_iso())
+    writer.set_status(state="completed", step=steps, total_steps=steps)
     row = {"run": name, "run_write_s": time.perf_counter() - start, "credit_steps": len(credit_steps),
            "run_mb": sum(f.stat().st_size for f in writer.path.rglob("*") if f.is_file()) / 1e6}
     store = RunStore(writer.path)
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{r['seconds']:.3f} s" if "seconds" in r else r.get("failed", "?")
         print(f"token offsets (decode_with_offsets, tiny-instruct tokenizer, 1 thread), {size}: {shown}")
         rows.append(r)
-    page_results = []
+    page_results, load = [], os.getloadavg()[0]
     for size in (args.sizes if args.pages else []):
         with tempfile.TemporaryDirectory(prefix="mrtpo-bench-pages-") as folder:
             print(f"{size}: writing a {RUN_STEPS}-step run ...", file=sys.stderr, flush=True)
@@ -399,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
             page_results.append(row)
     if page_results:
         print(f"\nThe app's pages on a {RUN_STEPS}-step run of each size (credit map every {CREDIT_EVERY}th step; "
-              "server side, AppTest, one fresh interpreter per page):\n")
+              "server side, AppTest, one fresh interpreter per page; cold s: wall seconds, which the machine's load "
+              f"stretches: load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs):\n")
         print(pages_table(page_results))
         rows += page_results
     if args.json:
