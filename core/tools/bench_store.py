@@ -35,7 +35,7 @@ sample runs are listed beside it, as in `mrtpo app`), and measures
 
 Targets (issue 24): Token credit and JS <= 0.5 s and <= 400 MB at every size; Runs and Training curves <= 0.5 s.
 `--offsets BxT` times `core.model.decode_with_offsets` over B responses of T sampled-like ids (the tokenizer of
-sample_data/models/tiny-instruct, one thread).
+sample_data/models/tiny-instruct, one thread): wall and CPU seconds, and the load average beside them.
 """
 
 from __future__ import annotations
@@ -308,10 +308,10 @@ def offsets_worker(size: str) -> dict:
     for _ in range(B):
         a = int(rng.integers(0, max(1, len(ids) - T)))
         rows.append(ids[a:a + T - 1] + [tok.eos_token_id])
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for r in rows:
         decode_with_offsets(tok, r)
-    return {"offsets": size, "seconds": time.perf_counter() - start}
+    return {"offsets": size, "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}
 
 
 def _run_child(args: list[str]) -> dict:
@@ -386,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     for size in ([] if args.offsets is None else (args.offsets or ["64x1024"])):
         r = _run_child(["--offsets-worker", size])
-        shown = f"{r['seconds']:.3f} s" if "seconds" in r else r.get("failed", "?")
+        shown = (f"{r['seconds']:.3f} s (CPU {r['cpu_seconds']:.3f} s; load average {os.getloadavg()[0]:.1f})"
+                 if "seconds" in r else r.get("failed", "?"))
         print(f"token offsets (decode_with_offsets, tiny-instruct tokenizer, 1 thread), {size}: {shown}")
         rows.append(r)
     page_results, load = [], os.getloadavg()[0]
