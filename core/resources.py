@@ -234,10 +234,19 @@ def available_memory(device: str) -> tuple[int | None, str]:
 
 
 def gib(n: float) -> str:
-    """Bytes as a message shows them: MiB below 0.25 GiB, TiB from 1024 GiB, else GiB."""
+    """Bytes as a message shows them: TiB from 1024 GiB, GiB from 0.25 GiB, MiB from 1 MiB (one decimal below 10),
+    KiB from 1 KiB, else bytes; never a size that reads 0 unless it is 0.
+
+    >>> gib(3 * 2**40), gib(2**29), gib(200 * 2**20), gib(2.5 * 2**20), gib(300 * 2**10), gib(512), gib(0)
+    ('3.0 TiB', '0.5 GiB', '200 MiB', '2.5 MiB', '300 KiB', '512 B', '0 B')
+    """
     if n >= 2**40:
         return f"{n / 2**40:.1f} TiB"
-    return f"{n / 2**30:.1f} GiB" if n >= 2**28 else f"{n / 2**20:.0f} MiB"
+    if n >= 2**28:
+        return f"{n / 2**30:.1f} GiB"
+    if n >= 2**20:
+        return f"{n / 2**20:.{0 if n >= 10 * 2**20 else 1}f} MiB"
+    return f"{n / 2**10:.0f} KiB" if n >= 2**10 else f"{n:.0f} B"
 
 
 def keeps_sampling_logits(cfg: Any) -> bool:

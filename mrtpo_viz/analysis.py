@@ -224,10 +224,10 @@ def js_in_out_table_from_summary(summary: pd.DataFrame, rewards: Sequence[str]) 
 
 def replay_coverage(credit_df: pd.DataFrame) -> tuple[int, int]:
     """(computed, skipped): the (sample, reward) pairs of a credit map with JS, and those whose contrastive
-    pass replay skipped (`js_skipped`: the reward applies but its group advantage is 0)."""
+    pass replay skipped (`distance_skipped`: the reward applies but its group advantage is 0)."""
     pairs = credit_df.drop_duplicates(["sample", "reward"])
-    skipped = pairs["js_skipped"].astype(bool) if "js_skipped" in pairs.columns else pd.Series(False, pairs.index)
-    computed = pd.to_numeric(pairs["js"], errors="coerce").notna() & ~skipped
+    skipped = pairs["distance_skipped"].astype(bool) if "distance_skipped" in pairs.columns else pd.Series(False, pairs.index)
+    computed = pd.to_numeric(pairs["distance"], errors="coerce").notna() & ~skipped
     return int(computed.sum()), int(skipped.sum())
 
 
@@ -236,7 +236,7 @@ def js_in_out_table(credit_df: pd.DataFrame) -> pd.DataFrame:
     cols = ["reward", "tokens_in", "tokens_out", "js_in", "js_out", "ratio"]
     rows = []
     for reward, d in credit_df.groupby("reward", sort=False, observed=True):
-        js = pd.to_numeric(d["js"], errors="coerce")
+        js = pd.to_numeric(d["distance"], errors="coerce")
         m = d["in_span"].astype(bool)
         js_in = float(js[m].mean()) if m.any() else float("nan")
         js_out = float(js[~m].mean()) if (~m).any() else float("nan")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -365,11 +366,20 @@ def token_ticks(positions: Sequence[int], tokens: Sequence[str]) -> tuple[list[i
     return vals, texts
 
 
+def _hover_columns(*columns) -> np.ndarray:
+    """(n, len(columns)) object array for a trace's customdata: plotly takes a numpy array as it is, where a list
+    of tuples is checked value by value (~0.2 s for 512 tokens)."""
+    out = np.empty((len(columns[0]), len(columns)), dtype=object)
+    for j, col in enumerate(columns):
+        out[:, j] = list(col)
+    return out
+
+
 def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) -> go.Figure:
     """Per-position JS distance d[k,t] of one sample, one row per reward the sample's prompt states (a reward
     it does not state has no credit and no panel), with the verifier's inspected spans shaded in the reward's
     colour and the token text on the x axis. Hover: position, token, JS, routing weight, credit. A reward whose
-    contrastive pass replay skipped (`js_skipped`) says so in its row instead of drawing nothing."""
+    contrastive pass replay skipped (`distance_skipped`) says so in its row instead of drawing nothing."""
     present = [n for n in reward_names if n in set(sample_df["reward"])] if not sample_df.empty else []
     present += [n for n in dict.fromkeys(sample_df.get("reward", [])) if n not in present]
     if "score" in sample_df.columns and not sample_df.empty:
@@ -384,19 +394,28 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     skipped = skipped_rewards(sample_df)
     for row, n in enumerate(present, start=1):
         d = sample_df[sample_df["reward"] == n].sort_values("t")
-        js = pd.to_numeric(d["js"], errors="coerce")
+        js = pd.to_numeric(d["distance"], errors="coerce")
+        top = max(0.05, float(js.max()) * 1.1) if js.notna().any() else 1
+        # The spans as one filled trace per row, a closed box per run of span tokens (None between boxes): a
+        # layout shape per run costs plotly ~0.7 ms each to add and re-validates every earlier shape (a 512-token
+        # sample of five rewards took 45 s of CPU with add_vrect).
+        runs = _span_runs(d["in_span"].astype(bool).tolist(), d["t"].astype(int).tolist())
+        if runs:
+            ab = np.asarray(runs, dtype=np.float64)  # (runs, 2): first and last position of each
+            xs = (ab[:, [0, 0, 1, 1, 0]] + [-0.5, -0.5, 0.5, 0.5, -0.5]).tolist()
+            xs = np.array([x for box in xs for x in (*box, None)], dtype=object)
+            ys = np.array([y for _ in runs for y in (0, top, top, 0, 0, None)], dtype=object)
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", fill="toself", fillcolor=cols[n], opacity=0.18,
+                                     line=dict(width=0), hoverinfo="skip", showlegend=False, name=f"{n} spans",
+                                     meta="spans"), row=row, col=1)
         fig.add_trace(go.Scatter(
             x=d["t"], y=js, mode="lines+markers", name=n, line=dict(color=cols[n], width=1.5), marker=dict(size=4),
-            customdata=list(zip(d["token"].map(repr), d["weight"], d["credit"], d["in_span"], strict=True)),
+            customdata=_hover_columns(d["token"].map(repr), d["weight"], d["credit"], d["in_span"]),
             hovertemplate="t=%{x} token %{customdata[0]}<br>JS %{y:.4f} · weight %{customdata[1]:.3f}"
                           "<br>credit %{customdata[2]:+.4f} · in span %{customdata[3]}<extra>" + n + "</extra>",
             showlegend=False,
         ), row=row, col=1)
-        # Shapes after the trace: plotly skips shapes on subplots that hold no trace yet.
-        for first, last in _span_runs(d["in_span"].astype(bool).tolist(), d["t"].astype(int).tolist()):
-            fig.add_vrect(x0=first - 0.5, x1=last + 0.5, fillcolor=cols[n], opacity=0.18, line_width=0,
-                          row=row, col=1)
-        fig.update_yaxes(range=[0, max(0.05, float(js.max()) * 1.1) if js.notna().any() else 1], row=row, col=1)
+        fig.update_yaxes(range=[0, top], row=row, col=1)
         if n in skipped:
             fig.add_annotation(text=f"JS {JS_SKIPPED_TEXT}", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
                                xref=f"x{'' if row == 1 else row} domain", yref=f"y{'' if row == 1 else row} domain")
@@ -408,7 +427,7 @@ def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) ->
     vals, texts = token_ticks(first["t"].astype(int).tolist(), first["token"].astype(str).tolist())
     fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=texts, tickangle=-60, tickfont=dict(size=10))
     fig.update_xaxes(title_text="response token (position t in the hover)", row=len(present), col=1)
-    if pd.to_numeric(sample_df["js"], errors="coerce").isna().all():
+    if pd.to_numeric(sample_df["distance"], errors="coerce").isna().all():
         fig.add_annotation(text="no JS in this run (GRPO/GDPO do no replay)", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper", font=dict(color="#888"))
     return fig
@@ -431,13 +450,13 @@ def js_in_out_figure(credit_df: pd.DataFrame, reward_names: Sequence[str]) -> go
     cols = reward_colors(reward_names)
     fig = go.Figure()
     if not credit_df.empty:
-        df = credit_df[pd.to_numeric(credit_df["js"], errors="coerce").notna()]
+        df = credit_df[pd.to_numeric(credit_df["distance"], errors="coerce").notna()]
         for where, flag, opacity in (("in span", True, 0.9), ("out of span", False, 0.45)):
             part = df[df["in_span"].astype(bool) == flag]
             if part.empty:
                 continue
             fig.add_trace(go.Box(
-                x=part["reward"], y=part["js"], name=where, boxpoints=False, opacity=opacity,
+                x=part["reward"], y=part["distance"], name=where, boxpoints=False, opacity=opacity,
                 marker_color=FOREGROUND if flag else "#999999", meta=[where],
             ))
     return _in_out_layout(fig, reward_names, cols)

@@ -163,15 +163,15 @@ def _reward_line(reward: str, credit: float, js: float, weight: float, in_span: 
 
 
 def skipped_rewards(sample_df: pd.DataFrame) -> set[str]:
-    """The rewards whose JS replay skipped for this sample (`js_skipped`; none in older run stores)."""
-    if "js_skipped" not in sample_df.columns:
+    """The rewards whose JS replay skipped for this sample (`distance_skipped`; none in older run stores)."""
+    if "distance_skipped" not in sample_df.columns:
         return set()
-    return {str(r) for r in sample_df.loc[sample_df["js_skipped"].astype(bool), "reward"].unique()}
+    return {str(r) for r in sample_df.loc[sample_df["distance_skipped"].astype(bool), "reward"].unique()}
 
 
 def sample_token_table(sample_df: pd.DataFrame) -> pd.DataFrame:
     """Wide per-token view of one sample: index t; columns token, start, end, token_adv and
-    (credit|js|weight|in_span, reward) pairs. Rewards keep their order of appearance.
+    (credit|distance|weight|in_span, reward) pairs. Rewards keep their order of appearance.
     """
     if sample_df.empty:
         return pd.DataFrame(columns=["token", "start", "end", "token_adv"])
@@ -180,7 +180,7 @@ def sample_token_table(sample_df: pd.DataFrame) -> pd.DataFrame:
     cols: dict[tuple[str, str], pd.Series] = {}
     for r, d in sample_df.groupby("reward", sort=False, observed=True):
         d = d.drop_duplicates("t").set_index("t").reindex(out.index)
-        for col in ("credit", "js", "weight"):
+        for col in ("credit", "distance", "weight"):
             cols[(col, r)] = d[col].astype("float64")
         cols[("in_span", r)] = d["in_span"].fillna(False).astype(bool)
     return pd.concat([out, pd.DataFrame(cols, index=out.index)], axis=1)
@@ -188,7 +188,7 @@ def sample_token_table(sample_df: pd.DataFrame) -> pd.DataFrame:
 
 def token_arrays(sample_df: pd.DataFrame, names: Sequence[str]) -> dict:
     """Plain lists per token of one sample (fast path of `sample_token_table`): t, token, token_adv, and
-    per reward dicts credit/js/weight/in_span aligned on the sample's token positions."""
+    per reward dicts credit/distance/weight/in_span aligned on the sample's token positions."""
     rewards = sample_df["reward"].to_numpy()
     t_all = sample_df["t"].to_numpy()
     first = names[0] if len(names) else None
@@ -197,14 +197,14 @@ def token_arrays(sample_df: pd.DataFrame, names: Sequence[str]) -> dict:
     ts = base["t"].to_numpy()[order]
     out: dict = {"t": ts.astype(int).tolist(), "token": base["token"].astype(str).to_numpy()[order].tolist(),
                  "token_adv": base["token_adv"].to_numpy(dtype="float64")[order].tolist(),
-                 "credit": {}, "js": {}, "weight": {}, "in_span": {}}
+                 "credit": {}, "distance": {}, "weight": {}, "in_span": {}}
     for r in names:
         mask = rewards == r
         d_t = t_all[mask]
         o = np.argsort(d_t, kind="stable")
         aligned = len(d_t) == len(ts) and np.array_equal(d_t[o], ts)
         d = sample_df[mask]
-        for col, dtype, fill in (("credit", "float64", np.nan), ("js", "float64", np.nan),
+        for col, dtype, fill in (("credit", "float64", np.nan), ("distance", "float64", np.nan),
                                  ("weight", "float64", np.nan), ("in_span", bool, False)):
             v = d[col].to_numpy(dtype=dtype)[o]
             if not aligned:  # a reward with missing or extra positions: align on the first reward's tokens
@@ -287,7 +287,7 @@ def token_heatmap_html(
     colors = {r: colors.get(r, REWARD_PALETTE[i % len(REWARD_PALETTE)]) for i, r in enumerate(names)}
     arrays = token_arrays(sample_df, names)
     ts, tokens, total = arrays["t"], arrays["token"], arrays["token_adv"]
-    credit, js, weight, in_span = arrays["credit"], arrays["js"], arrays["weight"], arrays["in_span"]
+    credit, js, weight, in_span = arrays["credit"], arrays["distance"], arrays["weight"], arrays["in_span"]
 
     # Hover lines formatted once per (reward, token), escaped for the title attribute (same text as
     # _reward_line; formatted in bulk because a 256 x 4 sample has ~1000 of them).

@@ -32,7 +32,7 @@ def warm_up() -> float:
                             **{f"reward/{n}": [0.2, 0.4, 0.6] for n in names},
                             **{f"span/{n}/auc": [0.5, 0.6, 0.7] for n in names}})
     credit = pd.DataFrame({"sample": 0, "reward": np.repeat(names, 3), "t": np.tile(np.arange(3), 2),
-                           "token": "x", "js": 0.1, "js_skipped": False, "weight": 1.0, "credit": 0.0,
+                           "token": "x", "distance": 0.1, "distance_skipped": False, "weight": 1.0, "credit": 0.0,
                            "in_span": [True, False, False] * 2, "score": 1.0})
     built = [
         figures.reward_curves({"run": metrics}, names),

@@ -168,12 +168,12 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
 
 
 def sample_arrays(sample_df: pd.DataFrame, rewards: Sequence[str]) -> dict[str, np.ndarray]:
-    """One sample's rows as (1, K, T) arrays `js`, `weight`, `in_span` and (1, K) `score`, `acted` for `rewards`
+    """One sample's rows as (1, K, T) arrays `distance`, `weight`, `in_span` and (1, K) `score`, `acted` for `rewards`
     in that order (K of them; T = the response's tokens). `acted`: the reward applies (score not NaN) and its
     replay was not skipped, the pairs the trainer's metrics average over (core/run/record.py)."""
     t_max = int(sample_df["t"].max()) + 1
     k = len(rewards)
-    out = {"js": np.full((1, k, t_max), np.nan, np.float32), "weight": np.zeros((1, k, t_max), np.float32),
+    out = {"distance": np.full((1, k, t_max), np.nan, np.float32), "weight": np.zeros((1, k, t_max), np.float32),
            "in_span": np.zeros((1, k, t_max), bool), "score": np.full((1, k), np.nan, np.float32),
            "acted": np.zeros((1, k), bool)}
     for kk, name in enumerate(rewards):
@@ -181,12 +181,12 @@ def sample_arrays(sample_df: pd.DataFrame, rewards: Sequence[str]) -> dict[str, 
         if rows.empty:
             continue
         t = rows["t"].to_numpy(dtype=np.int64)
-        out["js"][0, kk, t] = rows["js"].to_numpy(dtype=np.float32)
+        out["distance"][0, kk, t] = rows["distance"].to_numpy(dtype=np.float32)
         out["weight"][0, kk, t] = rows["weight"].to_numpy(dtype=np.float32)
         out["in_span"][0, kk, t] = rows["in_span"].to_numpy(dtype=bool)
         score = float(rows["score"].iloc[0])
         out["score"][0, kk] = score
-        skipped = bool(rows["js_skipped"].iloc[0]) if "js_skipped" in rows else False
+        skipped = bool(rows["distance_skipped"].iloc[0]) if "distance_skipped" in rows else False
         out["acted"][0, kk] = not np.isnan(score) and not skipped
     return out
 
@@ -240,7 +240,7 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
         note = not_applicable_note(name, score)
         span = a["in_span"][0, k]
         w = a["weight"][0, k]
-        d = a["js"][0, k]
+        d = a["distance"][0, k]
         ctl_k = ctl[0, k][~np.isnan(ctl[0, k])]
         row = {"reward": name, "score": score, "outcome": "satisfied" if score >= 1.0 else "violated",
                "span tokens": int(span.sum()),
@@ -264,7 +264,7 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
 def computable_variants(cfg: Mapping) -> tuple[list[str], dict[str, str]]:
     """(variants recomputable from a step's stored d, {other variant: why not}) for a run config.
 
-    The credit Parquet stores d[k,i,t] (`js`), the distance of the run's own contrast (remove / swap) and kind
+    The credit Parquet stores d[k,i,t] (`distance`), the distance of the run's own contrast (remove / swap) and kind
     (JS / sampled-token log-prob), before the variant's combine step. A variant with the same contrast and
     distance differs only in the combine (plain d or `specific_relevance`), so it is recomputable; any other
     needs another contrastive prompt's pass or token log-probs that were not stored. Runs without replay
@@ -302,7 +302,7 @@ def recompute_variant(df: pd.DataFrame, variant: str, cfg: Mapping, rewards: Seq
     lam, w_max = float(cfg.get("lam", 1.0)), float(cfg.get("w_max", 5.0))
     sharpen = float(cfg.get("sharpen", 1.0))
     clip = str(cfg.get("routing_clip") or "clip")  # a run recorded before the field clipped its weights
-    out["relevance"] = out["js"].astype(np.float32)
+    out["relevance"] = out["distance"].astype(np.float32)
     out["credit"] = out["credit"].astype(np.float32)
     out["weight"] = out["weight"].astype(np.float32)
     new_credit = out["credit"].to_numpy(dtype=np.float32).copy()
@@ -314,7 +314,7 @@ def recompute_variant(df: pd.DataFrame, variant: str, cfg: Mapping, rewards: Seq
         t_max = int(rows["t"].max()) + 1
         d = np.full((1, len(names), t_max), np.nan, np.float32)
         for k, name in enumerate(names):
-            d[0, k, rows.loc[idx[name], "t"].to_numpy()] = rows.loc[idx[name], "js"].to_numpy(np.float32)
+            d[0, k, rows.loc[idx[name], "t"].to_numpy()] = rows.loc[idx[name], "distance"].to_numpy(np.float32)
         mask = np.zeros((1, t_max), np.float32)
         mask[0, rows["t"].to_numpy()] = 1.0
         rel = specific_relevance(d) if specific else d

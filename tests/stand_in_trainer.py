@@ -23,7 +23,7 @@ COMPLETE_STEPS = 3
 
 def credit(step: int) -> pd.DataFrame:
     row = dict(step=step, sample=0, group=0, prompt_key="p0", prompt="Do x.", response="ab", reward="a", score=1.0,
-               group_adv=0.5, t=0, token_id=7, token="ab", start=0, end=2, js=0.1, js_skipped=False, weight=1.0,
+               group_adv=0.5, t=0, token_id=7, token="ab", start=0, end=2, distance=0.1, distance_skipped=False, weight=1.0,
                credit=0.25, in_span=True, token_adv=0.5)
     return pd.DataFrame([row], columns=list(CREDIT_COLUMNS))
 

@@ -559,44 +559,88 @@ def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(
     assert 'data-prefetch="settled"' in html_of(fresh)
 
 
-@pytest.mark.parametrize("name", ["credit", "js", "debugger"])
-def test_pages_read_the_index_and_the_shown_sample_only(name, tmp_path, monkeypatch):
-    """On a step of 64 samples in many row groups, Token credit, JS divergence and the Verifier debugger draw their
-    selectors, scales and step summaries from the index and read at most one sample's row group: a whole-step read
-    (or one of every row group) fails the test."""
+# The three step shapes of `mrtpo bench store` (64x512x5, 512x1024x5, 128x4096x6: samples x tokens x rewards) scaled
+# down, with row groups of 256 rows, so that each step spans many row groups as the real sizes do.
+STORE_SHAPES = {"64x512x5": (64, 24, 5), "512x1024x5": (96, 32, 5), "128x4096x6": (12, 96, 6)}
+ALL_PAGES = ["runs", "launch", "curves", "credit", "js", "debugger", "compare"]
+
+
+@pytest.mark.parametrize("shape", list(STORE_SHAPES))
+@pytest.mark.parametrize("name", ALL_PAGES)
+def test_pages_read_the_index_and_the_shown_sample_only(name, shape, tmp_path, monkeypatch):
+    """On a store of each benchmark shape (a run of 3 steps whose steps span many row groups), every page opens
+    without reading a whole step: Token credit, JS divergence and the Verifier debugger draw their selectors,
+    scales and step summaries from the index and read at most the shown sample's row group; a whole-step read (or
+    one of more than two row groups) fails the test."""
     import pyarrow.parquet as pq
 
     from core.run import credit_format
     from core.run.store import RunWriter
-
-    monkeypatch.setattr(credit_format, "ROW_GROUP_ROWS", 256)
-    w = RunWriter.create(tmp_path, "big", {"method": "mrtpo", "steps": 1, "reward_names": list(DEFAULT_REWARDS)})
     from mrtpo_viz.tools.synthetic import synthetic_credit_frame
-    w.write_credit(1, synthetic_credit_frame(1, 64, 24, DEFAULT_REWARDS, 4, seed=5))
-    w.append_metrics({"step": 1})
-    w.set_status(state="completed", step=1, total_steps=1)
-    groups = pq.ParquetFile(tmp_path / "big" / "credit" / "step_000001.parquet").metadata.num_row_groups
-    assert groups > 16
+
+    n_samples, n_tokens, n_rewards = STORE_SHAPES[shape]
+    rewards = (*DEFAULT_REWARDS, "task:arithmetic", "detectable_format:title")[:n_rewards]
+    monkeypatch.setattr(credit_format, "ROW_GROUP_ROWS", 256)
+    w = RunWriter.create(tmp_path, "big", {"method": "mrtpo", "steps": 3, "reward_names": list(rewards)})
+    for step in (1, 2, 3):
+        w.write_credit(step, synthetic_credit_frame(step, n_samples, n_tokens, rewards, 4, seed=5))
+        w.append_metrics({"step": step, **{f"reward/{r}": 0.5 for r in rewards}})
+    w.set_status(state="completed", step=3, total_steps=3)
+    groups = pq.ParquetFile(tmp_path / "big" / "credit" / "step_000003.parquet").metadata.num_row_groups
+    assert groups >= 4
     real = pq.ParquetFile.read_row_groups
+    reads: list[int] = []
 
     def read_row_groups(self, row_groups, *args, **kwargs):
-        assert len(list(row_groups)) <= 2, "a page read more than the shown sample's row group"
+        reads.append(len(list(row_groups)))
+        assert reads[-1] <= 2, "a page read more than the shown sample's row group"
         return real(self, row_groups, *args, **kwargs)
 
-    monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: pytest.fail("a page read a whole step"))
+    def whole(*args, **kwargs):
+        pytest.fail("a page read a whole step")
+
+    monkeypatch.setattr(pq.ParquetFile, "read", whole)
+    monkeypatch.setattr(pq, "read_table", whole)
+    monkeypatch.setattr(pd, "read_parquet", whole)
     monkeypatch.setattr(pq.ParquetFile, "read_row_groups", read_row_groups)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, i, *a, **k: read_row_groups(self, [i], *a, **k))
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
-    at = page(name, tmp_path, query={"run": "big", "step": "1", "sample": "37"})
-    if name == "credit":
-        assert at.selectbox(key="credit_sample").value == 37 and len(at.selectbox(key="credit_sample").options) == 64
-        assert html_of(at).count('<span class="tok" ') == 24
-        at.checkbox[0].set_value(True).run()  # a step-wide colour scale: from the index
-    elif name == "js":
-        assert at.selectbox(key="js_sample").value == 37
-        assert len(at.get("plotly_chart")) >= 2  # the sample's positions and the step's in / out distributions
-    else:
-        assert at.dataframe[0].value["step"].eq(1).all()  # the disagreement table, from the index
+    sample = n_samples // 2 + 1
+    at = page(name, tmp_path, query={"run": "big", "step": "3", "sample": str(sample)}, **{ui.RUN_KEY: str(w.path)})
     assert not at.exception
+    if name == "credit":
+        assert at.selectbox(key="credit_sample").value == sample
+        assert len(at.selectbox(key="credit_sample").options) == n_samples
+        assert html_of(at).count('<span class="tok" ') == n_tokens
+        at.checkbox[0].set_value(True).run()  # a step-wide colour scale: from the index
+        assert not at.exception
+    elif name == "js":
+        assert at.selectbox(key="js_sample").value == sample
+        assert len(at.get("plotly_chart")) >= 2  # the sample's positions and the step's in / out distributions
+    elif name == "debugger":
+        table = at.dataframe[0].value  # the disagreement table, from the steps' indexes
+        assert len(table) and set(table["step"]) <= {1, 2, 3}
+    if name in ("credit", "js"):
+        assert reads, "the page read no token rows at all (the patch would prove nothing)"
+
+
+@pytest.mark.parametrize("name", ["credit", "js"])
+def test_the_not_replayed_caption_counts_the_steps_pairs(name, tmp_path, monkeypatch):
+    """Under a recomputed `_specific` variant the caption counts the step's skipped (sample, reward) pairs (from
+    its index), not those of the shown sample."""
+    w = write_synthetic_run(tmp_path, "skips", steps=1, rewards=DEFAULT_REWARDS, n_samples=16, n_tokens=8)
+    pairs = RunStore(w.path).credit(1).drop_duplicates(["sample", "reward"])
+    step_skipped = int(pairs["distance_skipped"].sum())
+    per_sample = pairs.groupby("sample")["distance_skipped"].sum()
+    sample = int(per_sample[per_sample > 0].index[0])
+    assert 0 < per_sample[sample] < step_skipped
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page(name, tmp_path, query={"run": "skips", "step": "1", "sample": str(sample)})
+    assert not [c for c in at.caption if "not replayed" in c.value]  # the trained variant: no caption
+    at.selectbox(key=f"{name}_relevance").set_value("js_specific").run()
+    assert not at.exception, at.exception
+    captions = [c.value for c in at.caption if "not replayed" in c.value]
+    assert len(captions) == 1 and captions[0].startswith(f"{step_skipped} (sample, reward) pairs of this step ")
 
 
 @pytest.mark.parametrize("name", ["credit", "js", "debugger", "curves", "compare"])

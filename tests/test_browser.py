@@ -329,6 +329,7 @@ def test_colours_and_legends_on_both_themes(tmp_path, theme):
                 page.locator(".js-plotly-plot").nth(1).wait_for()
                 page.wait_for_timeout(1000)
                 assert page.evaluate(OVERLAPS_JS) == []
+                page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js.png"), full_page=True)
 
                 page.goto(url + "/compare?" + urlencode([("run", n) for n in names]))
                 wait_for_script(page)

@@ -133,10 +133,10 @@ def test_the_index_sums_and_the_distance_summary_match_the_tokens(tmp_path):
     np.testing.assert_allclose(index["weight_sum"], g["weight"].sum().to_numpy(), rtol=1e-5)
     np.testing.assert_allclose(index["weight_in_span"], g["w_in"].sum().to_numpy(), rtol=1e-5)
     assert (index["span_tokens"].to_numpy() == g["span"].sum().to_numpy()).all()
-    assert (index["distance_computed"].to_numpy() == g["js"].apply(lambda x: x.notna().any()).to_numpy()).all()
+    assert (index["distance_computed"].to_numpy() == g["distance"].apply(lambda x: x.notna().any()).to_numpy()).all()
     summary = store.credit_summary(1)
     for r in summary.itertuples():
-        d = whole.loc[(whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in")), "js"].dropna()
+        d = whole.loc[(whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in")), "distance"].dropna()
         assert r.n == len(d) and r.tokens == ((whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in"))).sum()
         np.testing.assert_allclose([r.mean, r.median, r.q1, r.max], [d.mean(), d.median(), d.quantile(0.25), d.max()],
                                    rtol=1e-5)
@@ -155,3 +155,25 @@ def test_bench_store_prints_a_row_per_size_and_refuses_bad_sizes(capsys):
     assert len(row) == 1 and " - " not in row[0] and "Error" not in row[0]
     assert bench_store.main(["--sizes", "8x16"]) == 2
     assert "is not samples x tokens x rewards" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_bench_store_pages_prints_every_page_of_a_200_step_run(capsys):
+    """`mrtpo bench store --pages` at a small size writes a 200-step run and prints a row per page with its server
+    seconds, memory and Parquet rows read: the sample pages read one step's row group (here the whole small step),
+    the others no credit rows at all."""
+    from core.tools import bench_store
+
+    assert bench_store.main(["--sizes", "8x16x2", "--pages"]) == 0
+    out = capsys.readouterr().out
+    titles = set(bench_store.PAGE_TITLES.values())
+    lines = [line.split(" | ") for line in out.splitlines() if line.startswith("| 8x16x2 | ")]
+    rows = {cells[1]: cells for cells in lines if cells[1] in titles}
+    assert set(rows) == titles and len(rows) == 5, out
+    for title, cells in rows.items():
+        assert all(c.strip() not in ("-", "") for c in cells[2:6]), cells  # seconds and memory measured
+        read = int(cells[6].replace(",", ""))
+        assert read == (8 * 16 * 2 if title in ("Token credit", "JS divergence") else 0), (title, read)
+    (run,) = [cells for cells in lines if len(cells) == 6]  # the run's row: written, on disk, index, sample, heatmap
+    assert run[4].endswith("(32)")  # one sample's read: its 16 tokens x 2 rewards

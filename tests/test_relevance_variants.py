@@ -190,7 +190,7 @@ def test_a_tiny_instruct_step_trains_with_every_variant(relevance, tmp_path):
     result = step_lib.train_step(state, 1)
     metrics = result.metrics
     assert metrics["replay/pass_share"] == 1.0
-    js = result.credit["js"].dropna()
+    js = result.credit["distance"].dropna()
     assert len(js) > 0 and (js >= 0).all() and (js > 0).any()
     if routing_lib.RELEVANCE[relevance].distance == "js":
         assert (js <= 1).all()
@@ -215,4 +215,4 @@ def test_trl_step_with_a_swap_and_a_logp_variant(relevance, tmp_path, capsys):
     assert store.status()["state"] == "completed" and store.config()["relevance"] == relevance
     assert store.config()["routing_clip"] == "mass"  # MRTPOConfig's default, recorded like TrainConfig's
     credit = store.credit(1)
-    assert credit["js"].notna().any() and (credit["js"].dropna() >= 0).all()
+    assert credit["distance"].notna().any() and (credit["distance"].dropna() >= 0).all()

@@ -1,6 +1,6 @@
 """Replay only where it can matter: skipping the contrastive passes of (sample, reward) pairs whose group
 advantage is 0 leaves every token advantage and credit bitwise unchanged; the skipped pairs are recorded
-as not computed (NaN JS, `js_skipped`), and the step logs the share of passes run."""
+as not computed (NaN JS, `distance_skipped`), and the step logs the share of passes run."""
 
 from __future__ import annotations
 
@@ -170,9 +170,9 @@ def test_skipped_pairs_are_marked_in_the_credit_map_and_metrics(step_setup):
     frame = record.credit_frame(rec)
     metrics = record.step_metrics(rec)
     applies = frame["score"].notna()
-    skipped = frame["js_skipped"]
+    skipped = frame["distance_skipped"]
     assert skipped.any() and (~skipped & applies).any()
     assert not skipped[~applies].any()  # not applicable is not "skipped"
-    assert frame.loc[skipped, "js"].isna().all() and frame.loc[applies & ~skipped, "js"].notna().all()
+    assert frame.loc[skipped, "distance"].isna().all() and frame.loc[applies & ~skipped, "distance"].notna().all()
     assert (frame.loc[skipped, "credit"] == 0).all()  # its advantage is 0, so is its credit
     assert 0 < metrics["replay/pass_share"] < 1

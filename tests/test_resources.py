@@ -93,3 +93,14 @@ def test_the_memory_check_can_be_skipped(monkeypatch, tmp_path):
     monkeypatch.setenv(resources.SKIP_ENV, "1")
     cfg, errors = launcher.validate({"runs_dir": str(tmp_path), "group_size": 100_000_000})
     assert errors == {} and cfg.group_size == 100_000_000
+
+
+def test_sizes_are_shown_in_a_unit_that_never_reads_zero():
+    """`gib` picks the unit by size: a small disk term (a short run's metrics) reads in KiB or bytes, not "0 MiB"."""
+    cases = {0: "0 B", 900: "900 B", 8192 * 20: "160 KiB", 1023 * 2**10: "1023 KiB", 2**20: "1.0 MiB",
+             2.5 * 2**20: "2.5 MiB", 200 * 2**20: "200 MiB", 2**28: "0.2 GiB", 2**29: "0.5 GiB", 3 * 2**30: "3.0 GiB",
+             2**40: "1.0 TiB"}
+    assert {n: resources.gib(n) for n in cases} == cases
+    cfg = TrainConfig(steps=3, credit_every=1)
+    line = resources.disk_line(cfg, 2)
+    assert "metrics 24 KiB" in line and " 0 MiB" not in line and " 0 B" not in line, line

@@ -107,7 +107,7 @@ def hand_frame() -> pd.DataFrame:
                     "score": ({KW: 1.0, NC: 0.0, LC: 1.0}[reward] if stated else np.nan),
                     "group_adv": 0.5 if stated else 0.0, "t": t, "token_id": t, "token": "abcd"[t], "start": t,
                     "end": t + 1,
-                    "js": (D[reward][t] if sample == 0 else 0.5) if stated else np.nan, "js_skipped": False,
+                    "distance": (D[reward][t] if sample == 0 else 0.5) if stated else np.nan, "distance_skipped": False,
                     "weight": (W[reward][t] if sample == 0 else 1.0) if stated else 1.0,
                     "credit": (C[reward] * W[reward][t] if sample == 0 else 0.3) if stated else 0.0,
                     "in_span": (t == SPAN[reward] if sample == 0 else True) if stated else False,

@@ -33,7 +33,7 @@ def credit_frame(step: int, n_samples: int = 2, rewards=("a", "b"), T: int = 3) 
                 rows.append(
                     dict(step=step, sample=i, group=i // 2, prompt_key=f"p{i}", prompt="Do x.", response="abc",
                          reward=k, score=np.nan if k == "b" and i == 1 else 1.0, group_adv=0.5, t=t, token_id=t,
-                         token="abc"[t], start=t, end=t + 1, js=0.1 * t, weight=1.0, credit=0.25, in_span=t == 1,
+                         token="abc"[t], start=t, end=t + 1, distance=0.1 * t, weight=1.0, credit=0.25, in_span=t == 1,
                          token_adv=0.5)
                 )
     return pd.DataFrame(rows)
@@ -73,7 +73,7 @@ def test_write_and_read_back(tmp_path):
 def test_missing_columns_rejected(tmp_path):
     w = RunWriter.create(tmp_path, "r", {"steps": 1})
     with pytest.raises(RunStoreError, match="lacks columns"):
-        w.write_credit(1, credit_frame(1).drop(columns=["js"]))
+        w.write_credit(1, credit_frame(1).drop(columns=["distance"]))
 
 
 def test_torn_and_corrupt_files_warn_not_raise(tmp_path):
@@ -142,24 +142,43 @@ def test_list_runs_skips_non_runs_and_reports_corrupt(tmp_path):
 
 
 def test_credit_maps_written_before_js_skipped_open_with_it_false(tmp_path):
-    """Older run stores (the shipped sample runs among them) have no `js_skipped` column: they open with it
-    False, in schema order; a frame that marks skipped pairs round-trips."""
+    """Older run stores (the shipped sample runs among them) are schema-1 files with a `js` column and no
+    `js_skipped`: they open with `distance` holding their `js` and `distance_skipped` False, in schema order; a
+    frame that marks skipped pairs round-trips."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     w = RunWriter.create(tmp_path, "r", {"steps": 2})
-    old_schema = pa.schema([f for f in CREDIT_SCHEMA if f.name != "js_skipped"], metadata=CREDIT_SCHEMA.metadata)
-    old = credit_frame(1)
+    v1 = {"distance": "js"}  # schema 1's name of the column
+    old_schema = pa.schema([f.with_name(v1.get(f.name, f.name)) for f in CREDIT_SCHEMA if f.name != "distance_skipped"],
+                           metadata=CREDIT_SCHEMA.metadata)
+    old = credit_frame(1).rename(columns=v1)
+    assert "js" in old.columns and "distance" not in old.columns
     pq.write_table(pa.Table.from_pandas(old, schema=old_schema, preserve_index=False), credit_path(w.path, 1))
-    new = credit_frame(2).assign(js_skipped=lambda f: f["reward"] == "b")
-    new.loc[new["js_skipped"], "js"] = np.nan
+    new = credit_frame(2).assign(distance_skipped=lambda f: f["reward"] == "b")
+    new.loc[new["distance_skipped"], "distance"] = np.nan
     w.write_credit(2, new)
     store = RunStore(w.path)
     c1, c2 = store.credit(1), store.credit(2)
     assert list(c1.columns) == list(CREDIT_COLUMNS) == list(c2.columns)
-    assert not c1["js_skipped"].any() and c1["js_skipped"].dtype == bool
-    assert c2["js_skipped"].tolist() == new["js_skipped"].tolist() and c2.loc[c2["js_skipped"], "js"].isna().all()
+    assert "js" not in c1.columns and c1["distance"].tolist() == pytest.approx(old["js"].tolist())
+    assert not c1["distance_skipped"].any() and c1["distance_skipped"].dtype == bool
+    assert c2["distance_skipped"].tolist() == new["distance_skipped"].tolist()
+    assert c2.loc[c2["distance_skipped"], "distance"].isna().all()
+    assert store.credit_index(1)["distance_computed"].all() and store.credit_summary(1)["n"].sum() == len(old)
     assert store.warnings == []
+
+
+def test_the_writer_takes_a_long_frame_with_schema_1_names(tmp_path):
+    """A long frame built before the rename (`js`, `js_skipped`) writes as one with `distance`, `distance_skipped`."""
+    w = RunWriter.create(tmp_path, "r", {"steps": 2})
+    frame = credit_frame(1).assign(distance_skipped=lambda f: f["reward"] == "b")
+    w.write_credit(1, frame)
+    w.write_credit(2, frame.assign(step=2).rename(columns={"distance": "js", "distance_skipped": "js_skipped"}))
+    w.append_metrics({"step": 2})
+    store = RunStore(w.path)
+    one, two = store.credit(1), store.credit(2)
+    pd.testing.assert_frame_equal(one.drop(columns="step"), two.drop(columns="step"))
 
 
 def test_last_step_reads_the_tail_only(tmp_path, monkeypatch):

@@ -182,3 +182,25 @@ def test_resume_from_a_refused_optimizer_pickle_is_one_line(tmp_path, micro_mode
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith(f"mrtpo train: error: {ckpt.name}/optimizer.pt cannot be loaded") and "older" in err[0]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("rank, nproc, prints", [(None, 1, True), (None, 2, False), ("0", 2, True), ("1", 2, False)])
+def test_the_disk_line_is_printed_once_by_the_process_that_writes_the_run(rank, nproc, prints, tmp_path, capsys,
+                                                                         monkeypatch):
+    """`mrtpo train --backend trl` prints the disk estimate as the builtin backend does: in one process, or in
+    process 0 of several (started by `mrtpo train --nproc N` or by torchrun directly); the launcher and the other
+    processes do not, so the log has it once."""
+    from core.run import train_cli
+
+    monkeypatch.setattr(train_cli, "_train_trl", lambda cfg, rank: 0)  # the training itself is not under test
+    monkeypatch.setattr(train_cli, "launch_processes", lambda cfg: 0)
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    if rank is not None:
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", str(nproc))
+    code = train_cli.main(["--backend", "trl", "--nproc", str(nproc), "--steps", "2", "--runs-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("disk: about ")]
+    assert len(lines) == (1 if prints else 0), out

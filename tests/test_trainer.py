@@ -157,16 +157,16 @@ def test_mrtpo_with_lam_zero_gives_gdpo_token_advantages(make_cfg, relevance):
     mrtpo = step_lib.train_step(lifecycle.build_state(make_cfg(method="mrtpo", lam=0.0, relevance=relevance)), 1).credit
     assert gdpo["response"].tolist() == mrtpo["response"].tolist()  # same seed: same rollout
     assert gdpo["token_adv"].tolist() == mrtpo["token_adv"].tolist()
-    assert gdpo["js"].isna().all() and (gdpo["weight"] == 1).all()
-    applies, skipped = mrtpo["score"].notna(), mrtpo["js_skipped"]
-    assert mrtpo.loc[applies & ~skipped, "js"].notna().all() and mrtpo.loc[~applies | skipped, "js"].isna().all()
-    assert not mrtpo.loc[~applies, "js_skipped"].any()
+    assert gdpo["distance"].isna().all() and (gdpo["weight"] == 1).all()
+    applies, skipped = mrtpo["score"].notna(), mrtpo["distance_skipped"]
+    assert mrtpo.loc[applies & ~skipped, "distance"].notna().all() and mrtpo.loc[~applies | skipped, "distance"].isna().all()
+    assert not mrtpo.loc[~applies, "distance_skipped"].any()
     # js (pairwise): skipped exactly where the reward's group advantage is 0; a *_specific variant reads every
     # applicable reward of a sample, so it skips a sample's rewards only when none of them is active (replay_pairs)
     active = applies & (mrtpo["group_adv"] != 0)
     if relevance != "js":
         active = applies & active.groupby(mrtpo["sample"]).transform("any")
-    assert (mrtpo.loc[applies, "js_skipped"] == ~active[applies]).all()
+    assert (mrtpo.loc[applies, "distance_skipped"] == ~active[applies]).all()
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,7 @@ def test_every_method_and_option_runs_a_step(make_cfg, overrides):
             assert inside["weight"].mean() > outside["weight"].mean()
         assert m["span/test:letters/mass_in"] >= 0.5
     if cfg.method == "grpo" or cfg.routing != "replay":
-        assert frame["js"].isna().all()
+        assert frame["distance"].isna().all()
         assert "js/test:letters/mean" not in m
 
 

@@ -172,9 +172,9 @@ def test_two_steps_token_advantages_and_a_complete_run_store(trl_run):
     frame = store.credit(2)
     assert frame["sample"].tolist() == sorted(frame["sample"].tolist()) and frame["sample"].max() == 15
     # replay ran for the stated rewards whose group advantage is nonzero, the others are marked skipped
-    replayed = frame["score"].notna() & ~frame["js_skipped"]
-    assert replayed.any() and np.isfinite(frame.loc[replayed, "js"]).all() and frame.loc[~replayed, "js"].isna().all()
-    assert (frame.loc[frame["js_skipped"], "group_adv"] == 0).all()
+    replayed = frame["score"].notna() & ~frame["distance_skipped"]
+    assert replayed.any() and np.isfinite(frame.loc[replayed, "distance"]).all() and frame.loc[~replayed, "distance"].isna().all()
+    assert (frame.loc[frame["distance_skipped"], "group_adv"] == 0).all()
     assert 0 < metrics["replay/pass_share"].iloc[-1] <= 1
     assert (frame["weight"] >= 0).all()
     # the credit terms add up to the token advantage (docs/METHOD.md): sum_k credit - mu / (sigma + eps) = A
@@ -293,7 +293,7 @@ def test_two_processes_give_the_one_process_token_advantages_and_only_rank_0_wri
         assert x[keys].equals(y[keys])  # the same rows, global sample index p * b + i
         assert x["sample"].max() == 15
         np.testing.assert_allclose(y["token_adv"], x["token_adv"], atol=1e-4)
-        np.testing.assert_allclose(y["js"], x["js"], atol=1e-4)
+        np.testing.assert_allclose(y["distance"], x["distance"], atol=1e-4)
 
     # Storing fewer samples (whole groups, both outcomes of each reward) and only every 2nd batch: process 0
     # receives the text of those rows alone, writes them, and the metrics are those of the whole batch.

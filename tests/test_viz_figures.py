@@ -84,14 +84,25 @@ def test_js_positions_shade_each_span_run():
     df = synthetic_credit_frame(1, n_samples=4, n_tokens=20, rewards=tuple(REWARDS), group_size=2, seed=3)
     sample = df[df["sample"] == 0].assign(score=1.0)
     fig = figures.js_positions_figure(sample, REWARDS)
-    assert len(fig.data) == len(REWARDS)
-    expected = 0
-    for r in REWARDS:
+    assert len([tr for tr in fig.data if tr.meta != "spans"]) == len(REWARDS)
+    boxes = 0
+    for row, r in enumerate(REWARDS, start=1):
         d = sample[sample["reward"] == r].sort_values("t")
-        expected += len(figures._span_runs(d["in_span"].tolist(), d["t"].tolist()))
+        runs = figures._span_runs(d["in_span"].tolist(), d["t"].tolist())
         trace = next(tr for tr in fig.data if tr.name == r)
-        assert list(trace.y) == pytest.approx(d["js"].tolist(), nan_ok=True)
-    assert expected > 0 and len(fig.layout.shapes) == expected
+        assert list(trace.y) == pytest.approx(d["distance"].tolist(), nan_ok=True)
+        spans = [tr for tr in fig.data if tr.name == f"{r} spans"]
+        if not runs:
+            assert not spans
+            continue
+        # one closed box per run of span tokens, from t - 0.5 to t + 0.5, floor to the row's top, on its own row
+        (box,) = spans
+        assert box.fill == "toself" and box.yaxis == f"y{'' if row == 1 else row}"
+        xs = [x for x in box.x if x is not None]
+        assert [(xs[i], xs[i + 2]) for i in range(0, len(xs), 5)] == [(a - 0.5, b + 0.5) for a, b in runs]
+        assert set(y for y in box.y if y is not None) == {0, fig.layout[f"yaxis{'' if row == 1 else row}"].range[1]}
+        boxes += len(runs)
+    assert boxes > 0 and not fig.layout.shapes
 
 
 def test_js_positions_name_tokens_on_the_axis_and_skip_unstated_rewards():
@@ -100,7 +111,7 @@ def test_js_positions_name_tokens_on_the_axis_and_skip_unstated_rewards():
     sample.loc[sample["reward"] == REWARDS[1], "score"] = float("nan")  # the prompt does not state reward 2
     sample.loc[sample["reward"] == REWARDS[0], "score"] = 1.0
     fig = figures.js_positions_figure(sample, REWARDS)
-    assert [tr.name for tr in fig.data] == [REWARDS[0]]  # no empty panel
+    assert [tr.name for tr in fig.data if tr.meta != "spans"] == [REWARDS[0]]  # no empty panel
     tokens = sample[sample["reward"] == REWARDS[0]].sort_values("t")["token"].tolist()
     assert list(fig.layout.xaxis.ticktext) == [t.replace("\n", "↵") or "∅" for t in tokens]
     vals, texts = figures.token_ticks(list(range(250)), ["a"] * 250)
@@ -269,7 +280,7 @@ def test_exports_round_trip_with_the_store_schema():
 
 
 def test_js_in_out_table():
-    df = pd.DataFrame({"reward": ["a"] * 4, "js": [0.4, 0.2, 0.1, 0.1], "in_span": [True, True, False, False]})
+    df = pd.DataFrame({"reward": ["a"] * 4, "distance": [0.4, 0.2, 0.1, 0.1], "in_span": [True, True, False, False]})
     row = analysis.js_in_out_table(df).iloc[0]
     assert (row["tokens_in"], row["tokens_out"]) == (2, 2)
     assert row["js_in"] == pytest.approx(0.3) and row["js_out"] == pytest.approx(0.1) and row["ratio"] == pytest.approx(3)
@@ -288,12 +299,12 @@ def test_eval_curves_use_the_eval_keys_and_bridge_non_checkpoint_steps():
 
 def test_js_positions_say_not_computed_for_a_skipped_reward():
     df = synthetic_credit_frame(1, n_samples=16, n_tokens=12, rewards=tuple(REWARDS), group_size=4, seed=0)
-    assert df["js_skipped"].any() and df.loc[df["js_skipped"], "js"].isna().all()
-    i = int(df.loc[df["js_skipped"], "sample"].iloc[0])
+    assert df["distance_skipped"].any() and df.loc[df["distance_skipped"], "distance"].isna().all()
+    i = int(df.loc[df["distance_skipped"], "sample"].iloc[0])
     sample = df[df["sample"] == i]
     fig = figures.js_positions_figure(sample, REWARDS)
     notes = [a for a in fig.layout.annotations if "not computed" in a.text]
-    skipped = [r for r in REWARDS if sample.loc[sample["reward"] == r, "js_skipped"].any()]
+    skipped = [r for r in REWARDS if sample.loc[sample["reward"] == r, "distance_skipped"].any()]
     assert len(notes) == len(skipped) >= 1
     # each note sits in its reward's row (subplot rows follow the reward order)
     rows = [REWARDS.index(r) + 1 for r in skipped]
@@ -304,9 +315,9 @@ def test_replay_coverage_counts_computed_and_skipped_pairs():
     df = synthetic_credit_frame(1, n_samples=16, n_tokens=5, rewards=tuple(REWARDS), group_size=4, seed=0)
     pairs = df.drop_duplicates(["sample", "reward"])
     computed, skipped = analysis.replay_coverage(df)
-    assert skipped == int(pairs["js_skipped"].sum()) > 0
-    assert computed == int((pairs["score"].notna() & ~pairs["js_skipped"]).sum())
-    older = df.drop(columns=["js_skipped"]).assign(js=float("nan"))  # a GDPO run of an older store
+    assert skipped == int(pairs["distance_skipped"].sum()) > 0
+    assert computed == int((pairs["score"].notna() & ~pairs["distance_skipped"]).sum())
+    older = df.drop(columns=["distance_skipped"]).assign(distance=float("nan"))  # a GDPO run of an older store
     assert analysis.replay_coverage(older) == (0, 0)
 
 
@@ -382,7 +393,7 @@ def test_index_based_summaries_equal_the_token_based_ones(tmp_path):
     pd.testing.assert_frame_equal(t1.reset_index(drop=True), t2, check_dtype=False, rtol=1e-5)
     fig = figures.js_in_out_summary_figure(summary, list(names))
     assert [t.name for t in fig.data] == ["in span", "out of span"]
-    d = frames[1].query("reward == @REWARDS[0] and in_span")["js"].dropna()
+    d = frames[1].query("reward == @REWARDS[0] and in_span")["distance"].dropna()
     box = fig.data[0]
     i = list(box.x).index(REWARDS[0])
     assert box.median[i] == pytest.approx(d.median(), rel=1e-5) and box.q3[i] == pytest.approx(d.quantile(0.75),

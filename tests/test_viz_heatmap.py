@@ -28,7 +28,7 @@ def sample_frame(credits_a=None, credits_b=None) -> pd.DataFrame:
         for t in range(n):
             rows.append(dict(step=1, sample=0, group=0, prompt_key="p<1>", prompt="Say <b>hi</b> & go.",
                              response=response, reward=k, score=1.0, group_adv=0.7, t=t, token_id=t,
-                             token=TOKENS[t], start=starts[t], end=starts[t] + len(TOKENS[t]), js=0.01 * t,
+                             token=TOKENS[t], start=starts[t], end=starts[t] + len(TOKENS[t]), distance=0.01 * t,
                              weight=1.0 + 0.1 * t, credit=credits[t], in_span=t in spans[k],
                              token_adv=credits_a[t] + credits_b[t]))
     return pd.DataFrame(rows)
@@ -184,14 +184,14 @@ def test_rows_view_leaves_out_rewards_the_prompt_does_not_state():
 def test_hover_says_when_replay_skipped_a_rewards_js():
     df = sample_frame()
     skipped = df["reward"] == REWARDS[1]
-    df["js_skipped"] = skipped
-    df.loc[skipped, ["js", "weight", "credit", "group_adv"]] = [float("nan"), 1.0, 0.0, 0.0]
+    df["distance_skipped"] = skipped
+    df.loc[skipped, ["distance", "weight", "credit", "group_adv"]] = [float("nan"), 1.0, 0.0, 0.0]
     title = re.search(r'data-t="2" tabindex="0">.*?<span class="tip">([^<]*)</span>',
                       token_heatmap_html(df, REWARDS[0])).group(1)
     assert "keywords:existence: credit +2.0000 | JS 0.0200" in title
     assert "punctuation:no_comma: credit +0.0000 | JS not computed (its group advantage is 0" in title
-    # older run stores have no js_skipped column: NaN JS reads n/a
-    older = sample_frame().assign(js=float("nan"))
+    # older run stores have no distance_skipped column: NaN JS reads n/a
+    older = sample_frame().assign(distance=float("nan"))
     assert "JS n/a" in token_heatmap_html(older, REWARDS[0])
 
 

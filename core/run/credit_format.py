@@ -11,8 +11,9 @@ distance skipped), so a reader gets the index from the footer alone and one samp
 
 `CreditStep` is a step's credit map as columns (numpy, text once per sample): what the record builds
 (`core.run.record.credit_step`) and what the writer writes. `CreditStep.from_frame` / `.frame()` convert from and
-to the long frame of schema 1 (one row per (sample, reward, token), every column on every row), which the
-readers still return for what they read. Never imports torch, streamlit or plotly.
+to the long frame (one row per (sample, reward, token), every column on every row: schema 1's layout, with its
+`js` / `js_skipped` named `distance` / `distance_skipped` as in schema 2), which the readers return for what they
+read. Never imports torch, streamlit or plotly.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ SCHEMA = pa.schema([
 TOKEN_FIELDS = ("token_id", "token", "start", "end", "token_adv")
 SAMPLE_FIELDS = ("prompt_key", "prompt", "response")
 SPLIT_FLOATS = ("distance", "weight", "credit", "token_adv")  # BYTE_STREAM_SPLIT: noisy floats compress better
-# schema 1 long-frame names of the renamed columns
-V1_NAMES = {"distance": "js", "distance_skipped": "js_skipped"}
+# schema 1's names of the columns schema 2 renamed (a schema-1 file, or a long frame written before the rename,
+# has these; the readers' frames use the new names)
+V1_NAMES = {"js": "distance", "js_skipped": "distance_skipped"}
 
 
 @dataclass
@@ -104,7 +106,8 @@ class CreditStep:
         return np.broadcast_to(valid[:, None, :], (len(self.length), len(self.reward_names), T))
 
     def frame(self) -> pd.DataFrame:
-        """The long frame of schema 1 (one row per (sample, reward, token), text as categoricals)."""
+        """The long frame (one row per (sample, reward, token), text as categoricals; `store.CREDIT_SCHEMA`'s
+        columns: schema 1's, with `js` / `js_skipped` named `distance` / `distance_skipped`)."""
         S, K = len(self.length), len(self.reward_names)
         cells = self._cells()
         shape = cells.shape
@@ -134,8 +137,8 @@ class CreditStep:
             "token": pd.Categorical.from_codes(tokens.codes[tok], categories=tokens.categories),
             "start": self.start[tok].astype(np.int32),
             "end": self.end[tok].astype(np.int32),
-            "js": self.distance[cells].astype(np.float32),
-            "js_skipped": self.distance_skipped[si, kk].astype(bool),
+            "distance": self.distance[cells].astype(np.float32),
+            "distance_skipped": self.distance_skipped[si, kk].astype(bool),
             "weight": self.weight[cells].astype(np.float32),
             "credit": self.credit[cells].astype(np.float32),
             "in_span": self.in_span[cells].astype(bool),
@@ -144,9 +147,10 @@ class CreditStep:
 
     @classmethod
     def from_frame(cls, step: int, frame: pd.DataFrame, reward_names: list[str] | None = None) -> CreditStep:
-        """A long frame of schema 1 (one row per (sample, reward, token); a sample has rows for every reward of
-        the step, each with the same tokens) as columns."""
-        f = frame.reset_index(drop=True)
+        """A long frame (one row per (sample, reward, token); a sample has rows for every reward of the step, each
+        with the same tokens; schema 1's `js` / `js_skipped` accepted for `distance` / `distance_skipped`) as
+        columns."""
+        f = frame.reset_index(drop=True).rename(columns=V1_NAMES)
         reward = f["reward"] if isinstance(f["reward"].dtype, pd.CategoricalDtype) else f["reward"].astype("category")
         present = [str(r) for r in reward.cat.categories[np.unique(reward.cat.codes.to_numpy())]]
         names = [str(r) for r in (reward_names or []) if str(r) in present]
@@ -170,13 +174,13 @@ class CreditStep:
         ps, pk = pair_first[0] // K, pair_first[0] % K
         score[ps, pk] = f["score"].to_numpy(np.float32)[pair_first[1]]
         group_adv[ps, pk] = f["group_adv"].to_numpy(np.float32)[pair_first[1]]
-        if "js_skipped" in f.columns:
-            skipped[ps, pk] = f["js_skipped"].to_numpy(bool)[pair_first[1]]
+        if "distance_skipped" in f.columns:
+            skipped[ps, pk] = f["distance_skipped"].to_numpy(bool)[pair_first[1]]
         cube = {name: np.full((S, K, T), fill, dtype=dtype) for name, fill, dtype in
                 (("distance", np.nan, np.float32), ("weight", 1.0, np.float32), ("credit", 0.0, np.float32),
                  ("in_span", False, bool))}
-        for name, col in (("distance", "js"), ("weight", "weight"), ("credit", "credit"), ("in_span", "in_span")):
-            cube[name][s_of, kk, tt] = f[col].to_numpy(cube[name].dtype)
+        for name in cube:
+            cube[name][s_of, kk, tt] = f[name].to_numpy(cube[name].dtype)
         # the per-token columns from one row per (sample, position)
         tok_rows = np.unique(s_of * max(T, 1) + tt, return_index=True)[1]  # sorted by (sample, t)
         complete = len(tok_rows) == int(length.sum())
@@ -372,7 +376,7 @@ def index_frame(index: dict) -> pd.DataFrame:
 
 
 def read_long(pf: pq.ParquetFile, step: int, samples=None, rewards=None) -> pd.DataFrame:
-    """The long frame of schema 1 for the samples and rewards asked (all when None), reading only the row groups
+    """The long frame (`CreditStep.frame`'s columns) for the samples and rewards asked (all when None), reading only the row groups
     that hold those samples."""
     index = read_index(pf)
     names = list(index["rewards"])
@@ -424,7 +428,8 @@ def read_long(pf: pq.ParquetFile, step: int, samples=None, rewards=None) -> pd.D
         else:
             out[name] = col.to_numpy(zero_copy_only=False)
     for name in ("distance", "distance_skipped", "weight", "credit", "in_span"):
-        out[V1_NAMES.get(name, name)] = tab[name].to_numpy(zero_copy_only=False)[rows]
+        out[name] = tab[name].to_numpy(zero_copy_only=False)[rows]
     order = ["step", "sample", "group", "prompt_key", "prompt", "response", "reward", "score", "group_adv", "t",
-             "token_id", "token", "start", "end", "js", "js_skipped", "weight", "credit", "in_span", "token_adv"]
+             "token_id", "token", "start", "end", "distance", "distance_skipped", "weight", "credit", "in_span",
+             "token_adv"]
     return pd.DataFrame({c: out[c] for c in order})

@@ -101,8 +101,8 @@ def replay_pass_share(replayed: Tensor, applicable: Tensor, mask: Tensor) -> flo
     return float((replayed.bool() & live).sum()) / total if total else 1.0
 
 
-def js_skipped(rec: StepRecord) -> Tensor:
-    """(B, K) bool: reward k applies to sample i but its contrastive pass was skipped (its JS is not computed)."""
+def distance_skipped(rec: StepRecord) -> Tensor:
+    """(B, K) bool: reward k applies to sample i but its contrastive pass was skipped (its distance is not computed)."""
     applicable = rec.scores.applicable
     if rec.routing.replayed is None:
         return torch.zeros_like(applicable)
@@ -133,7 +133,7 @@ def credit_step(rec: StepRecord, samples: Sequence[int] | None = None) -> Credit
         prompt=[rollout.items[i].prompt() for i in rows], response=[rollout.texts[i] for i in rows],
         length=lengths, score=rec.scores.rewards.numpy()[rows].astype(np.float32),
         group_adv=rec.adv.group_adv.float().numpy()[rows].astype(np.float32),
-        distance_skipped=js_skipped(rec).numpy()[rows],
+        distance_skipped=distance_skipped(rec).numpy()[rows],
         token_id=rollout.response_ids[rows][:, :width].numpy()[valid].astype(np.int32), token=tokens,
         start=offsets[:, 0], end=offsets[:, 1],
         token_adv=rec.adv.token_adv.float()[rows][:, :width].numpy()[valid].astype(np.float32),
@@ -143,7 +143,7 @@ def credit_step(rec: StepRecord, samples: Sequence[int] | None = None) -> Credit
 
 
 _LONG_COLUMNS = ["step", "sample", "group", "prompt_key", "prompt", "response", "reward", "score", "group_adv", "t",
-                 "token_id", "token", "start", "end", "js", "js_skipped", "weight", "credit", "in_span", "token_adv"]
+                 "token_id", "token", "start", "end", "distance", "distance_skipped", "weight", "credit", "in_span", "token_adv"]
 
 
 def credit_frame(rec: StepRecord) -> pd.DataFrame:

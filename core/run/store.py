@@ -46,8 +46,9 @@ SCHEMA_KEY = b"mrtpo_schema_version"
 ACTIVE_STATES = ("starting", "running")
 FINAL_STATES = ("completed", "failed", "stopped")
 
-# The long credit map (schema 1's file, and the frame the readers return for every version): columns and their
-# Arrow types, in order (see docs/CONTRACTS.md).
+# The long credit map the readers return for every version (schema 1's file layout, its `js` / `js_skipped` named
+# `distance` / `distance_skipped` as in schema 2: `credit_format.V1_NAMES`): columns and their Arrow types, in order
+# (see docs/CONTRACTS.md).
 CREDIT_SCHEMA = pa.schema(
     [
         ("step", pa.int32()),
@@ -64,8 +65,8 @@ CREDIT_SCHEMA = pa.schema(
         ("token", pa.string()),
         ("start", pa.int32()),
         ("end", pa.int32()),
-        ("js", pa.float32()),
-        ("js_skipped", pa.bool_()),
+        ("distance", pa.float32()),
+        ("distance_skipped", pa.bool_()),
         ("weight", pa.float32()),
         ("credit", pa.float32()),
         ("in_span", pa.bool_()),
@@ -76,7 +77,7 @@ CREDIT_SCHEMA = pa.schema(
 CREDIT_COLUMNS = tuple(CREDIT_SCHEMA.names)
 # Columns added after schema_version 1 was first written, with the value they take in files (or frames
 # handed to the writer) that lack them: an older run store opens as if it had written them.
-ADDED_COLUMNS: dict[str, Any] = {"js_skipped": False}
+ADDED_COLUMNS: dict[str, Any] = {"distance_skipped": False}
 
 
 WRITER_LOCK = ".writer.lock"  # the run's writer holds an exclusive flock on this file for the run's life
@@ -326,8 +327,10 @@ class RunWriter:
 
     def write_credit(self, step: int, credit: CreditStep | pd.DataFrame) -> Path:
         """Write the step's credit map atomically in schema 2 (`core.run.credit_format`); returns its path.
-        `credit`: a `CreditStep` (what the trainers build) or a long frame of CREDIT_SCHEMA's columns."""
+        `credit`: a `CreditStep` (what the trainers build) or a long frame of CREDIT_SCHEMA's columns (schema 1's
+        `js` / `js_skipped` accepted for `distance` / `distance_skipped`)."""
         if isinstance(credit, pd.DataFrame):
+            credit = credit.rename(columns=credit_format.V1_NAMES)
             missing = [c for c in CREDIT_COLUMNS if c not in credit.columns and c not in ADDED_COLUMNS]
             if missing:
                 raise RunStoreError(f"credit map for step {step} lacks columns {missing}")
@@ -585,9 +588,11 @@ def check_config(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def check_credit(table: pa.Table, step: int) -> tuple[pd.DataFrame | None, list[str]]:
-    """A credit map checked against CREDIT_SCHEMA: (the frame with every column at its schema type, or None when
-    a column is missing or cannot be read as its type; problems)."""
+    """A schema-1 credit map checked against CREDIT_SCHEMA (its `js` / `js_skipped` read as `distance` /
+    `distance_skipped`): (the frame with every column at its schema type, or None when a column is missing or
+    cannot be read as its type; problems)."""
     where = f"credit map of step {step} (credit/step_{int(step):06d}.parquet)"
+    table = table.rename_columns([credit_format.V1_NAMES.get(c, c) for c in table.column_names])
     names = set(table.column_names)
     missing = [c for c in CREDIT_COLUMNS if c not in names and c not in ADDED_COLUMNS]
     if missing:
@@ -858,11 +863,11 @@ class RunStore:
         weight = frame["weight"].astype("float64").fillna(0.0)
         frame = frame.assign(abs_credit=frame["credit"].abs(), abs_adv=frame["token_adv"].abs(), w=weight,
                              w_in=weight * frame["in_span"].astype(bool), span=frame["in_span"].astype(int),
-                             computed=frame["js"].notna())
+                             computed=frame["distance"].notna())
         g = frame.groupby(["sample", "reward"], sort=False, observed=True)
         out = g.agg(group=("group", "first"), prompt_key=("prompt_key", "first"), length=("t", "size"),
                     score=("score", "first"), group_adv=("group_adv", "first"),
-                    distance_skipped=("js_skipped", "first"), abs_credit_max=("abs_credit", "max"),
+                    distance_skipped=("distance_skipped", "first"), abs_credit_max=("abs_credit", "max"),
                     weight_sum=("w", "sum"), weight_in_span=("w_in", "sum"), span_tokens=("span", "sum"),
                     distance_computed=("computed", "any")).reset_index()
         out["applicable"] = out["score"].notna()
@@ -889,7 +894,7 @@ class RunStore:
         names = list(dict.fromkeys(frame["reward"].astype(str)))
         k = frame["reward"].astype(str).map({r: i for i, r in enumerate(names)}).to_numpy()
         return credit_format.summary_frame(credit_format.distance_summary(
-            names, frame["js"].to_numpy(np.float64), k, frame["in_span"].to_numpy(bool)))
+            names, frame["distance"].to_numpy(np.float64), k, frame["in_span"].to_numpy(bool)))
 
     def checkpoints(self) -> list[Path]:
         folder = self.path / "checkpoints"

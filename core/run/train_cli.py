@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         _, rewards = cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
-    if rank is None:  # one process, or the launcher of nproc workers
+    if (rank is None and cfg.nproc == 1) or rank == 0:  # the process that writes the run: one process, or process 0
         print(resources.disk_line(cfg, len(rewards)), flush=True)  # beside the memory check load_prompts ran
 
     if cfg.backend == "trl":

@@ -72,7 +72,7 @@ sample_df, variant = ui.shown_sample(path, step, sample, loaders.run_label(run),
 recomputed = "relevance" in sample_df.columns
 credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards), variant)
 # Under a recomputed variant the panels show its relevance (what routing used) in place of the stored d.
-shown_df = sample_df.assign(js=sample_df["relevance"]) if recomputed else sample_df
+shown_df = sample_df.assign(distance=sample_df["relevance"]) if recomputed else sample_df
 st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
                                  lambda: figures.js_positions_figure(shown_df, rewards)), key="fig_js_positions")
 if recomputed:

@@ -9,7 +9,10 @@ a fresh interpreter (one per page, so nothing is cached or imported before) does
   warm     the same page run again in that session (caches filled, as on coming back to the page).
 The cold run leaves out what a server pays once when it starts (the scan for custom components) and
 AppTest's own "not run by streamlit run" check. Each is process CPU time in ms (`time.process_time`: every thread of the process), the median of
-`--repeat` interpreters. `--profile DIR` also writes a cProfile of each cold run (the script thread)
+`--repeat` interpreters. Each interpreter also reports the wall seconds of the cold and warm runs (`cold_s`,
+`warm_s`), its peak and final resident memory (`peak_mb`, `rss_mb`: Linux VmHWM / VmRSS, the whole server
+process) and the Parquet rows the cold run read (`cold_rows`), which `mrtpo bench store --pages` prints.
+`--profile DIR` also writes a cProfile of each cold run (the script thread)
 as `DIR/<run>-<page>.prof` (read it with `python -m pstats`). Never imports torch.
 """
 
@@ -44,13 +47,29 @@ at._bidi_component_manager = BidiComponentManager()
 at._bidi_component_manager.discover_and_register_components(start_file_watching=False)
 if page != "runs":
     at.switch_page(f"mrtpo_viz/pages/{page}.py")
+# Parquet rows the pages read (a whole-step read shows as a step's rows)
+import pyarrow.parquet as pq
+rows_read = [0]
+def counted(fn):
+    def wrapper(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        rows_read[0] += out.num_rows
+        return out
+    return wrapper
+pq.ParquetFile.read = counted(pq.ParquetFile.read)
+pq.ParquetFile.read_row_groups = counted(pq.ParquetFile.read_row_groups)
+pq.ParquetFile.read_row_group = counted(pq.ParquetFile.read_row_group)
+def status_kb(field):
+    with open("/proc/self/status") as fh:
+        return next((int(line.split()[1]) for line in fh if line.startswith(field + ":")), 0)
 profiles = []
 def start(frame, event, arg):  # profile the script thread, which AppTest starts
     sys.setprofile(None)
     p = cProfile.Profile(); profiles.append(p); p.enable()
 if prof:
     threading.setprofile(start)
-t0 = time.process_time(); at.run(); t1 = time.process_time()
+w0 = time.perf_counter(); t0 = time.process_time(); at.run(); t1 = time.process_time(); w1 = time.perf_counter()
+cold_rows = rows_read[0]
 threading.setprofile(None)
 if prof and profiles:
     stats = None
@@ -58,8 +77,10 @@ if prof and profiles:
         p.create_stats()
         stats = pstats.Stats(p) if stats is None else stats.add(p)
     stats.dump_stats(prof)
-at.run(); t2 = time.process_time()
+w2 = time.perf_counter(); at.run(); t2 = time.process_time(); w3 = time.perf_counter()
 print(json.dumps({"imports": imports, "cold": (t1 - t0) * 1e3, "warm": (t2 - t1) * 1e3,
+                  "cold_s": w1 - w0, "warm_s": w3 - w2, "peak_mb": status_kb("VmHWM") / 1024,
+                  "rss_mb": status_kb("VmRSS") / 1024, "cold_rows": cold_rows,
                   "titles": [t.value for t in at.title], "errors": [str(e.value)[:300] for e in at.exception]}))
 """
 
@@ -67,7 +88,8 @@ KINDS = ("imports", "cold", "warm")
 
 
 def page_cpu_ms(app_root: Path, runs_dir: Path, page: str, profile: Path | None = None) -> dict:
-    """One fresh interpreter serving `app_root` with `runs_dir`: {"imports", "cold", "warm"} CPU ms of `page`."""
+    """One fresh interpreter serving `app_root` with `runs_dir`: {"imports", "cold", "warm"} CPU ms of `page`, and
+    "cold_s", "warm_s" (wall seconds), "peak_mb", "rss_mb" (the process's memory), "cold_rows" (Parquet rows read)."""
     env = {**os.environ, "MRTPO_RUNS_DIR": str(runs_dir), "PYTHONPATH": str(app_root), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", _CHILD, page, str(profile or "")], cwd=app_root, env=env,
                          capture_output=True, text=True, timeout=900)

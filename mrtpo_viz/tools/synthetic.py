@@ -60,7 +60,7 @@ def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32
     Per sample i and reward k: score in {0, 1}, a = group-normalised score, JS higher on span tokens,
     routing weights w = T * d / sum d, credit = w * a / sigma, token_adv = sum_k credit - mu / sigma.
     As in a replay run, a reward that does not apply (score NaN) has no JS, and a pair whose a is 0 (its
-    group scored the same) has no JS either (`js_skipped`); both get weight 1.
+    group scored the same) has no JS either (`distance_skipped`); both get weight 1.
     """
     rng = np.random.default_rng(seed * 1000 + step)
     rows: list[dict] = []
@@ -103,14 +103,14 @@ def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32
                 rows.append(dict(
                     step=step, sample=i, group=i // group_size, prompt_key=key, prompt=prompt, response=response,
                     reward=reward, score=scores[k, i], group_adv=adv[k, i], t=t, token_id=int(rng.integers(0, 500)),
-                    token=toks[t], start=int(starts[t]), end=int(starts[t] + len(toks[t])), js=d[t],
-                    js_skipped=skipped, weight=w[t],
+                    token=toks[t], start=int(starts[t]), end=int(starts[t] + len(toks[t])), distance=d[t],
+                    distance_skipped=skipped, weight=w[t],
                     credit=credit[t], in_span=bool(mask[t]), token_adv=token_adv[t],
                 ))
     df = pd.DataFrame(rows)
     for col in ("step", "sample", "group", "t", "token_id", "start", "end"):
         df[col] = df[col].astype("int32")
-    for col in ("score", "group_adv", "js", "weight", "credit", "token_adv"):
+    for col in ("score", "group_adv", "distance", "weight", "credit", "token_adv"):
         df[col] = df[col].astype("float32")
     return df
 

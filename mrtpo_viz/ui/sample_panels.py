@@ -17,20 +17,24 @@ from mrtpo_viz.ui.pickers import keep_choice
 
 def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, rewards: Sequence[str], page: str):
     """The shown sample's token rows, read alone (`loaders.credit_sample`), their warnings shown under the run's
-    `label`, then the relevance switch (`relevance_switch`); stops the page when they cannot be read. Returns
-    (the sample's credit frame, the chosen variant or None)."""
+    `label`, then the relevance switch (`relevance_switch`, told the step's skipped pairs from its index); stops
+    the page when they cannot be read. Returns (the sample's credit frame, the chosen variant or None)."""
     sample_df, warnings = loaders.credit_sample(path, step, sample)
     show_warnings(label, warnings)
     if sample_df.empty:
         st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
         st.stop()
-    return relevance_switch(sample_df, cfg, rewards, page)
+    from mrtpo_viz import analysis
+    index, _ = loaders.credit_index(path, step)  # cached: the page drew its selectors from it
+    return relevance_switch(sample_df, cfg, rewards, page, step_skipped=analysis.replay_coverage_from_index(index)[1])
 
 
-def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None):
+def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None, step_skipped: int | None = None):
     """A select box of the relevance variants recomputable from this step's stored d (`specificity.
     computable_variants`), the others listed with why not. Returns (the credit frame, recomputed under the
-    chosen variant when it is not the run's own, with a `relevance` column; the chosen variant or None)."""
+    chosen variant when it is not the run's own, with a `relevance` column; the chosen variant or None).
+    `step_skipped`: the (sample, reward) pairs of the whole step whose replay was skipped (from its index); None
+    counts those of `df` and says so."""
     from core.config import DEFAULT_RELEVANCE
     from mrtpo_viz import specificity
     ok, why = specificity.computable_variants(cfg)
@@ -50,10 +54,14 @@ def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=
         return df, variant
     st.info(f"Routing weights, credit and the total advantage below are recomputed under **{plain(variant)}** from "
             f"the stored d; the run trained with {plain(own)}.")
-    skipped = df.loc[df["js_skipped"].astype(bool), ["sample", "reward"]].drop_duplicates() if "js_skipped" in df \
-        else df.iloc[:0]
-    if len(skipped) and variant.endswith("_specific"):
-        st.caption(f"{len(skipped)} (sample, reward) pairs of this step were not replayed (group advantage 0), so "
+    if step_skipped is None:
+        pairs = df.loc[df["distance_skipped"].astype(bool), ["sample", "reward"]].drop_duplicates() \
+            if "distance_skipped" in df else df.iloc[:0]
+        skipped, where_text = len(pairs), "of this sample"
+    else:
+        skipped, where_text = int(step_skipped), "of this step"
+    if skipped and variant.endswith("_specific"):
+        st.caption(f"{skipped} (sample, reward) pairs {where_text} were not replayed (group advantage 0), so "
                    "their d is not stored: the specific mean runs over the replayed rewards of a sample only, where a "
                    f"run trained with {plain(variant)} would have replayed them all.")
     return specificity.recompute_variant(df, variant, cfg, rewards), variant
