@@ -21,13 +21,14 @@ from __future__ import annotations
 import html
 import math
 import unicodedata
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-# Qualitative colours for rewards (span bars, figure lines); chosen to stay readable on white and to
-# differ from the blue/red credit scale's mid tones.
+# Qualitative colours for rewards (span bars, figure lines): 16 hues that stay readable on white and on the dark
+# theme, differ from the blue/red credit scale's mid tones, and lie >= 24 apart in CIELAB (a test checks it).
 REWARD_PALETTE = (
     "#2ca02c",  # green
     "#9467bd",  # purple
@@ -37,6 +38,14 @@ REWARD_PALETTE = (
     "#e377c2",  # pink
     "#bcbd22",  # olive
     "#7f7f7f",  # grey
+    "#f3c300",  # yellow
+    "#a1caf1",  # light blue
+    "#b3446c",  # raspberry
+    "#f99379",  # salmon
+    "#98df8a",  # light green
+    "#00735c",  # pine
+    "#882d17",  # rust
+    "#c2b280",  # sand
 )
 
 NEGATIVE_RGB = (33, 102, 172)  # blue end of the diverging scale
@@ -82,8 +91,34 @@ _CSS = """
 
 
 def reward_colors(reward_names: Sequence[str]) -> dict[str, str]:
-    """A fixed colour per reward, by its position in the run's reward list."""
-    return {name: REWARD_PALETTE[i % len(REWARD_PALETTE)] for i, name in enumerate(reward_names)}
+    """The colour of each reward in one view (a page's figures and heatmaps): the one function that owns them.
+
+    A reward's own colour is `REWARD_PALETTE[crc32(name) % len(REWARD_PALETTE)]`, the same on every page and in
+    every run. In a view where several rewards want the same colour, the first by name keeps it and the others,
+    in name order, take the next colour of the palette that no reward of the view wants or has taken; so a
+    reward whose own colour no other reward of the view wants always has it, and the colours of a view are
+    distinct while it has at most len(REWARD_PALETTE) rewards (beyond that they repeat). The result does not
+    depend on the order of `reward_names`: every page that shows the same rewards gives each the same colour.
+    """
+    n = len(REWARD_PALETTE)
+    names = sorted(set(reward_names))
+    own = {name: zlib.crc32(name.encode("utf-8")) % n for name in names}
+    slot_of: dict[str, int] = {}
+    for name in names:  # first pass: each wanted colour to the first reward (by name) that wants it
+        if own[name] not in slot_of.values():
+            slot_of[name] = own[name]
+    used = set(slot_of.values())
+    for name in names:  # second pass: the others, each to the next colour nobody has
+        if name in slot_of:
+            continue
+        if len(used) == n:
+            used = set()  # more rewards than colours: colours repeat
+        slot = own[name]
+        while slot in used:
+            slot = (slot + 1) % n
+        slot_of[name] = slot
+        used.add(slot)
+    return {name: REWARD_PALETTE[slot_of[name]] for name in dict.fromkeys(reward_names)}
 
 
 def diverging_rgb(value: float, scale: float) -> tuple[int, int, int]:
@@ -283,8 +318,7 @@ def token_heatmap_html(
     names = [r for r in (reward_names or present) if r in present] + [
         r for r in present if r not in (reward_names or [])
     ]
-    colors = reward_colors(list(reward_names or names))
-    colors = {r: colors.get(r, REWARD_PALETTE[i % len(REWARD_PALETTE)]) for i, r in enumerate(names)}
+    colors = reward_colors([*(reward_names or []), *names])
     arrays = token_arrays(sample_df, names)
     ts, tokens, total = arrays["t"], arrays["token"], arrays["token_adv"]
     credit, js, weight, in_span = arrays["credit"], arrays["js"], arrays["weight"], arrays["in_span"]

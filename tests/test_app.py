@@ -651,3 +651,35 @@ def test_the_debuggers_open_button_shows_a_reward_name_as_text(runs_dir):
     at = page("debugger", runs_dir, mrtpo_run=str(w.path))
     labels = [b.label for b in at.button if b.label.startswith("Open step")]
     assert labels and all(f"(`{evil}`)" in label for label in labels), labels
+
+
+TEN_REWARDS = ("task:arithmetic", "change_case:english_lowercase", "startend:end_checker", "keywords:existence",
+               "keywords:forbidden_words", "punctuation:no_comma", "detectable_content:postscript",
+               "length_constraints:number_words", "detectable_format:title", "startend:start_checker")
+
+
+def reward_line_colours(at: AppTest, rewards) -> dict[str, set[str]]:
+    """{reward: the colours its lines are drawn in} over every chart of the page (traces named by the reward)."""
+    out: dict[str, set[str]] = {}
+    for chart in charts(at):
+        for tr in json.loads(chart.proto.spec)["data"]:
+            name = str(tr.get("name", "")).removesuffix(" control")
+            if name in rewards and "line" in tr and "color" in tr["line"]:
+                out.setdefault(name, set()).add(tr["line"]["color"])
+    return out
+
+
+def test_ten_rewards_have_ten_colours_and_each_the_same_on_every_page(tmp_path, monkeypatch):
+    # regression (issue 26 bug 2): task:arithmetic and detectable_format:title were both #2ca02c on Training curves,
+    # JS and Debugger, english_lowercase and start_checker both #9467bd
+    write_synthetic_run(tmp_path, "ten", steps=2, rewards=TEN_REWARDS, n_tokens=12)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    seen = {}
+    for name in ("curves", "js", "debugger"):
+        at = page(name, tmp_path, query={"run": "ten"})
+        colours = reward_line_colours(at, TEN_REWARDS)
+        assert set(colours) == set(TEN_REWARDS), (name, colours)
+        assert all(len(c) == 1 for c in colours.values()), (name, colours)  # one colour per reward on a page
+        assert len({next(iter(c)) for c in colours.values()}) == 10, (name, colours)  # ten rewards, ten colours
+        seen[name] = {r: next(iter(c)) for r, c in colours.items()}
+    assert seen["curves"] == seen["js"] == seen["debugger"]
