@@ -626,3 +626,51 @@ def test_no_page_sends_a_request_outside_the_app(tmp_path):
         stop_app(proc)
     assert outside == []
     assert icon.startswith(url)
+
+
+# The text each select box of the page shows, by its label.
+SELECT_TEXTS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid="stSelectbox"] input')].map(
+    i => [i.getAttribute('aria-label'), i.value]))"""
+
+
+@pytest.mark.parametrize("page_name", ["credit", "js"])
+def test_switching_the_run_shows_the_new_runs_relevance_and_sample_labels(tmp_path, page_name):
+    """Issue 26 bug 3: after switching from a run trained with `swap` to one trained with `swap_specific`, the
+    Relevance box still read "swap (trained)" and the sample box the previous run's label, over the new run's
+    recomputed tokens. After the switch every select box shows what a fresh visit of the same link shows."""
+    sync_playwright = playwright_or_skip()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            try:
+                page.goto(f"{url}/{page_name}?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
+                wait_for_script(page)
+                page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] === 'swap (trained)'")
+                box = page.locator('[data-testid="stSelectbox"] input').first
+                box.click()
+                box.fill("swap-specific")
+                page.get_by_role("option").filter(has_text="study-v2-mrtpo-swap-specific-s0").first.click()
+                wait_for_script(page)
+                page.wait_for_function("() => location.search.includes('swap-specific')")
+                wait_for_script(page)
+                page.wait_for_timeout(1000)
+                switched = page.evaluate(SELECT_TEXTS_JS)
+                page.screenshot(path=str(ARTIFACTS / f"browser_{page_name}_run_switch.png"), full_page=True)
+                assert switched["Relevance"] == "swap_specific (trained)", switched
+                assert page.get_by_text("recomputed under").count() == 0  # no recomputation: its own variant
+                link = page.url
+                page.goto(link)
+                wait_for_script(page)
+                page.wait_for_timeout(1000)
+                assert page.evaluate(SELECT_TEXTS_JS) == switched, (link, switched)
+            except BaseException:
+                page.screenshot(path=str(ARTIFACTS / f"browser_{page_name}_run_switch_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from mrtpo_viz import loaders
 from mrtpo_viz.ui.messages import plain, show_warnings
-from mrtpo_viz.ui.pickers import keep_choice
+from mrtpo_viz.ui.pickers import drawn_for, keep_choice
 
 
 def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, rewards: Sequence[str], page: str):
@@ -24,12 +24,12 @@ def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, re
     if sample_df.empty:
         st.warning(f"The token rows of sample {sample} could not be read (see the warnings above).")
         st.stop()
-    return relevance_switch(sample_df, cfg, rewards, page)
+    return relevance_switch(sample_df, cfg, rewards, page, run=path)
 
 
-def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None):
+def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None, run: str | None = None):
     """A select box of the relevance variants recomputable from this step's stored d (`specificity.
-    computable_variants`), the others listed with why not. Returns (the credit frame, recomputed under the
+    computable_variants`), the others listed with why not; another `run` than last time opens on its own variant. Returns (the credit frame, recomputed under the
     chosen variant when it is not the run's own, with a `relevance` column; the chosen variant or None)."""
     from core.config import DEFAULT_RELEVANCE
     from mrtpo_viz import specificity
@@ -38,6 +38,8 @@ def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=
         return df, None
     own = str(cfg.get("relevance") or DEFAULT_RELEVANCE)
     key = f"{page}_relevance"
+    if drawn_for(key, run):  # another run: its own variant (and the labels of this run: which one it trained)
+        st.session_state[key] = own
     keep_choice(key, ok, own)
     variant = (where or st).selectbox(
         "Relevance", ok, key=key, format_func=lambda v: f"{v} (trained)" if v == own else f"{v} (recomputed)",
