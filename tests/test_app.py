@@ -683,3 +683,39 @@ def test_ten_rewards_have_ten_colours_and_each_the_same_on_every_page(tmp_path, 
         assert len({next(iter(c)) for c in colours.values()}) == 10, (name, colours)  # ten rewards, ten colours
         seen[name] = {r: next(iter(c)) for r, c in colours.items()}
     assert seen["curves"] == seen["js"] == seen["debugger"]
+
+
+def test_a_new_tab_opened_right_after_start_shows_the_new_run(tmp_path, monkeypatch):
+    # regression (issue 26 bug 4): Training curves opened in a new tab (a new session) 1.5-13 s after Start showed the
+    # previous run, still at 25 s: the starting run was known to the launching session only, and the runs were
+    # ordered by their last update, where an older run writing a step a second stays on top
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    older = write_synthetic_run(tmp_path, "older", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
+                                pid=os.getpid()).path
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    new = str(tmp_path / "new-run")  # its trainer is still loading: no run folder yet
+    with launcher.children._LOCK:
+        launcher.children._CHILDREN[new] = child
+        launcher.children._CONFIGS[new] = {"steps": 5, "method": "mrtpo", "model": "m"}
+    try:
+        at = page("curves", tmp_path)  # a fresh session, as a new tab
+        assert at.multiselect[0].value == [new]
+        assert any("new-run" in p.proto.text for p in at.get("progress")) or any("starting" in i.value for i in at.info)
+        # the trainer wrote its folder; the older run has written a step since (its status is the newer one)
+        write_synthetic_run(tmp_path, "new-run", steps=1, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
+                            pid=os.getpid())
+        for path, started, updated in ((new, "2026-12-04T10:00:20+00:00", "2026-12-04T10:00:21+00:00"),
+                                       (older, "2026-12-04T09:00:00+00:00", "2026-12-04T10:00:30+00:00")):
+            status_file = Path(path) / "status.json"
+            status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "started_at": started,
+                                               "updated_at": updated}))
+        for name in ("curves", "credit"):
+            at = page(name, tmp_path)
+            picked = at.multiselect[0].value if name == "curves" else [at.selectbox[0].value]
+            assert picked == [new], (name, picked)
+    finally:
+        child.kill()
+        child.wait()
+        with launcher.children._LOCK:
+            launcher.children._CHILDREN.pop(new, None)
+            launcher.children._CONFIGS.pop(new, None)

@@ -206,6 +206,13 @@ def test_launch_watch_stop_and_inspect_in_a_real_browser(server, micro_model):
             started.wait_for(timeout=60000)
             name = re.search(r"Started run (\S+) \(pid", started.inner_text()).group(1)
 
+            # --- Training curves in a new tab right after Start (a new session): the new run, not the previous one
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab.goto(url + "/curves")
+            wait_for_script(tab)
+            assert name in tab.locator('[data-testid="stMultiSelect"]').first.inner_text()
+            tab.close()
+
             # --- Training curves right after Start: the new run is the one shown (not the shipped sample runs),
             # with what its trainer is doing until its first step, then its live curves
             sidebar(page, "Training curves")

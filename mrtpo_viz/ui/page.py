@@ -1,8 +1,9 @@
 """How an inspect page opens and stays live: the runs it can show (this session's pending launches first),
 the periodic check that reruns it when a run moves on, and the figure cache shared by all sessions.
 
-Runs this session started are listed before their trainer has written the run folder (state `starting`),
-so a just-launched run is what the inspect pages show.
+Runs this app started (from any session or tab) are listed before their trainer has written the run folder
+(state `starting`), and active runs come first, the most recently started first: a just-launched run is what the
+inspect pages show, also in a tab opened after Start.
 
 Never imports torch.
 """
@@ -26,10 +27,14 @@ FIGURE_REFRESH_S = 10.0  # while a run is active, its curves are redrawn at most
 
 
 def pending_runs() -> list[RunInfo]:
-    """Runs this session started whose trainer has not written its run folder yet (still loading), newest
-    first, as run-list entries; one whose trainer died before writing it shows as crashed."""
+    """Runs whose trainer has not written its run folder yet (still loading), newest first, as run-list entries:
+    those this session started (one whose trainer died before writing it shows as crashed) and those another
+    session of this app started that are still starting (a tab opened right after Start)."""
     out = []
-    for p in reversed(st.session_state.get(LAUNCHED_KEY, [])):
+    mine = st.session_state.get(LAUNCHED_KEY, [])
+    here = launcher.launched_here()  # every launch of this app process, in the order they were started
+    ordered = [p for p in here if p in mine or launcher.run_state(p).get("state") == "starting"]
+    for p in reversed([p for p in mine if p not in here] + ordered):
         if (Path(p) / "status.json").exists():
             continue
         state = launcher.run_state(p)
@@ -41,12 +46,17 @@ def pending_runs() -> list[RunInfo]:
 
 
 def session_runs() -> list[RunInfo]:
-    """Every run the app can show: this session's pending launches first, then the runs directory and the
-    shipped samples (newest first)."""
+    """Every run the app can show: pending launches first, then the active runs of the runs directory, the most
+    recently started first (a run that has not finished its first step is not pushed down by an older run that
+    writes a step every second), then the others, the last updated first. A page that has no chosen run opens
+    on the first."""
     pending = pending_runs()
     listed = loaders.all_runs()
     known = {str(r.path) for r in listed}
-    return [r for r in pending if str(r.path) not in known] + listed
+    active = sorted((r for r in listed if r.state in ACTIVE_STATES),
+                    key=lambda r: str(loaders.status(r.path).get("started_at") or ""), reverse=True)
+    return [r for r in pending if str(r.path) not in known] + active + [r for r in listed
+                                                                         if r.state not in ACTIVE_STATES]
 
 
 def page_runs(with_credit: bool = False, mrtpo_first: bool = False, stop: bool = True,
