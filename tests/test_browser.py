@@ -681,3 +681,83 @@ def test_switching_the_run_shows_the_new_runs_relevance_and_sample_labels(tmp_pa
                 browser.close()
     finally:
         stop_app(proc)
+
+
+# {run: its row} of the Runs table (the table's accessible cells), each row as {column: text}.
+RUN_ROWS_JS = """() => {
+    const t = document.querySelector('[data-testid="stDataFrame"] table');
+    if (!t) return {};
+    const head = [...t.querySelectorAll('th')].map(h => h.innerText.trim());
+    const out = {};
+    for (const tr of t.querySelectorAll('tbody tr')) {
+        const cells = [...tr.querySelectorAll('td')].map(c => c.innerText.trim());
+        const row = Object.fromEntries(head.slice(head.length - cells.length).map((h, i) => [h, cells[i]]));
+        out[row.run] = row;
+    }
+    return out; }"""
+# How many steps the first figure's trace named NAME has.
+TRACE_STEPS_JS = """(name) => { const p = document.querySelector('.js-plotly-plot');
+    const t = p && p._fullData && p._fullData.find(d => d.name === name); return t ? t.x.length : 0; }"""
+
+
+def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
+    """Issue 26 bug 5: Runs said "running 7/60" for 20 s while the trainer was at step 42, Compare did not move at
+    all, and live figures trailed the progress line by up to 13 steps on a 0.8 s/step run. Now both pages follow a
+    run that writes a step a second without a reload, and a figure trails the written steps by at most
+    FIGURE_REFRESH_S + 2 polls."""
+    sync_playwright = playwright_or_skip()
+    import numpy as np
+
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
+    from mrtpo_viz.ui import FIGURE_REFRESH_S, REFRESH_S
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
+    rewards = tuple(DEFAULT_REWARDS[:2])
+    w = write_synthetic_run(runs, "live", steps=3, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
+    w.set_status(total_steps=40)
+    step = 3
+
+    def write_step():
+        nonlocal step
+        step += 1
+        w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
+        w.set_status(step=step)
+
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            try:
+                page.goto(url + "/")
+                wait_for_script(page)
+                page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '3'")
+                for _ in range(3):
+                    write_step()
+                    page.wait_for_timeout(1000)
+                # the table follows without a reload
+                page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '{step}'",
+                                       timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+
+                page.goto(url + "/compare?run=live")
+                wait_for_script(page)
+                page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}")
+                lags = []
+                for _ in range(12):  # a step a second; the figure's lag behind the written steps, once a second
+                    write_step()
+                    page.wait_for_timeout(1000)
+                    lags.append(step - page.evaluate(TRACE_STEPS_JS, "live"))
+                page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}",
+                                       timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+                assert max(lags) <= FIGURE_REFRESH_S + 2 * REFRESH_S + 1, lags
+            except BaseException:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser_live_runs_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+        trainer.kill()
+        trainer.wait()

@@ -1,7 +1,8 @@
 """Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
 default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval,
 with the curves' smoothing, x axis and log scale; and the steps each run needed to reach given all-satisfied
-rates. A run without data for the chosen quantity is named, never dropped silently. The state is the URL."""
+rates. A run without data for the chosen quantity is named, never dropped silently. The state is the URL. While a
+chosen run trains the page is live (`ui.follow_runs`, as Training curves)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ if not chosen:
     st.stop()
 
 metrics, configs, rewards = {}, {}, []
+ui.follow_runs([str(r.path) for r in chosen], {str(r.path): loaders.run_label(r) for r in chosen}, PAGE)
 for r in chosen:
     df, warnings = loaders.metrics(r.path)
     ui.show_warnings(loaders.run_label(r), warnings)

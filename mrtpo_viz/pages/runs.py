@@ -1,7 +1,7 @@
 """First page: every run (the runs directory, the shipped samples, and runs this session just started) with its
 state, progress and the settings that tell runs apart; filter and group by any of them; select a run to open
 it on the other pages, tag it, add notes, resume it when stopped, archive or delete it (with confirmation).
-Corrupt or half-written runs show a warning; crashed ones their error."""
+Corrupt or half-written runs show a warning; crashed ones their error. Live while a run trains (`ui.follow_runs`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.run.store import RunStoreError, read_notes, write_notes
+from core.run.store import ACTIVE_STATES, RunStoreError, read_notes, write_notes
 from mrtpo_viz import analysis, launcher, loaders, ui
 from mrtpo_viz.paths import run_sources
 
@@ -29,6 +29,9 @@ st.caption(f"Runs directory: `{sources[0][1]}` (set `MRTPO_RUNS_DIR` to change i
 launcher.adopt_logs(sources[0][1])  # train.log of runs started by an app that stopped while they loaded
 runs = ui.page_runs()
 by_path = {str(r.path): r for r in runs}
+# Live while a run trains: the table is drawn again when an active run wrote a step (or started or ended).
+training = [p for p, r in by_path.items() if r.state in ACTIVE_STATES]
+ui.follow_runs(training, {p: loaders.run_label(by_path[p]) for p in training}, "runs", progress=False)
 
 
 def status_of(r) -> dict:
