@@ -262,6 +262,25 @@ def steps_to_reach(metrics_by_run: Mapping[str, pd.DataFrame], thresholds: Seque
     return pd.DataFrame(rows)
 
 
+# What a held-out rate depends on besides the training: the model evaluated and the evaluation (prompt set, how
+# many of its prompts, samples per prompt); rates of runs that differ in one of them are not comparable.
+EVAL_SETTINGS = {"model": "model", "eval_prompt_set": "evaluation prompt set", "eval_prompts": "evaluation prompts",
+                 "eval_samples": "samples per evaluation prompt"}
+
+
+def eval_setting_differences(configs: Mapping[str, Mapping]) -> list[str]:
+    """The evaluation settings (EVAL_SETTINGS) that differ between the runs' configs, each as
+    "<setting>: <value> (<runs>) vs <value> (<runs>)"; [] when every run was evaluated alike."""
+    out = []
+    for field, name in EVAL_SETTINGS.items():
+        by_value: dict[str, list[str]] = {}
+        for run, cfg in configs.items():
+            by_value.setdefault(str(cfg.get(field)), []).append(run)
+        if len(by_value) > 1:
+            out.append(f"{name}: " + " vs ".join(f"{v} ({', '.join(runs)})" for v, runs in by_value.items()))
+    return out
+
+
 def describe_steps_to_reach(table: pd.DataFrame, thresholds: Sequence[float], missing: str = "no data") -> pd.DataFrame:
     """`steps_to_reach`'s table as text for display: a first step as a number, "not reached" when the run's
     values stay below the rate, and `missing` (e.g. "no eval data") for every cell of a run that logged no

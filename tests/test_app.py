@@ -719,3 +719,22 @@ def test_a_new_tab_opened_right_after_start_shows_the_new_run(tmp_path, monkeypa
         with launcher.children._LOCK:
             launcher.children._CHILDREN.pop(new, None)
             launcher.children._CONFIGS.pop(new, None)
+
+
+def test_compare_warns_on_different_evaluations_names_relevance_and_offers_no_rounding_noise(tmp_path, monkeypatch):
+    # regression (issue 26 bug 6): held-out rates of runs evaluated on different prompt sets and models were overlaid
+    # without a word; the steps-to-reach table named method and routing but not relevance; "KL to the rollout
+    # policy" (1e-9 rounding noise with one update pass) was offered on a nano-scaled axis
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    for name, cfg in (("js-run", {"relevance": "js", "eval_prompt_set": "a.jsonl"}),
+                      ("swap-run", {"relevance": "swap", "eval_prompt_set": "b.jsonl", "model": "bigger"})):
+        write_synthetic_run(tmp_path, name, steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6, config=cfg)
+    at = page("compare", tmp_path, mrtpo_runs=[str(tmp_path / "js-run"), str(tmp_path / "swap-run")])
+    assert "KL to the rollout policy" not in at.selectbox(key="compare_metric").options
+    assert any("KL to the rollout policy" in c.value and "inner_epochs = 1" in c.value for c in at.caption)
+    table = at.dataframe[0].value
+    assert table.set_index("run")["relevance"].to_dict() == {"js-run": "js", "swap-run": "swap"}
+    assert not any("different evaluations" in w.value for w in at.warning)  # training samples: no warning
+    at.radio(key="compare_source").set_value("eval").run()
+    warning = next(w.value for w in at.warning if "different evaluations" in w.value)
+    assert "evaluation prompt set: a.jsonl (js-run) vs b.jsonl (swap-run)" in warning and "model:" in warning

@@ -387,3 +387,24 @@ def test_index_based_summaries_equal_the_token_based_ones(tmp_path):
     i = list(box.x).index(REWARDS[0])
     assert box.median[i] == pytest.approx(d.median(), rel=1e-5) and box.q3[i] == pytest.approx(d.quantile(0.75),
                                                                                                 rel=1e-5)
+
+
+def test_eval_setting_differences_name_each_setting_that_differs_with_its_runs():
+    same = {"model": "m", "eval_prompt_set": "a.jsonl", "eval_prompts": 32, "eval_samples": 4}
+    assert analysis.eval_setting_differences({"r1": same, "r2": dict(same)}) == []
+    got = analysis.eval_setting_differences({"r1": same, "r2": {**same, "eval_prompt_set": "b.jsonl"},
+                                             "r3": {**same, "model": "other"}})
+    assert got == ["model: m (r1, r2) vs other (r3)",
+                   "evaluation prompt set: a.jsonl (r1, r3) vs b.jsonl (r2)"]
+
+
+def test_compare_offers_a_kl_only_where_some_run_has_it():
+    from mrtpo_viz import panels
+
+    one_pass = {"inner_epochs": 1, "kl_beta": 0.0}
+    offered, left_out = panels.compare_metrics_for({"a": one_pass, "b": one_pass})
+    labels = [m.label for m in offered]
+    assert "KL to the rollout policy" not in labels and "KL to the reference" not in labels
+    assert "inner_epochs = 1" in left_out["KL to the rollout policy"] and "all satisfied" in labels
+    offered, left_out = panels.compare_metrics_for({"a": one_pass, "b": {"inner_epochs": 2, "kl_beta": 0.1}})
+    assert {"KL to the rollout policy", "KL to the reference"} <= {m.label for m in offered} and not left_out

@@ -76,9 +76,18 @@ for r in chosen:
 has_eval = any(panels.has_eval(df) for df in metrics.values())
 
 c1, c2 = st.columns([3, 1])
-ui.keep_choice("compare_metric", list(METRICS), "all satisfied")
-metric = METRICS[c1.selectbox("Quantity", list(METRICS), key="compare_metric",
+offered, left_out = panels.compare_metrics_for(configs)
+ui.keep_choice("compare_metric", [m.label for m in offered], "all satisfied")
+metric = METRICS[c1.selectbox("Quantity", [m.label for m in offered], key="compare_metric",
                               help="one colour per run; per-reward quantities get one panel per reward")]
+if left_out:
+    st.caption("Not offered for these runs (rounding noise, not a measurement): "
+               + "; ".join(f"{ui.plain(label)} ({ui.plain(why)})" for label, why in left_out.items()) + ".")
+noise = [run for run, cfg in configs.items() if not metric.active(cfg)]
+if noise:  # the quantity is real in some chosen runs only: the others are left out of the figure
+    st.caption(f"Left out of {ui.plain(metric.label)}: " + ", ".join(ui.plain(r) for r in noise)
+               + f" ({ui.plain(metric.inactive_why)}).")
+shown = {run: df for run, df in metrics.items() if run not in noise}
 ui.keep_choice("compare_source", list(SOURCES), "train")
 source = c2.radio("Scored on", list(SOURCES), horizontal=True, key="compare_source", format_func=SOURCES.get,
                   disabled=not (has_eval and metric.eval_key),
@@ -87,8 +96,12 @@ if not (has_eval and metric.eval_key):
     source = "train"
 style = ui.curve_controls(PAGE)
 
+differ = analysis.eval_setting_differences(configs) if source == "eval" else []
+if differ:
+    st.warning("These held-out rates come from different evaluations, so they are not comparable: "
+               + "; ".join(ui.plain(d) for d in differ) + ".")
 keys = panels.compare_keys(metric, rewards, source)
-missing = [run for run, df in metrics.items() if not any(panels.has_values(df, k) for k in keys.values())]
+missing = [run for run, df in shown.items() if not any(panels.has_values(df, k) for k in keys.values())]
 if missing:
     what = "no eval data" if source == "eval" else f"no data for {metric.label}"
     st.warning(f"Not drawn ({what}): " + ", ".join(ui.plain(m) for m in missing) + ".")
@@ -98,7 +111,7 @@ for title, key in keys.items():
     full_title = f"{metric.label}: {title}" if metric.per_reward else metric.label
     if source == "eval":
         full_title += " (held-out eval)"
-    fig = figures.metric_lines(metrics, {key: title}, full_title, metric.yaxis, color_by="run", x=style["x"],
+    fig = figures.metric_lines(shown, {key: title}, full_title, metric.yaxis, color_by="run", x=style["x"],
                                smooth=style["smooth"], log_y=style["log_y"] and not metric.rate,
                                height=420 if not metric.per_reward else 340)
     if metric.rate and fig.data:
@@ -129,6 +142,8 @@ if targets:
     table = analysis.steps_to_reach(metrics, targets, key=key)
     table.insert(1, "method", [configs[run].get("method") for run in table["run"]])
     table.insert(2, "routing", [routing_source(configs[run]) for run in table["run"]])
+    table.insert(3, "relevance", [configs[run].get("relevance") if routing_source(configs[run]) == "replay" else None
+                                  for run in table["run"]])
     st.dataframe(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"),
                  hide_index=True, width="stretch")
     st.caption("not reached: the run's logged values stay below that rate; "
