@@ -11,7 +11,8 @@ as `↵` followed by a line break, a tab as `⇥`, and a token made only of spac
 Colours: a diverging scale centred at 0 (blue < 0 < red, white at exactly 0), symmetric around 0
 with half-width `scale`; `scale` is the largest |value| shown unless the caller fixes it (to
 compare samples on one scale). Each reward's inspected spans are drawn as a bar under the tokens
-in that reward's colour; consecutive in-span tokens join into one bar, so a bar is a span.
+in that reward's colour (one slot per reward with a span in the sample; wrapped lines lie further apart than
+the slots are tall, so a bar sits under its own line); consecutive in-span tokens join into one bar.
 
 Never imports torch or streamlit.
 """
@@ -53,6 +54,8 @@ POSITIVE_RGB = (178, 24, 43)  # red end
 ZERO_RGB = (255, 255, 255)
 
 TOTAL_ROW = "total advantage"
+BAR_SLOT_PX = 4  # a span bar's slot under a token: 3 px of bar and 1 px above it (CSS i.b)
+BAR_GAP_PX = 6  # the space between the last bar slot of a line of tokens and the next line
 
 EMPTY_TOKEN = "∅"  # how a token that decodes to no text (the end-of-sequence token) is drawn
 
@@ -65,7 +68,7 @@ _CSS = """
   line-height: 1.25; color: inherit; }
 .mrtpo-hm .row { margin: 0 0 10px 0; }
 .mrtpo-hm .row-label { font-family: sans-serif; font-size: 12px; font-weight: 600; margin: 2px 0; }
-.mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 4px; }
+.mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 10px; }
 .mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; position: relative; outline: none; }
 .mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: #111; cursor: default; }
 .mrtpo-hm .dk { color: #fff; }
@@ -350,9 +353,14 @@ def token_heatmap_html(
         sc = scale if scale is not None else auto_scale(values)
         label = "total token advantage" if key == TOTAL_ROW else f"credit of {key}"
         parts.append(_legend_html(sc, colors, label, has_empty))
-        parts.append(f'<div class="row" data-row="{html.escape(key, quote=True)}"><div class="tokens">')
+        # One bar slot per reward that has a span in this sample; the gap between wrapped lines is the slots'
+        # height (BAR_SLOT_PX each) plus BAR_GAP_PX, so every bar sits nearer its own line than the next one.
+        spanned = [r for r in names if np.asarray(in_span[r]).any()]
+        gap = BAR_SLOT_PX * len(spanned) + BAR_GAP_PX
+        parts.append(f'<div class="row" data-row="{html.escape(key, quote=True)}">'
+                     f'<div class="tokens" style="row-gap:{gap}px">')
         for i, t in enumerate(ts):
-            bars = [colors[r] if in_span[r][i] else None for r in names]
+            bars = [colors[r] if in_span[r][i] else None for r in spanned]
             parts.append(_token_cell(texts[i][0], diverging_rgb(values[i], sc), bars, tooltip(i, names), t,
                                      texts[i][1]))
         parts.append("</div></div>")

@@ -761,3 +761,46 @@ def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
         stop_app(proc)
         trainer.kill()
         trainer.wait()
+
+
+# For every filled span bar of the heatmap: [its distance below its own token's text, its distance above the next
+# line of tokens] (bars of the last line, with no line below, are left out).
+BAR_DISTANCES_JS = """() => {
+    const texts = [...document.querySelectorAll('.mrtpo-hm .row .tok-text')].map(e => e.getBoundingClientRect());
+    const out = [];
+    for (const b of document.querySelectorAll('.mrtpo-hm .row i.b[style*="background"]')) {
+        const r = b.getBoundingClientRect();
+        const own = b.parentElement.querySelector('.tok-text').getBoundingClientRect();
+        const below = texts.filter(t => t.top >= r.bottom).map(t => t.top);
+        if (below.length) out.push([r.top - own.bottom, Math.min(...below) - r.bottom]);
+    }
+    return out; }"""
+
+
+def test_span_bars_sit_under_their_own_line_of_tokens(tmp_path):
+    """Issue 26 bug 7: with 10 rewards each token had 10 bar slots under it (40 px) and wrapped lines were 4 px apart,
+    so a bar in a late slot sat nearer the next line's tokens than its own. Every bar is now nearer its own line."""
+    sync_playwright = playwright_or_skip()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": 900, "height": 1000})  # narrow: the response wraps
+            page.set_default_timeout(90000)
+            try:
+                page.goto(url + "/credit?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
+                wait_for_script(page)
+                page.locator(".mrtpo-hm .tok").first.wait_for()
+                distances = page.evaluate(BAR_DISTANCES_JS)
+                assert distances, "no bar above a wrapped line"
+                assert all(own < below for own, below in distances), distances
+            except BaseException:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser_span_bars_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
