@@ -738,3 +738,19 @@ def test_compare_warns_on_different_evaluations_names_relevance_and_offers_no_ro
     at.radio(key="compare_source").set_value("eval").run()
     warning = next(w.value for w in at.warning if "different evaluations" in w.value)
     assert "evaluation prompt set: a.jsonl (js-run) vs b.jsonl (swap-run)" in warning and "model:" in warning
+
+
+def test_overlap_table_shows_every_pair_and_the_variants_note_is_plain_text(tmp_path, monkeypatch):
+    # regression (issue 26 bug 7): the pairwise-overlap table was cut to 3 of 5 columns (a scrolling data frame in a
+    # three-quarter column) with "None" on its diagonal; "Not computable..." mixed code spans and plain text
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page("credit", tmp_path, query={"run": "sample/study-v2-mrtpo-swap-s0", "step": "145", "sample": "5"})
+    table = at.table[0].value
+    assert list(table.columns) == list(table.index) and len(table.columns) >= 3
+    for name in table.index:
+        assert table.loc[name, name] == "—"
+    cells = set(table.to_numpy().ravel())
+    assert not any(c in ("None", "nan", "NaN") for c in cells)
+    assert all(c in ("—", "n/a") or 0 <= float(c) <= 1 for c in cells)
+    note = next(c.value for c in at.caption if c.value.startswith("Not computable"))
+    assert "`" not in note and "**js\\_specific**" in note

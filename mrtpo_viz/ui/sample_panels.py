@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import streamlit as st
 
 from mrtpo_viz import loaders
-from mrtpo_viz.ui.messages import plain, show_warnings
+from mrtpo_viz.ui.messages import md_text, plain, show_warnings
 from mrtpo_viz.ui.pickers import drawn_for, keep_choice
 
 
@@ -47,7 +47,7 @@ def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=
              "combine; routing weights use the run's lam, w_max and sharpen")
     if why:
         st.caption("Not computable from this step's stored values: "
-                   + "; ".join(f"**{plain(v)}** {plain(r)}" for v, r in why.items()) + ".")
+                   + "; ".join(f"**{md_text(v)}** {md_text(r)}" for v, r in why.items()) + ".")
     if variant == own:
         return df, variant
     st.info(f"Routing weights, credit and the total advantage below are recomputed under **{plain(variant)}** from "
@@ -70,12 +70,11 @@ def specificity_panel(sample_df, rewards: Sequence[str]) -> None:
     st.subheader("Reward specificity of this sample")
     if len(stated) >= 2:
         overlap, mean = specificity.sample_overlap(sample_df, stated)
-        left, right = st.columns([3, 1])
-        left.caption("Routing overlap of each pair of rewards, sum_t min(p_k(t), p_j(t)) of their routing-weight "
-                     "shares: 1 = the same tokens, 0 = disjoint.")
-        left.dataframe(overlap, width="stretch", column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                                                for c in overlap.columns})
-        right.metric("Mean overlap (this sample)", "n/a" if mean != mean else f"{mean:.3f}")
+        st.caption("Routing overlap of each pair of rewards, sum_t min(p_k(t), p_j(t)) of their routing-weight "
+                   "shares: 1 = the same tokens, 0 = disjoint; — a reward with itself; n/a a reward that did not act "
+                   "on this response.")
+        st.table(specificity.overlap_table(overlap))
+        st.metric("Mean overlap (this sample)", "n/a" if mean != mean else f"{mean:.3f}")
     else:
         st.caption("One stated reward: no pairwise overlap.")
     table = specificity.sample_metrics(sample_df, stated)
