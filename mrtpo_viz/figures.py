@@ -72,12 +72,16 @@ def _white(fig: go.Figure) -> go.Figure:
 def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
     """Title, axis titles and the legend under the plot. The legend is placed in the figure's container, at its
     bottom edge (plotly then makes room for it under the axis title), so neither the x axis title nor rotated
-    category labels can overlap it; the figure grows by its rows beyond the first two."""
+    category labels can overlap it; the figure grows by its rows beyond the first two, and to twice the legend's
+    height, so that the legend is never cut."""
     names = [str(tr.name) for tr in fig.data if tr.showlegend is not False and tr.name]
-    extra = LEGEND_ROW_PX * max(0, legend_rows(names) - 2)
+    rows = legend_rows(names)
+    # Plotly gives a horizontal legend at most half the figure's height and scrolls the rest inside the figure
+    # (entries cut mid-way): the figure is made at least twice as tall as its legend.
+    legend_px = LEGEND_ROW_PX * rows + 20
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left"),
-        height=height + extra,
+        height=max(height + LEGEND_ROW_PX * max(0, rows - 2), 2 * legend_px),
         margin=dict(l=50, r=20, t=40, b=10),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left"),
         hovermode="x unified",

@@ -804,3 +804,48 @@ def test_span_bars_sit_under_their_own_line_of_tokens(tmp_path):
                 browser.close()
     finally:
         stop_app(proc)
+
+
+# Every figure whose legend does not fit (plotly scrolls it inside the figure, cutting entries): [title, needed px,
+# shown px].
+CUT_LEGENDS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => [
+    (p.querySelector('.gtitle') || {}).textContent, p._fullLayout.legend._height, p._fullLayout.legend._effHeight])
+    .filter(([, need, shown]) => need > shown + 1)"""
+# {trace name: line colour} of the first figure.
+FIRST_FIGURE_COLOURS_JS = """() => Object.fromEntries(document.querySelector('.js-plotly-plot')._fullData
+    .map(d => [d.name, d.line && d.line.color]))"""
+STUDY_RUNS = ("sample/study-v2-mrtpo-swap-s0", "sample/study-v2-mrtpo-swap-specific-s0", "sample/study-v2-mrtpo-replay-s0")
+
+
+def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
+    """Issue 26 bugs 2 and 7 in Chromium: the shipped 10-reward run's curves draw ten rewards in ten colours; with
+    its three study runs overlaid, no legend scrolls inside its figure (half-width per-reward panels were cut)."""
+    sync_playwright = playwright_or_skip()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            try:
+                page.goto(f"{url}/curves?run={STUDY_RUNS[0]}")
+                wait_for_script(page)
+                page.locator(".js-plotly-plot").first.wait_for()
+                colours = page.evaluate(FIRST_FIGURE_COLOURS_JS)
+                rewards = {n: c for n, c in colours.items() if n != "all satisfied"}
+                assert len(rewards) == 10 and len(set(rewards.values())) == 10, colours
+                page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
+                page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
+                wait_for_script(page)
+                page.locator(".js-plotly-plot").nth(4).wait_for()
+                page.wait_for_timeout(1500)
+                assert page.evaluate(CUT_LEGENDS_JS) == []
+                assert page.evaluate(OVERLAPS_JS) == []
+            except BaseException:
+                page.screenshot(path=str(ARTIFACTS / "browser_ten_rewards_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
