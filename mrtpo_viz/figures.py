@@ -177,9 +177,27 @@ def metric_lines(
         return _empty(fig, "no data for these metrics yet")
     if log_y:
         fig.update_yaxes(type="log")
+        hidden = nonpositive_count(fig)
+        if hidden:
+            fig.add_annotation(text=f"log axis: {hidden} value{'s' if hidden > 1 else ''} ≤ 0 not drawn", x=1, y=1,
+                               xref="paper", yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
+                               font=dict(size=11, color="#888"))
     if x == "step":
         _integer_steps(fig)
     return fig
+
+
+def nonpositive_count(fig: go.Figure) -> int:
+    """How many finite y values <= 0 the figure's drawn lines hold (a log axis cannot show them; the faint raw
+    lines under smoothed ones are not counted twice)."""
+    n = 0
+    for tr in fig.data:
+        meta = tr.meta if isinstance(tr.meta, (list, tuple)) else ()
+        if tr.y is None or (len(meta) > 2 and meta[2] == "raw" and tr.showlegend is False):
+            continue
+        y = pd.to_numeric(pd.Series(list(tr.y)), errors="coerce")
+        n += int((y <= 0).sum())
+    return n
 
 
 # Titles of the x axes the curves can be drawn against (columns of `analysis.with_x_columns`).

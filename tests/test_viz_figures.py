@@ -408,3 +408,18 @@ def test_compare_offers_a_kl_only_where_some_run_has_it():
     assert "inner_epochs = 1" in left_out["KL to the rollout policy"] and "all satisfied" in labels
     offered, left_out = panels.compare_metrics_for({"a": one_pass, "b": {"inner_epochs": 2, "kl_beta": 0.1}})
     assert {"KL to the rollout policy", "KL to the reference"} <= {m.label for m in offered} and not left_out
+
+
+def test_a_log_axis_says_how_many_values_it_cannot_draw():
+    # regression (issue 26 bug 7): the log y axis dropped the Loss panel's negative values without a word
+    df = pd.DataFrame({"step": [1, 2, 3, 4], "loss/policy": [-0.2, 0.1, -0.05, 0.3], "loss/total": [0.5, 0.4, 0.3, 0.2]})
+    fig = figures.loss_figure({"run": df}, with_kl=False, log_y=True)
+    notes = [a.text for a in fig.layout.annotations]
+    assert notes == ["log axis: 2 values ≤ 0 not drawn"]
+    smoothed = figures.loss_figure({"run": df}, with_kl=False, log_y=True, smooth=0.5)  # raw lines not counted twice
+    drawn = sum(int((pd.Series(list(tr.y)) <= 0).sum()) for tr in smoothed.data if tr.meta[2] == "smoothed")
+    assert [a.text for a in smoothed.layout.annotations] == [
+        f"log axis: {drawn} value{'s' if drawn > 1 else ''} ≤ 0 not drawn"] and drawn >= 1
+    assert not figures.loss_figure({"run": df}, with_kl=False).layout.annotations  # linear axis: nothing to say
+    positive = df.assign(**{"loss/policy": [0.2, 0.1, 0.05, 0.3]})
+    assert not figures.loss_figure({"run": positive}, with_kl=False, log_y=True).layout.annotations
