@@ -328,25 +328,24 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
 
 # The columns of the Runs table, and those it can be filtered and grouped by.
 RUN_COLUMNS = ("run", "state", "progress", "step", "of", "method", "routing", "relevance", "lr", "G",
-               "prompts/step", "seed", "model", "wall time (min)", "updated", "tags", "notes", "source", "path")
+               "prompts/step", "seed", "model", "training time (min)", "updated", "tags", "notes", "source", "path")
 GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "tags",
              "source")
 
 
-def wall_minutes(started_at: str | None, updated_at: str | None) -> float | None:
-    """Minutes from the run's start to its last status update (ISO timestamps); None when either is missing."""
-    try:
-        start = pd.Timestamp(started_at)
-        end = pd.Timestamp(updated_at)
-    except (TypeError, ValueError):
+def training_minutes(metrics: pd.DataFrame | None) -> float | None:
+    """Minutes the run spent training: the sum of its steps' `time/step` (the x axis "training time" of the curves).
+    Unlike status.json's start-to-last-update span it leaves out the idle time between a Stop and a Resume (and the
+    startup, evaluations and checkpoints). None when the run logged no step time."""
+    if metrics is None or "time/step" not in metrics.columns:
         return None
-    if pd.isna(start) or pd.isna(end):
-        return None
-    return round((end - start).total_seconds() / 60.0, 1)
+    t = pd.to_numeric(metrics["time/step"], errors="coerce")
+    return round(float(t.sum()) / 60.0, 1) if t.notna().any() else None
 
 
-def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> dict:
-    """One row of the Runs table: a run's state, progress and the settings that tell runs apart."""
+def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping, metrics: pd.DataFrame | None = None) -> dict:
+    """One row of the Runs table: a run's state, progress, the settings that tell runs apart and, from its
+    `metrics`, its training time."""
     method = info.method or cfg.get("method")
     source = routing_source({**cfg, "method": method})
     return {
@@ -363,7 +362,7 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> 
         "prompts/step": cfg.get("prompts_per_step"),
         "seed": cfg.get("seed"),
         "model": info.model or cfg.get("model"),
-        "wall time (min)": wall_minutes(status.get("started_at"), status.get("updated_at")),
+        "training time (min)": training_minutes(metrics),
         "updated": info.updated_at,
         "tags": ", ".join(notes.get("tags", [])),
         "notes": str(notes.get("notes", "")).split("\n", 1)[0],

@@ -108,7 +108,7 @@ def test_runs_page_lists_runs_and_flags_broken_ones(runs_dir):
 def test_runs_page_shows_each_runs_settings_and_filters_and_groups_by_them(runs_dir):
     at = page("runs", runs_dir)
     table = at.dataframe[0].value
-    for column in ("method", "routing", "relevance", "lr", "G", "seed", "of", "state", "wall time (min)", "tags"):
+    for column in ("method", "routing", "relevance", "lr", "G", "seed", "of", "state", "training time (min)", "tags"):
         assert column in table.columns, column
     row = table.set_index("run").loc["kl-two-passes"]
     assert row["method"] == "mrtpo" and row["routing"] == "replay" and row["G"] == 4 and row["seed"] == 2
@@ -754,3 +754,17 @@ def test_overlap_table_shows_every_pair_and_the_variants_note_is_plain_text(tmp_
     assert all(c in ("—", "n/a") or 0 <= float(c) <= 1 for c in cells)
     note = next(c.value for c in at.caption if c.value.startswith("Not computable"))
     assert "`" not in note and "**js\\_specific**" in note
+
+
+def test_runs_training_time_leaves_out_the_idle_gap_between_stop_and_resume(tmp_path, monkeypatch):
+    # regression (issue 26 bug 7): "wall time" on Runs was status.json's start-to-last-update span, which counts the
+    # hours a stopped run waited before Resume
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    w = write_synthetic_run(tmp_path, "resumed", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
+    status_file = w.path / "status.json"
+    status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "started_at": "2026-12-04T08:00:00+00:00",
+                                       "updated_at": "2026-12-04T12:00:00+00:00"}))  # stopped at 8:01, resumed at 12
+    steps = pd.read_json(w.path / "metrics.jsonl", lines=True)["time/step"]
+    at = page("runs", tmp_path)
+    row = at.dataframe[0].value.set_index("run").loc["resumed"]
+    assert row["training time (min)"] == round(steps.sum() / 60, 1) < 1  # not 240

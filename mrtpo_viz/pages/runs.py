@@ -39,7 +39,8 @@ def status_of(r) -> dict:
 
 
 table = pd.DataFrame([analysis.run_row(loaders.run_label(r), r, loaders.config(r.path)[0], status_of(r),
-                                       read_notes(r.path)) for r in runs], columns=analysis.RUN_COLUMNS)
+                                       read_notes(r.path), loaders.metrics(r.path)[0]) for r in runs],
+                     columns=analysis.RUN_COLUMNS)
 table["state"] = table["state"].map(ui.state_badge)
 
 with st.expander("Filter and group"):
