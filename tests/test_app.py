@@ -248,10 +248,10 @@ def test_launch_lists_only_active_runs_in_progress_and_shows_the_real_error_of_a
     headers = [m.value for m in at.markdown if m.value.startswith("**")]
     where = {name: [i for i, h in enumerate(headers) if h.startswith(f"**{name}**")] for name in
              ("live", "mrtpo-demo", "crashed")}
-    # the active run is in progress; the finished and the crashed one only under "Started here, now ended"
+    # the active run is in progress; the finished and the crashed one only under "Started or stopped here, now ended"
     assert len(where["live"]) == len(where["mrtpo-demo"]) == len(where["crashed"]) == 1
     assert where["live"][0] < min(where["mrtpo-demo"][0], where["crashed"][0])
-    assert [h.value for h in at.subheader] == ["Runs in progress", "Started here, now ended"]
+    assert [h.value for h in at.subheader] == ["Runs in progress", "Started or stopped here, now ended"]
     codes = [c.value for c in at.code]
     assert any(c.startswith("Traceback (most recent call last):") and c.endswith("RuntimeError: boom in step 2")
                for c in codes)
@@ -768,3 +768,32 @@ def test_runs_training_time_leaves_out_the_idle_gap_between_stop_and_resume(tmp_
     at = page("runs", tmp_path)
     row = at.dataframe[0].value.set_index("run").loc["resumed"]
     assert row["training time (min)"] == round(steps.sum() / 60, 1) < 1  # not 240
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_stop_or_kill_from_another_session_is_confirmed(tmp_path, monkeypatch, how):
+    # regression (issue 26 bug 7): Stop or Kill now on a run another session (or an earlier app) started said nothing
+    # once the run had ended: only this session's own launches were listed as ended
+    mode = "cooperative" if how == "stop" else "stubborn"
+    proc, path = start_stand_in(tmp_path, mode)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(path.parent))
+    try:
+        at = page("launch", path.parent)  # a session that did not start it
+        at.button(key="stop_r").click()
+        at.run()
+        if how == "kill":
+            at.run()  # the stopping run now offers Kill now
+            at.button(key="kill_r").click()
+            at.run()
+        assert launcher.wait_stopped(path, timeout=30) in ("stopped", "killed")
+        proc.wait(timeout=10)
+        at.run()
+        assert not at.exception
+        assert "Started or stopped here, now ended" in [h.value for h in at.subheader]
+        assert any(m.value.startswith("**r**") and "stopped" in m.value for m in at.markdown)
+        said = [w.value for w in at.warning] + [i.value for i in at.info]
+        expected = "Killed (SIGKILL)" if how == "kill" else "Stopped; its completed steps are kept"
+        assert any(s.startswith(expected) for s in said), said
+    finally:
+        if proc.poll() is None:
+            proc.kill()
