@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -52,6 +54,68 @@ def with_x_columns(metrics: pd.DataFrame, samples_per_step: int | None) -> pd.Da
     if "time/step" in df.columns:
         df["minutes"] = pd.to_numeric(df["time/step"], errors="coerce").fillna(0.0).cumsum() / 60.0
     return df
+
+
+# ---------------------------------------------------------------------------------------------- seed groups
+
+# Config fields that name or place a run, or only say how it is recorded: runs that differ in these and in the seed
+# alone were trained with the same recipe.
+NOT_RECIPE = ("seed", "run_name", "runs_dir", "device", "checkpoint_every", "keep_checkpoints", "schema_version")
+BANDS = {"std": "mean ± std", "minmax": "min to max"}
+BAND_LO, BAND_HI = "::lo", "::hi"  # suffixes of a group frame's band columns (`group_metrics`)
+_SEED_SUFFIX = re.compile(r"[-_.]?(s|seed)[-_]?\d+$")
+
+
+def recipe_key(cfg: Mapping) -> str:
+    """What a run was trained with, everything but its seed (and NOT_RECIPE), as a canonical string."""
+    return json.dumps({k: v for k, v in cfg.items() if k not in NOT_RECIPE}, sort_keys=True, default=str)
+
+
+def seed_groups(configs: Mapping[str, Mapping]) -> dict[str, list[str]]:
+    """Runs grouped by everything but the seed: {group label: run labels}, groups in the order of their first run.
+    A group's label is its runs' common name without a trailing seed (`study-v2-gdpo-s3` -> `study-v2-gdpo`), or
+    the first run's name with `+…` when the names differ otherwise, followed by ` (N seeds)` for N > 1."""
+    by_key: dict[str, list[str]] = {}
+    for run, cfg in configs.items():
+        by_key.setdefault(recipe_key(cfg), []).append(run)
+    out: dict[str, list[str]] = {}
+    for runs in by_key.values():
+        stems = list(dict.fromkeys(_SEED_SUFFIX.sub("", r) or r for r in runs))
+        label = stems[0] if len(stems) == 1 else f"{stems[0]}+…"
+        if len(runs) > 1:
+            label += f" ({len(runs)} seeds)"
+        while label in out:
+            label += "'"
+        out[label] = runs
+    return out
+
+
+def group_metrics(metrics_by_run: Mapping[str, pd.DataFrame], groups: Mapping[str, Sequence[str]],
+                  band: str = "std") -> dict[str, pd.DataFrame]:
+    """One frame per seed group, aligned on `step`: each numeric column is the mean over the group's runs that
+    logged it at that step, and, for a group of two runs or more, `<column>::lo` / `<column>::hi` bound its band:
+    mean ± the sample standard deviation (ddof = 1) for `band="std"`, the min and max for `band="minmax"`. A group
+    of one run is its frame unchanged. The x columns (`samples`, `minutes`) are averaged like the others."""
+    if band not in BANDS:
+        raise ValueError(f"band must be one of {sorted(BANDS)}, got {band!r}")
+    out: dict[str, pd.DataFrame] = {}
+    for label, runs in groups.items():
+        frames = [metrics_by_run[r] for r in runs if r in metrics_by_run and metrics_by_run[r] is not None
+                  and not metrics_by_run[r].empty and "step" in metrics_by_run[r].columns]
+        if len(frames) <= 1:
+            out[label] = frames[0] if frames else pd.DataFrame({"step": []})
+            continue
+        long = pd.concat([f.apply(pd.to_numeric, errors="coerce") for f in frames], ignore_index=True)
+        by_step = long.groupby("step", sort=True)
+        mean = by_step.mean()
+        if band == "std":
+            spread = by_step.std(ddof=1)
+            lo, hi = mean - spread, mean + spread
+        else:
+            lo, hi = by_step.min(), by_step.max()
+        cols = [c for c in mean.columns if c not in ("samples", "minutes")]
+        out[label] = pd.concat([mean, lo[cols].add_suffix(BAND_LO), hi[cols].add_suffix(BAND_HI)], axis=1).reset_index()
+    return out
 
 
 def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from mrtpo_viz.analysis import ema
+from mrtpo_viz.analysis import BAND_HI, BAND_LO, ema
 from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, reward_colors, skipped_rewards
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -99,6 +99,12 @@ def _integer_steps(fig: go.Figure) -> None:
         fig.update_xaxes(dtick=1)
 
 
+def _rgba(color: str, alpha: float) -> str:
+    """A `#rrggbb` colour as `rgba(r,g,b,alpha)` (a seed group's band)."""
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 def _empty(fig: go.Figure, message: str) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                        font=dict(color="#888"))
@@ -129,7 +135,9 @@ def metric_lines(
     x: the frame column on the x axis (`step`, or a column added by `analysis.with_x_columns`).
     smooth: EMA weight in [0, 1) (`analysis.ema`); above 0 the smoothed line is drawn over the raw one, faint.
     log_y: a logarithmic y axis (values <= 0 are not drawn).
-    Each trace's `meta` is [run, key, "raw" | "smoothed"] (`plotted_series` exports them).
+    A frame of a seed group (`analysis.group_metrics`: "run" is the group) with `<key>::lo` / `<key>::hi` columns
+    gets its band drawn, filled in the line's colour, under its mean line.
+    Each trace's `meta` is [run, key, "raw" | "smoothed" | "band low" | "band high"] (`plotted_series` exports them).
     """
     if color_by not in ("key", "run"):
         raise ValueError(f"color_by must be 'key' or 'run', got {color_by!r}")
@@ -159,6 +167,16 @@ def metric_lines(
             width = 3 if key.endswith("all_satisfied") else 2
             mode = "lines+markers" if y.notna().sum() < MARKERS_BELOW else "lines"
             group = run if (multi and color_by == "key") else name
+            lo_key, hi_key = f"{key}{BAND_LO}", f"{key}{BAND_HI}"
+            if lo_key in df.columns and hi_key in df.columns:  # a seed group: its band under its mean line
+                lo, hi = (pd.to_numeric(df[k], errors="coerce") for k in (lo_key, hi_key))
+                if smooth > 0:
+                    lo, hi = ema(lo, smooth), ema(hi, smooth)
+                fig.add_trace(go.Scatter(x=df[x], y=hi, mode="lines", line=dict(width=0), showlegend=False,
+                                         hoverinfo="skip", legendgroup=group, meta=[run, key, "band high"]))
+                fig.add_trace(go.Scatter(x=df[x], y=lo, mode="lines", line=dict(width=0), showlegend=False,
+                                         hoverinfo="skip", legendgroup=group, fill="tonexty",
+                                         fillcolor=_rgba(color, 0.15), meta=[run, key, "band low"]))
             if smooth > 0:
                 fig.add_trace(go.Scatter(  # the raw values, faint under the smoothed line
                     x=df[x], y=y, mode="lines", connectgaps=True, name=name, showlegend=False, hoverinfo="skip",
@@ -189,11 +207,12 @@ def metric_lines(
 
 def nonpositive_count(fig: go.Figure) -> int:
     """How many finite y values <= 0 the figure's drawn lines hold (a log axis cannot show them; the faint raw
-    lines under smoothed ones are not counted twice)."""
+    lines under smoothed ones and seed groups' bands are not counted)."""
     n = 0
     for tr in fig.data:
         meta = tr.meta if isinstance(tr.meta, (list, tuple)) else ()
-        if tr.y is None or (len(meta) > 2 and meta[2] == "raw" and tr.showlegend is False):
+        kind = str(meta[2]) if len(meta) > 2 else ""
+        if tr.y is None or kind.startswith("band") or (kind == "raw" and tr.showlegend is False):
             continue
         y = pd.to_numeric(pd.Series(list(tr.y)), errors="coerce")
         n += int((y <= 0).sum())

@@ -731,7 +731,8 @@ def test_compare_warns_on_different_evaluations_names_relevance_and_offers_no_ro
         write_synthetic_run(tmp_path, name, steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6, config=cfg)
     at = page("compare", tmp_path, mrtpo_runs=[str(tmp_path / "js-run"), str(tmp_path / "swap-run")])
     assert "KL to the rollout policy" not in at.selectbox(key="compare_metric").options
-    assert any("KL to the rollout policy" in c.value and "inner_epochs = 1" in c.value for c in at.caption)
+    assert any("KL to the rollout policy" in c.value and "inner\\_epochs = 1" in c.value and "`" not in c.value
+               for c in at.caption)
     table = at.dataframe[0].value
     assert table.set_index("run")["relevance"].to_dict() == {"js-run": "js", "swap-run": "swap"}
     assert not any("different evaluations" in w.value for w in at.warning)  # training samples: no warning
@@ -797,3 +798,24 @@ def test_a_stop_or_kill_from_another_session_is_confirmed(tmp_path, monkeypatch,
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_curves_and_compare_draw_seed_groups_as_one_line_with_a_band(tmp_path, monkeypatch):
+    # issue 26: runs grouped by everything but the seed, mean and band, seed count in the legend
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    names = [f"study-{m}-s{i}" for m in ("gdpo", "mrtpo") for i in range(3)]
+    for n in names:
+        write_synthetic_run(tmp_path, n, steps=4, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            seed=int(n[-1]))
+    query = {"run": names, "group": "std"}
+    at = page("compare", tmp_path, query=query)
+    fig = json.loads(charts(at)[0].proto.spec)
+    lines = [t["name"] for t in fig["data"] if t.get("showlegend", True) is not False]
+    assert lines == ["study-gdpo (3 seeds)", "study-mrtpo (3 seeds)"]
+    assert sum(t.get("fill") == "tonexty" for t in fig["data"]) == 2
+    assert at.query_params["group"] == "std"
+    at = page("curves", tmp_path, query=query)
+    rewards = json.loads(charts(at)[0].proto.spec)
+    assert "study-mrtpo (3 seeds) · all satisfied" in [t.get("name") for t in rewards["data"]]
+    at.selectbox(key="curves_group").set_value("none").run()
+    assert "study-mrtpo-s2 · all satisfied" in [t.get("name") for t in json.loads(charts(at)[0].proto.spec)["data"]]

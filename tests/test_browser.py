@@ -849,3 +849,51 @@ def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
                 browser.close()
     finally:
         stop_app(proc)
+
+
+# The first figure's legend entries (text) and how many filled band paths it draws.
+LEGEND_AND_BANDS_JS = """() => { const p = document.querySelector('.js-plotly-plot');
+    return [[...p.querySelectorAll('.legend .traces .legendtext')].map(e => e.textContent),
+            [...p.querySelectorAll('.scatterlayer .js-fill')].filter(e => (e.getAttribute('d') || '').length > 10
+              && getComputedStyle(e).fill !== 'none').length]; }"""
+
+
+def test_a_study_compared_by_seed_groups(tmp_path):
+    """Issue 26 "seed groups": three methods x three seeds on Compare, grouped: one line per method with a filled
+    band and the seed count in the legend, the same link reopens it, and "each run" gives the nine runs back."""
+    sync_playwright = playwright_or_skip()
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    names = [f"study-{m}-s{i}" for m in ("grpo", "gdpo", "mrtpo") for i in range(3)]
+    for n in names:
+        write_synthetic_run(runs, n, steps=10, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            seed=int(n[-1]), with_eval=False)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            try:
+                page.goto(f"{url}/compare?" + urlencode([*(("run", n) for n in names), ("group", "std")]))
+                wait_for_script(page)
+                page.locator(".js-plotly-plot").first.wait_for()
+                page.wait_for_timeout(1000)
+                legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
+                assert legend == ["study-grpo (3 seeds)", "study-gdpo (3 seeds)", "study-mrtpo (3 seeds)"], legend
+                assert bands == 3
+                page.screenshot(path=str(ARTIFACTS / "browser_compare_seed_groups.png"), full_page=True)
+                box = page.locator('[data-testid="stSelectbox"] input[aria-label="Runs"]')
+                box.click()
+                page.get_by_role("option", name="each run").click()
+                wait_for_script(page)
+                page.wait_for_timeout(1000)
+                legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
+                assert legend == names and bands == 0, legend
+            except BaseException:
+                page.screenshot(path=str(ARTIFACTS / "browser_seed_groups_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)

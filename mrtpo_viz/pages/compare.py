@@ -1,6 +1,6 @@
 """Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
 default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval,
-with the curves' smoothing, x axis and log scale; and the steps each run needed to reach given all-satisfied
+with the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach given all-satisfied
 rates. A run without data for the chosen quantity is named, never dropped silently. The state is the URL. While a
 chosen run trains the page is live (`ui.follow_runs`, as Training curves)."""
 
@@ -82,11 +82,11 @@ metric = METRICS[c1.selectbox("Quantity", [m.label for m in offered], key="compa
                               help="one colour per run; per-reward quantities get one panel per reward")]
 if left_out:
     st.caption("Not offered for these runs (rounding noise, not a measurement): "
-               + "; ".join(f"{ui.plain(label)} ({ui.plain(why)})" for label, why in left_out.items()) + ".")
+               + "; ".join(f"{ui.md_text(label)} ({ui.md_text(why)})" for label, why in left_out.items()) + ".")
 noise = [run for run, cfg in configs.items() if not metric.active(cfg)]
 if noise:  # the quantity is real in some chosen runs only: the others are left out of the figure
     st.caption(f"Left out of {ui.plain(metric.label)}: " + ", ".join(ui.plain(r) for r in noise)
-               + f" ({ui.plain(metric.inactive_why)}).")
+               + f" ({ui.md_text(metric.inactive_why)}).")
 shown = {run: df for run, df in metrics.items() if run not in noise}
 ui.keep_choice("compare_source", list(SOURCES), "train")
 source = c2.radio("Scored on", list(SOURCES), horizontal=True, key="compare_source", format_func=SOURCES.get,
@@ -100,6 +100,9 @@ differ = analysis.eval_setting_differences(configs) if source == "eval" else []
 if differ:
     st.warning("These held-out rates come from different evaluations, so they are not comparable: "
                + "; ".join(ui.plain(d) for d in differ) + ".")
+if style["group"]:  # one line (the mean) and a band per seed group
+    groups = analysis.seed_groups({run: configs[run] for run in shown})
+    shown = analysis.group_metrics(shown, groups, style["group"])
 keys = panels.compare_keys(metric, rewards, source)
 missing = [run for run, df in shown.items() if not any(panels.has_values(df, k) for k in keys.values())]
 if missing:

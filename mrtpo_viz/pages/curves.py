@@ -1,6 +1,7 @@
 """Training curves: rewards, losses, KL, entropy, clip fraction, JS, span agreement, step time and response
 length of one or several runs (panels whose quantity a run does not have are left out, with the reason);
-smoothing, x axis (step, samples seen, training time), log scale and a CSV of the plotted series.
+smoothing, x axis (step, samples seen, training time), log scale, seed groups (the runs that differ only in
+their seed as their mean and a band) and a CSV of the plotted series.
 
 While a chosen run is active only its progress line is live (`ui.follow_runs`: a fragment polls the run's status
 every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when
@@ -47,6 +48,10 @@ def build() -> tuple[dict, list[str], dict[str, list[str]]]:
         metrics[labels[p]] = analysis.with_x_columns(df, samples)
         configs[labels[p]] = cfg
         rewards += [n for n in loaders.reward_names(p) if n not in rewards]
+    if style["group"]:  # one line (the mean) and a band per seed group
+        groups = analysis.seed_groups(configs)
+        metrics = analysis.group_metrics(metrics, groups, style["group"])
+        configs = {g: configs[runs[0]] for g, runs in groups.items()}
     drawn, hidden = panels.build_panels(metrics, rewards, configs, x=style["x"], smooth=style["smooth"],
                                         log_y=style["log_y"])
     return drawn, hidden, problems
