@@ -6,6 +6,7 @@ Pure pandas on run-store frames (schema in docs/CONTRACTS.md). No Streamlit; nev
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
 import math
@@ -116,6 +117,22 @@ def group_metrics(metrics_by_run: Mapping[str, pd.DataFrame], groups: Mapping[st
         cols = [c for c in mean.columns if c not in ("samples", "minutes")]
         out[label] = pd.concat([mean, lo[cols].add_suffix(BAND_LO), hi[cols].add_suffix(BAND_HI)], axis=1).reset_index()
     return out
+
+
+# Frame columns that are not logged metrics (the x axes and a seed group's bands).
+NOT_METRICS = ("step", "samples", "minutes")
+
+
+def metric_patterns(text: str) -> list[str]:
+    """The names or glob patterns in `text` (separated by commas or spaces), in order, each once."""
+    return list(dict.fromkeys(p for p in re.split(r"[,\s]+", text or "") if p))
+
+
+def match_metrics(columns: Sequence[str], patterns: Sequence[str]) -> list[str]:
+    """The logged metric keys among `columns` that a name or a glob pattern (`fnmatch`: `*` also crosses `/`, so
+    `span/*/overlap` matches `span/a:b/overlap`) of `patterns` names, in the order of `columns`."""
+    keys = [c for c in columns if c not in NOT_METRICS and not c.endswith((BAND_LO, BAND_HI))]
+    return [c for c in keys if any(fnmatch.fnmatchcase(c, p) for p in patterns)]
 
 
 def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:

@@ -133,6 +133,7 @@ class CompareMetric:
     eval_key: str | None = None  # the same quantity on the held-out eval, when it has one
     rate: bool = False  # a rate in [0, 1]
     active: Callable[[Mapping], bool] = _always  # the run has the quantity (else it is 0 up to rounding there)
+    by_name: bool = False  # the keys are the logged metrics a typed name or glob pattern matches
     inactive_why: str = ""  # why a run where `active` is False has only rounding noise for it
 
 
@@ -153,7 +154,9 @@ COMPARE_METRICS: tuple[CompareMetric, ...] = (
     CompareMetric("routing overlap between rewards", "span/overlap", "overlap", rate=True),
     CompareMetric("mean JS distance (per reward)", "js/{name}/mean", "JS", True),
     CompareMetric("step time", "time/step", "seconds"),
+    CompareMetric("any logged metric (name or pattern)", "", "value", by_name=True),
 )
+MAX_PATTERN_PANELS = 24  # a pattern that matches more keys draws the first ones and says how many it left out
 
 
 def compare_metrics_for(configs: Mapping[str, Mapping]) -> tuple[list[CompareMetric], dict[str, str]]:
@@ -164,8 +167,13 @@ def compare_metrics_for(configs: Mapping[str, Mapping]) -> tuple[list[CompareMet
     return offered, left_out
 
 
-def compare_keys(metric: CompareMetric, rewards: Sequence[str], source: str = "train") -> dict[str, str]:
-    """{panel title: metric key} for a compared quantity: one entry, or one per reward."""
+def compare_keys(metric: CompareMetric, rewards: Sequence[str], source: str = "train", patterns: Sequence[str] = (),
+                 columns: Sequence[str] = ()) -> dict[str, str]:
+    """{panel title: metric key} for a compared quantity: one entry, one per reward, or (`by_name`) one per logged
+    metric among `columns` that a name or pattern of `patterns` matches."""
+    if metric.by_name:
+        from mrtpo_viz.analysis import match_metrics
+        return {key: key for key in match_metrics(columns, patterns)}
     key = metric.eval_key if source == "eval" and metric.eval_key else metric.key
     if metric.per_reward:
         return {name: key.format(name=name) for name in rewards}

@@ -819,3 +819,21 @@ def test_curves_and_compare_draw_seed_groups_as_one_line_with_a_band(tmp_path, m
     assert "study-mrtpo (3 seeds) · all satisfied" in [t.get("name") for t in rewards["data"]]
     at.selectbox(key="curves_group").set_value("none").run()
     assert "study-mrtpo-s2 · all satisfied" in [t.get("name") for t in json.loads(charts(at)[0].proto.spec)["data"]]
+
+
+def test_any_logged_metric_by_name_or_pattern_on_curves_and_compare(runs_dir):
+    # issue 26: any logged metric plotted by name or pattern, not 12 fixed ones
+    runs = [run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]
+    at = page("compare", runs_dir, mrtpo_runs=runs, query={"metric": "any logged metric (name or pattern)",
+                                                          "pattern": "span/*/auc, time/replay"})
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts(at)]
+    assert sorted(titles) == sorted([f"span/{r}/auc" for r in DEFAULT_REWARDS] + ["time/replay"])
+    assert at.query_params["pattern"] == "span/*/auc, time/replay"
+    at.text_input(key="compare_pattern").set_value("no/such/*").run()
+    assert not charts(at) and any("No logged metric" in i.value for i in at.info)
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"),
+              query={"metrics": "js/*/max, nothing/*"})
+    assert "fig_pattern_js/*/max" in chart_keys(at)
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_pattern_js/*/max")
+    assert sorted(t["name"] for t in fig["data"]) == sorted(f"js/{r}/max" for r in DEFAULT_REWARDS)
+    assert any("nothing/*" in c.value and "no logged metric" in c.value for c in at.caption)

@@ -463,3 +463,14 @@ def test_a_seed_group_is_drawn_as_its_mean_over_a_filled_band():
     assert [round(v, 6) for v in fig.data[0].y] == [0.4, 0.8] and [round(v, 6) for v in fig.data[1].y] == [0.2, 0.4]
     assert fig.data[1].fill == "tonexty" and fig.data[1].fillcolor.startswith("rgba(")
     assert [round(v, 6) for v in fig.data[2].y] == [0.3, 0.6] and fig.data[2].name == "m (2 seeds)"
+
+
+def test_metrics_by_name_or_glob_pattern():
+    cols = ["step", "samples", "minutes", "span/a:b/overlap", "span/overlap", "time/replay", "time/step",
+            "span/a:b/mass_in", "reward/all_satisfied::lo"]
+    assert analysis.metric_patterns(" span/*/overlap,time/replay  time/replay ") == ["span/*/overlap", "time/replay"]
+    assert analysis.match_metrics(cols, ["span/*/overlap", "time/replay"]) == ["span/a:b/overlap", "time/replay"]
+    assert analysis.match_metrics(cols, ["span/*"]) == ["span/a:b/overlap", "span/overlap", "span/a:b/mass_in"]
+    assert analysis.match_metrics(cols, ["*"])[:1] == ["span/a:b/overlap"]  # never the x axes or band columns
+    assert "reward/all_satisfied::lo" not in analysis.match_metrics(cols, ["*"])
+    assert analysis.match_metrics(cols, ["nothing/*"]) == []

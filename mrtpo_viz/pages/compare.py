@@ -1,7 +1,8 @@
 """Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
 default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval,
 with the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach given all-satisfied
-rates. A run without data for the chosen quantity is named, never dropped silently. The state is the URL. While a
+rates; "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match (`span/*/overlap`,
+`time/replay`), one panel each. A run without data for the chosen quantity is named, never dropped silently. The state is the URL. While a
 chosen run trains the page is live (`ui.follow_runs`, as Training curves)."""
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def targets_box(label: str) -> str:
 
 st.title("Compare runs")
 runs = ui.page_runs(charts=True)
-target = ui.link_target(PAGE, ("run", "metric", "source", "targets", *ui.STYLE_PARAMS))
+target = ui.link_target(PAGE, ("run", "metric", "pattern", "source", "targets", *ui.STYLE_PARAMS))
 if target:
     ui.apply_run_link(runs, target, multi=True)
     ui.apply_style_link(target, PAGE)
@@ -52,6 +53,8 @@ if target:
             st.session_state["compare_metric"] = target["metric"][0]
         else:
             ui.link_warning("metric", target["metric"][0], "all satisfied")
+    if "pattern" in target:
+        st.session_state["compare_pattern"] = target["pattern"][0]
     if "source" in target:
         st.session_state["compare_source"] = target["source"][0] if target["source"][0] in SOURCES else "train"
     if "targets" in target:
@@ -103,24 +106,38 @@ if differ:
 if style["group"]:  # one line (the mean) and a band per seed group
     groups = analysis.seed_groups({run: configs[run] for run in shown})
     shown = analysis.group_metrics(shown, groups, style["group"])
-keys = panels.compare_keys(metric, rewards, source)
+patterns: list[str] = []
+if metric.by_name:
+    st.session_state.setdefault("compare_pattern", "span/*/overlap, time/replay")
+    patterns = analysis.metric_patterns(st.text_input(
+        "Metrics (names or glob patterns, comma-separated)", key="compare_pattern",
+        help="any key of metrics.jsonl: e.g. time/replay, span/*/overlap, js/*/max; * matches any text, / included"))
+columns = list(dict.fromkeys(c for df in shown.values() for c in df.columns))
+keys = panels.compare_keys(metric, rewards, source, patterns, columns)
+if metric.by_name:
+    if not keys:
+        st.info("No logged metric of these runs matches " + ", ".join(ui.plain(p) for p in patterns or ["(nothing)"])
+                + ".")
+    elif len(keys) > panels.MAX_PATTERN_PANELS:
+        st.caption(f"{len(keys)} metrics match; the first {panels.MAX_PATTERN_PANELS} are drawn.")
+        keys = dict(list(keys.items())[:panels.MAX_PATTERN_PANELS])
 missing = [run for run, df in shown.items() if not any(panels.has_values(df, k) for k in keys.values())]
-if missing:
+if missing and keys:
     what = "no eval data" if source == "eval" else f"no data for {metric.label}"
     st.warning(f"Not drawn ({what}): " + ", ".join(ui.plain(m) for m in missing) + ".")
 
 drawn = {}
 for title, key in keys.items():
-    full_title = f"{metric.label}: {title}" if metric.per_reward else metric.label
+    full_title = title if metric.by_name else f"{metric.label}: {title}" if metric.per_reward else metric.label
     if source == "eval":
         full_title += " (held-out eval)"
     fig = figures.metric_lines(shown, {key: title}, full_title, metric.yaxis, color_by="run", x=style["x"],
                                smooth=style["smooth"], log_y=style["log_y"] and not metric.rate,
-                               height=420 if not metric.per_reward else 340)
+                               height=340 if metric.per_reward or metric.by_name else 420)
     if metric.rate and fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])
     drawn[full_title] = fig
-if metric.per_reward:
+if metric.per_reward or metric.by_name:
     cols = st.columns(2)
     for i, fig in enumerate(drawn.values()):
         cols[i % 2].plotly_chart(fig, key=f"fig_compare_{i}")
@@ -155,5 +172,6 @@ if targets:
 
 ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen],
                      "metric": None if metric.label == "all satisfied" else metric.label,
+                     "pattern": ", ".join(patterns) if metric.by_name else None,
                      "source": None if source == "train" else source,
                      "targets": None if text == TARGETS_DEFAULT else text, **ui.style_params(style)})

@@ -1,7 +1,8 @@
 """Training curves: rewards, losses, KL, entropy, clip fraction, JS, span agreement, step time and response
 length of one or several runs (panels whose quantity a run does not have are left out, with the reason);
 smoothing, x axis (step, samples seen, training time), log scale, seed groups (the runs that differ only in
-their seed as their mean and a band) and a CSV of the plotted series.
+their seed as their mean and a band), more panels of any logged metric by name or glob pattern (`span/*/overlap`,
+`time/replay`) and a CSV of the plotted series.
 
 While a chosen run is active only its progress line is live (`ui.follow_runs`: a fragment polls the run's status
 every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when
@@ -21,13 +22,20 @@ PAGE = "curves"
 
 st.title("Training curves")
 runs = ui.page_runs(charts=True)
-target = ui.link_target(PAGE, ("run", *ui.STYLE_PARAMS))
+target = ui.link_target(PAGE, ("run", "metrics", *ui.STYLE_PARAMS))
 if target:
     ui.apply_run_link(runs, target, multi=True)
     ui.apply_style_link(target, PAGE)
 chosen = ui.pick_runs(runs, "Runs (overlaid: one dash style per run)")
 style = ui.curve_controls(PAGE)
-ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen], **ui.style_params(style)})
+if "metrics" in target:
+    st.session_state["curves_metrics"] = target["metrics"][0]
+patterns = analysis.metric_patterns(st.text_input(
+    "More panels: metric names or glob patterns (comma-separated)", key="curves_metrics",
+    placeholder="e.g. span/*/overlap, time/replay, js/*/max",
+    help="one panel per name or pattern, one line per matching key of metrics.jsonl; * matches any text, / included"))
+ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen], **ui.style_params(style),
+                     "metrics": ", ".join(patterns) or None})
 if not chosen:
     st.info("Pick at least one run.")
     st.stop()
@@ -54,6 +62,14 @@ def build() -> tuple[dict, list[str], dict[str, list[str]]]:
         configs = {g: configs[runs[0]] for g, runs in groups.items()}
     drawn, hidden = panels.build_panels(metrics, rewards, configs, x=style["x"], smooth=style["smooth"],
                                         log_y=style["log_y"])
+    for pattern in patterns:  # the panels asked for by name or pattern
+        columns = list(dict.fromkeys(c for df in metrics.values() for c in df.columns))
+        keys = analysis.match_metrics(columns, [pattern])
+        if not keys:
+            hidden.append(f"{ui.plain(pattern)}: no logged metric of these runs matches it")
+            continue
+        fig = figures.metric_lines(metrics, keys, pattern, x=style["x"], smooth=style["smooth"], log_y=style["log_y"])
+        drawn[f"pattern_{pattern}"] = (panels.Panel(f"pattern_{pattern}", lambda *a, f=fig, **k: f), fig)
     return drawn, hidden, problems
 
 
@@ -63,7 +79,7 @@ def built(key: tuple, run_labels: tuple) -> tuple[dict, list[str], dict[str, lis
     return build()
 
 
-key = ui.follow_runs(paths, labels, PAGE, extra=tuple(sorted(style.items())))
+key = ui.follow_runs(paths, labels, PAGE, extra=(*sorted(style.items()), *patterns))
 drawn, hidden, problems = built(key, tuple(labels.items()))
 for label, warnings in problems.items():
     ui.show_warnings(label, warnings)
