@@ -408,10 +408,11 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
 # ---------------------------------------------------------------------------------------------- the run list
 
 # The columns of the Runs table, and those it can be filtered and grouped by.
-RUN_COLUMNS = ("run", "state", "progress", "step", "of", "method", "routing", "relevance", "lr", "G",
-               "prompts/step", "seed", "model", "training time (min)", "updated", "tags", "notes", "source", "path")
-GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "tags",
-             "source")
+RUN_COLUMNS = ("run", "state", "progress", "step", "of", "all satisfied (last)", "all satisfied (best)",
+               "held-out (last)", "s/step", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "model",
+               "backend", "processes", "training time (min)", "updated", "tags", "notes", "source", "path")
+GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "backend",
+             "processes", "tags", "source")
 
 
 def training_minutes(metrics: pd.DataFrame | None) -> float | None:
@@ -424,9 +425,20 @@ def training_minutes(metrics: pd.DataFrame | None) -> float | None:
     return round(float(t.sum()) / 60.0, 1) if t.notna().any() else None
 
 
+def _last(metrics: pd.DataFrame | None, key: str, how: str = "last") -> float | None:
+    """The last logged (or the best, or the median) finite value of `key`, None when there is none."""
+    if metrics is None or key not in metrics.columns:
+        return None
+    y = pd.to_numeric(metrics[key], errors="coerce").dropna()
+    if y.empty:
+        return None
+    return float({"last": y.iloc[-1], "best": y.max(), "median": y.median()}[how])
+
+
 def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping, metrics: pd.DataFrame | None = None) -> dict:
-    """One row of the Runs table: a run's state, progress, the settings that tell runs apart and, from its
-    `metrics`, its training time."""
+    """One row of the Runs table: a run's state, progress, its summary metrics (from `metrics`: the last and the
+    best all-satisfied rate on the training samples, the last held-out all-satisfied rate, the median seconds per
+    step), the settings that tell runs apart (backend and process count included) and its training time."""
     method = info.method or cfg.get("method")
     source = routing_source({**cfg, "method": method})
     return {
@@ -435,6 +447,10 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping, met
         "progress": (info.step / info.total_steps) if info.total_steps else None,
         "step": info.step,
         "of": info.total_steps,
+        "all satisfied (last)": _last(metrics, "reward/all_satisfied"),
+        "all satisfied (best)": _last(metrics, "reward/all_satisfied", "best"),
+        "held-out (last)": _last(metrics, "eval/all_satisfied"),
+        "s/step": _last(metrics, "time/step", "median"),
         "method": method,
         "routing": cfg.get("routing") if source else None,
         "relevance": cfg.get("relevance") if source == "replay" else None,
@@ -443,6 +459,8 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping, met
         "prompts/step": cfg.get("prompts_per_step"),
         "seed": cfg.get("seed"),
         "model": info.model or cfg.get("model"),
+        "backend": cfg.get("backend") or ("builtin" if cfg else None),
+        "processes": int(cfg.get("nproc") or 1) if cfg else None,
         "training time (min)": training_minutes(metrics),
         "updated": info.updated_at,
         "tags": ", ".join(notes.get("tags", [])),

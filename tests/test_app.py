@@ -837,3 +837,21 @@ def test_any_logged_metric_by_name_or_pattern_on_curves_and_compare(runs_dir):
     fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_pattern_js/*/max")
     assert sorted(t["name"] for t in fig["data"]) == sorted(f"js/{r}/max" for r in DEFAULT_REWARDS)
     assert any("nothing/*" in c.value and "no logged metric" in c.value for c in at.caption)
+
+
+def test_runs_table_shows_summary_metrics_backend_and_processes(tmp_path, monkeypatch):
+    # issue 26: the Runs table with summary metrics (last and best all-satisfied, held-out rate, s/step), the backend
+    # and the process count
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    w = write_synthetic_run(tmp_path, "summ", steps=4, rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            config={"backend": "trl", "nproc": 2})
+    m = pd.read_json(w.path / "metrics.jsonl", lines=True)
+    at = page("runs", tmp_path)
+    row = at.dataframe[0].value.set_index("run").loc["summ"]
+    assert row["all satisfied (last)"] == pytest.approx(m["reward/all_satisfied"].iloc[-1])
+    assert row["all satisfied (best)"] == pytest.approx(m["reward/all_satisfied"].max())
+    assert row["held-out (last)"] == pytest.approx(m["eval/all_satisfied"].dropna().iloc[-1])
+    assert row["s/step"] == pytest.approx(m["time/step"].median())
+    assert row["backend"] == "trl" and row["processes"] == 2
+    shipped = at.dataframe[0].value.set_index("run").loc["sample/study-v2-mrtpo-swap-s0"]
+    assert shipped["backend"] == "builtin" and shipped["processes"] == 1

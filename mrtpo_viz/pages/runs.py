@@ -1,5 +1,6 @@
 """First page: every run (the runs directory, the shipped samples, and runs this session just started) with its
-state, progress and the settings that tell runs apart; filter and group by any of them; select a run to open
+state, progress, summary metrics (last and best all-satisfied rate, held-out rate, s/step) and the settings that
+tell runs apart (backend and process count included); filter and group by any of them; select a run to open
 it on the other pages, tag it, add notes, resume it when stopped, archive or delete it (with confirmation).
 Corrupt or half-written runs show a warning; crashed ones their error. Live while a run trains (`ui.follow_runs`)."""
 
@@ -19,6 +20,7 @@ INSPECT_PAGES = (("mrtpo_viz/pages/curves.py", "Training curves", ":material/sho
                  ("mrtpo_viz/pages/credit.py", "Token credit", ":material/format_color_fill:"),
                  ("mrtpo_viz/pages/js.py", "JS divergence", ":material/difference:"),
                  ("mrtpo_viz/pages/debugger.py", "Verifier debugger", ":material/bug_report:"))
+SUMMARY_COLUMNS = ("all satisfied (last)", "all satisfied (best)", "held-out (last)")
 CONFIRM_KEY = "runs_confirm"  # (action, run path) awaiting confirmation
 
 st.title("Runs")
@@ -74,7 +76,10 @@ def draw_table(frame: pd.DataFrame, key: str) -> None:
         selection_mode="single-row", key=key,
         column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0,
                                                                    format="percent"),
-                       "lr": st.column_config.NumberColumn("lr", format="%.1e"), "path": None},
+                       "lr": st.column_config.NumberColumn("lr", format="%.1e"), "path": None,
+                       **{c: st.column_config.NumberColumn(c, format="%.3f") for c in SUMMARY_COLUMNS},
+                       "s/step": st.column_config.NumberColumn("s/step", format="%.2f",
+                                                               help="median seconds per training step")},
     )
 
 
