@@ -13,6 +13,7 @@ when Chromium is absent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -635,6 +636,31 @@ def test_no_page_sends_a_request_outside_the_app(tmp_path):
     assert icon.startswith(url)
 
 
+@contextlib.contextmanager
+def app_in_browser(tmp_path: Path, shot: str, runs: Path | None = None, width: int = 1400, height: int = 1000):
+    """`mrtpo app` on `runs` (an empty runs folder by default: the shipped runs only) and a Chromium page: yields
+    (url, page); a failure leaves a screenshot `browser_<shot>_failure.png` in test-artifacts/."""
+    sync_playwright = playwright_or_skip()
+    runs = runs or tmp_path / "runs"
+    runs.mkdir(exist_ok=True)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(90000)
+            try:
+                yield url, page
+            except BaseException:
+                page.screenshot(path=str(ARTIFACTS / f"browser_{shot}_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+
+
 # The text each select box of the page shows, by its label.
 SELECT_TEXTS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid="stSelectbox"] input')].map(
     i => [i.getAttribute('aria-label'), i.value]))"""
@@ -645,42 +671,28 @@ def test_switching_the_run_shows_the_new_runs_relevance_and_sample_labels(tmp_pa
     """Issue 26 bug 3: after switching from a run trained with `swap` to one trained with `swap_specific`, the
     Relevance box still read "swap (trained)" and the sample box the previous run's label, over the new run's
     recomputed tokens. After the switch every select box shows what a fresh visit of the same link shows."""
-    sync_playwright = playwright_or_skip()
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
-    ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            try:
-                page.goto(f"{url}/{page_name}?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
-                wait_for_script(page)
-                page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] === 'swap (trained)'")
-                box = page.locator('[data-testid="stSelectbox"] input').first
-                box.click()
-                box.fill("swap-specific")
-                page.get_by_role("option").filter(has_text="study-v2-mrtpo-swap-specific-s0").first.click()
-                wait_for_script(page)
-                page.wait_for_function("() => location.search.includes('swap-specific')")
-                wait_for_script(page)
-                page.wait_for_timeout(1000)
-                switched = page.evaluate(SELECT_TEXTS_JS)
-                page.screenshot(path=str(ARTIFACTS / f"browser_{page_name}_run_switch.png"), full_page=True)
-                assert switched["Relevance"] == "swap_specific (trained)", switched
-                assert page.get_by_text("recomputed under").count() == 0  # no recomputation: its own variant
-                link = page.url
-                page.goto(link)
-                wait_for_script(page)
-                page.wait_for_timeout(1000)
-                assert page.evaluate(SELECT_TEXTS_JS) == switched, (link, switched)
-            except BaseException:
-                page.screenshot(path=str(ARTIFACTS / f"browser_{page_name}_run_switch_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+    with app_in_browser(tmp_path, f"{page_name}_run_switch") as (url, page):
+        page.goto(f"{url}/{page_name}?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] === 'swap (trained)'")
+        box = page.locator('[data-testid="stSelectbox"] input').first
+        box.click()
+        box.fill("swap-specific")
+        page.get_by_role("option").filter(has_text="study-v2-mrtpo-swap-specific-s0").first.click()
+        wait_for_script(page)
+        page.wait_for_function("() => location.search.includes('swap-specific')")
+        wait_for_script(page)
+        page.wait_for_timeout(1000)
+        switched = page.evaluate(SELECT_TEXTS_JS)
+        page.screenshot(path=str(ARTIFACTS / f"browser_{page_name}_run_switch.png"), full_page=True)
+        assert switched["Relevance"] == "swap_specific (trained)", switched
+        assert page.get_by_text("recomputed under").count() == 0  # no recomputation: its own variant
+        link = page.url
+        page.goto(link)
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] !== undefined")
+        page.wait_for_timeout(1000)
+        assert page.evaluate(SELECT_TEXTS_JS) == switched, (link, switched)
 
 
 # {run: its row} of the Runs table (the table's accessible cells), each row as {column: text}.
@@ -705,7 +717,7 @@ def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
     all, and live figures trailed the progress line by up to 13 steps on a 0.8 s/step run. Now both pages follow a
     run that writes a step a second without a reload, and a figure trails the written steps by at most
     FIGURE_REFRESH_S + 2 polls."""
-    sync_playwright = playwright_or_skip()
+    playwright_or_skip()
     import numpy as np
 
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
@@ -725,40 +737,30 @@ def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
         w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
         w.set_status(step=step)
 
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
     try:
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            try:
-                page.goto(url + "/")
-                wait_for_script(page)
-                page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '3'")
-                for _ in range(3):
-                    write_step()
-                    page.wait_for_timeout(1000)
-                # the table follows without a reload
-                page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '{step}'",
-                                       timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+        with app_in_browser(tmp_path, "live_runs", runs) as (url, page):
+            page.goto(url + "/")
+            wait_for_script(page)
+            page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '3'")
+            for _ in range(3):
+                write_step()
+                page.wait_for_timeout(1000)
+            # the table follows without a reload
+            page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '{step}'",
+                                   timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
 
-                page.goto(url + "/compare?run=live")
-                wait_for_script(page)
-                page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}")
-                lags = []
-                for _ in range(12):  # a step a second; the figure's lag behind the written steps, once a second
-                    write_step()
-                    page.wait_for_timeout(1000)
-                    lags.append(step - page.evaluate(TRACE_STEPS_JS, "live"))
-                page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}",
-                                       timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
-                assert max(lags) <= FIGURE_REFRESH_S + 2 * REFRESH_S + 1, lags
-            except BaseException:
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "browser_live_runs_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
+            page.goto(url + "/compare?run=live")
+            wait_for_script(page)
+            page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}")
+            lags = []
+            for _ in range(12):  # a step a second; the figure's lag behind the written steps, once a second
+                write_step()
+                page.wait_for_timeout(1000)
+                lags.append(step - page.evaluate(TRACE_STEPS_JS, "live"))
+            page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}",
+                                   timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+            assert max(lags) <= FIGURE_REFRESH_S + 2 * REFRESH_S + 1, lags
     finally:
-        stop_app(proc)
         trainer.kill()
         trainer.wait()
 
@@ -780,30 +782,13 @@ BAR_DISTANCES_JS = """() => {
 def test_span_bars_sit_under_their_own_line_of_tokens(tmp_path):
     """Issue 26 bug 7: with 10 rewards each token had 10 bar slots under it (40 px) and wrapped lines were 4 px apart,
     so a bar in a late slot sat nearer the next line's tokens than its own. Every bar is now nearer its own line."""
-    sync_playwright = playwright_or_skip()
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
-    try:
-        with sync_playwright() as pw:
-            browser = open_browser(pw)
-            page = browser.new_page(viewport={"width": 900, "height": 1000})  # narrow: the response wraps
-            page.set_default_timeout(90000)
-            try:
-                page.goto(url + "/credit?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
-                wait_for_script(page)
-                page.locator(".mrtpo-hm .tok").first.wait_for()
-                distances = page.evaluate(BAR_DISTANCES_JS)
-                assert distances, "no bar above a wrapped line"
-                assert all(own < below for own, below in distances), distances
-            except BaseException:
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "browser_span_bars_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+    with app_in_browser(tmp_path, "span_bars", width=900) as (url, page):  # narrow: the response wraps
+        page.goto(url + "/credit?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
+        wait_for_script(page)
+        page.locator(".mrtpo-hm .tok").first.wait_for()
+        distances = page.evaluate(BAR_DISTANCES_JS)
+        assert distances, "no bar above a wrapped line"
+        assert all(own < below for own, below in distances), distances
 
 
 # Every figure whose legend does not fit (plotly scrolls it inside the figure, cutting entries): [title, needed px,
@@ -820,35 +805,20 @@ STUDY_RUNS = ("sample/study-v2-mrtpo-swap-s0", "sample/study-v2-mrtpo-swap-speci
 def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
     """Issue 26 bugs 2 and 7 in Chromium: the shipped 10-reward run's curves draw ten rewards in ten colours; with
     its three study runs overlaid, no legend scrolls inside its figure (half-width per-reward panels were cut)."""
-    sync_playwright = playwright_or_skip()
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
-    ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            try:
-                page.goto(f"{url}/curves?run={STUDY_RUNS[0]}")
-                wait_for_script(page)
-                page.locator(".js-plotly-plot").first.wait_for()
-                colours = page.evaluate(FIRST_FIGURE_COLOURS_JS)
-                rewards = {n: c for n, c in colours.items() if n != "all satisfied"}
-                assert len(rewards) == 10 and len(set(rewards.values())) == 10, colours
-                page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
-                page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
-                wait_for_script(page)
-                page.locator(".js-plotly-plot").nth(4).wait_for()
-                page.wait_for_timeout(1500)
-                assert page.evaluate(CUT_LEGENDS_JS) == []
-                assert page.evaluate(OVERLAPS_JS) == []
-            except BaseException:
-                page.screenshot(path=str(ARTIFACTS / "browser_ten_rewards_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+    with app_in_browser(tmp_path, "ten_rewards") as (url, page):
+        page.goto(f"{url}/curves?run={STUDY_RUNS[0]}")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        colours = page.evaluate(FIRST_FIGURE_COLOURS_JS)
+        rewards = {n: c for n, c in colours.items() if n != "all satisfied"}
+        assert len(rewards) == 10 and len(set(rewards.values())) == 10, colours
+        page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
+        page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").nth(4).wait_for()
+        page.wait_for_timeout(1500)
+        assert page.evaluate(CUT_LEGENDS_JS) == []
+        assert page.evaluate(OVERLAPS_JS) == []
 
 
 # The first figure's legend entries (text) and how many filled band paths it draws.
@@ -861,7 +831,6 @@ LEGEND_AND_BANDS_JS = """() => { const p = document.querySelector('.js-plotly-pl
 def test_a_study_compared_by_seed_groups(tmp_path):
     """Issue 26 "seed groups": three methods x three seeds on Compare, grouped: one line per method with a filled
     band and the seed count in the legend, the same link reopens it, and "each run" gives the nine runs back."""
-    sync_playwright = playwright_or_skip()
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
     runs = tmp_path / "runs"
@@ -869,31 +838,18 @@ def test_a_study_compared_by_seed_groups(tmp_path):
     for n in names:
         write_synthetic_run(runs, n, steps=10, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
                             seed=int(n[-1]), with_eval=False)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
-    ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            try:
-                page.goto(f"{url}/compare?" + urlencode([*(("run", n) for n in names), ("group", "std")]))
-                wait_for_script(page)
-                page.locator(".js-plotly-plot").first.wait_for()
-                page.wait_for_timeout(1000)
-                legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
-                assert legend == ["study-grpo (3 seeds)", "study-gdpo (3 seeds)", "study-mrtpo (3 seeds)"], legend
-                assert bands == 3
-                page.screenshot(path=str(ARTIFACTS / "browser_compare_seed_groups.png"), full_page=True)
-                box = page.locator('[data-testid="stSelectbox"] input[aria-label="Runs"]')
-                box.click()
-                page.get_by_role("option", name="each run").click()
-                wait_for_script(page)
-                page.wait_for_timeout(1000)
-                legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
-                assert legend == names and bands == 0, legend
-            except BaseException:
-                page.screenshot(path=str(ARTIFACTS / "browser_seed_groups_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+    with app_in_browser(tmp_path, "seed_groups", runs) as (url, page):
+        page.goto(f"{url}/compare?" + urlencode([*(("run", n) for n in names), ("group", "std")]))
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_timeout(1000)
+        legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
+        assert legend == ["study-grpo (3 seeds)", "study-gdpo (3 seeds)", "study-mrtpo (3 seeds)"], legend
+        assert bands == 3
+        page.screenshot(path=str(ARTIFACTS / "browser_compare_seed_groups.png"), full_page=True)
+        page.locator('[data-testid="stSelectbox"] input[aria-label="Runs"]').click()
+        page.get_by_role("option", name="each run").click()
+        wait_for_script(page)
+        page.wait_for_timeout(1000)
+        legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
+        assert legend == names and bands == 0, legend
