@@ -29,8 +29,9 @@ def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, re
 
 def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None, run: str | None = None):
     """A select box of the relevance variants recomputable from this step's stored d (`specificity.
-    computable_variants`), the others listed with why not; another `run` than last time opens on its own variant. Returns (the credit frame, recomputed under the
-    chosen variant when it is not the run's own, with a `relevance` column; the chosen variant or None)."""
+    computable_variants`), the others listed with why not; another `run` than last time opens on its own variant.
+    Returns (the credit frame, recomputed under the chosen variant when it is not the run's own, with a `relevance`
+    column; the chosen variant or None)."""
     from core.config import DEFAULT_RELEVANCE
     from mrtpo_viz import specificity
     ok, why = specificity.computable_variants(cfg)
