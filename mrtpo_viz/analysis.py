@@ -409,8 +409,8 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
 
 # The columns of the Runs table, and those it can be filtered and grouped by.
 RUN_COLUMNS = ("run", "state", "progress", "step", "of", "all satisfied (last)", "all satisfied (best)",
-               "held-out (last)", "s/step", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "model",
-               "backend", "processes", "training time (min)", "updated", "tags", "notes", "source", "path")
+               "held-out (last)", "s/step", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed",
+               "model", "backend", "processes", "training time (min)", "updated", "tags", "notes", "source", "path")
 GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "backend",
              "processes", "tags", "source")
 
@@ -435,7 +435,8 @@ def _last(metrics: pd.DataFrame | None, key: str, how: str = "last") -> float | 
     return float({"last": y.iloc[-1], "best": y.max(), "median": y.median()}[how])
 
 
-def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping, metrics: pd.DataFrame | None = None) -> dict:
+def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping,
+            metrics: pd.DataFrame | None = None) -> dict:
     """One row of the Runs table: a run's state, progress, its summary metrics (from `metrics`: the last and the
     best all-satisfied rate on the training samples, the last held-out all-satisfied rate, the median seconds per
     step), the settings that tell runs apart (backend and process count included) and its training time."""

@@ -1,9 +1,10 @@
 """Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
-default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval,
-with the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach given all-satisfied
-rates; "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match (`span/*/overlap`,
-`time/replay`), one panel each. A run without data for the chosen quantity is named, never dropped silently. The state is the URL. While a
-chosen run trains the page is live (`ui.follow_runs`, as Training curves)."""
+default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval, with
+the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach
+given all-satisfied rates; "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match
+(`span/*/overlap`, `time/replay`), one panel each. A run without data for the chosen quantity is named, never
+dropped silently. The state is the URL. While a chosen run trains the page is live (`ui.follow_runs`, as Training
+curves)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
-"""Training curves: rewards, losses, KL, entropy, clip fraction, JS, span agreement, step time and response
-length of one or several runs (panels whose quantity a run does not have are left out, with the reason);
-smoothing, x axis (step, samples seen, training time), log scale, seed groups (the runs that differ only in
-their seed as their mean and a band), more panels of any logged metric by name or glob pattern (`span/*/overlap`,
-`time/replay`) and a CSV of the plotted series.
+"""Training curves: rewards, losses, KL, entropy, clip fraction, JS, span agreement, step time and response length of
+one or several runs (panels whose quantity a run does not have are left out, with the reason); smoothing, x axis
+(step, samples seen, training time), log scale, seed groups (the runs that differ only in their seed as their mean
+and a band), more panels of any logged metric by name or glob pattern (`span/*/overlap`, `time/replay`) and a CSV of
+the plotted series.
 
 While a chosen run is active only its progress line is live (`ui.follow_runs`: a fragment polls the run's status
-every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when
-a step was written and the figures were drawn `ui.FIGURE_REFRESH_S` or more ago, or when a run starts or ends. Built figures are shared by every
-session of the server (a new visitor of a run that someone has viewed gets them without building them again).
-A run that has not finished a step shows what its trainer is doing (its startup phase and log tail). The
-page's state is its URL (a shareable link).
-"""
+every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when a
+step was written and the figures were drawn `ui.FIGURE_REFRESH_S` or more ago, or when a run starts or ends. Built
+figures are shared by every session of the server (a new visitor of a run that someone has viewed gets them without
+building them again). A run that has not finished a step shows what its trainer is doing (its startup phase and log
+tail). The page's state is its URL (a shareable link)."""
 
 from __future__ import annotations
 
