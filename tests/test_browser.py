@@ -676,11 +676,17 @@ def test_switching_the_run_shows_the_new_runs_relevance_and_sample_labels(tmp_pa
         wait_for_script(page)
         page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] === 'swap (trained)'")
         box = page.locator('[data-testid="stSelectbox"] input').first
-        box.click()
-        box.fill("swap-specific")
-        page.get_by_role("option").filter(has_text="study-v2-mrtpo-swap-specific-s0").first.click()
-        wait_for_script(page)
-        page.wait_for_function("() => location.search.includes('swap-specific')")
+        for attempt in range(3):  # a rerun still under way on a loaded machine can close the list before the click
+            box.click()
+            box.fill("swap-specific")
+            page.get_by_role("option").filter(has_text="study-v2-mrtpo-swap-specific-s0").first.click()
+            wait_for_script(page)
+            try:
+                page.wait_for_function("() => location.search.includes('swap-specific')", timeout=20000)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
         wait_for_script(page)
         page.wait_for_timeout(1000)
         switched = page.evaluate(SELECT_TEXTS_JS)
