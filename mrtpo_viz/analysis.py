@@ -6,8 +6,11 @@ Pure pandas on run-store frames (schema in docs/CONTRACTS.md). No Streamlit; nev
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -52,6 +55,84 @@ def with_x_columns(metrics: pd.DataFrame, samples_per_step: int | None) -> pd.Da
     if "time/step" in df.columns:
         df["minutes"] = pd.to_numeric(df["time/step"], errors="coerce").fillna(0.0).cumsum() / 60.0
     return df
+
+
+# ---------------------------------------------------------------------------------------------- seed groups
+
+# Config fields that name or place a run, or only say how it is recorded: runs that differ in these and in the seed
+# alone were trained with the same recipe.
+NOT_RECIPE = ("seed", "run_name", "runs_dir", "device", "checkpoint_every", "keep_checkpoints", "schema_version")
+BANDS = {"std": "mean ± std", "minmax": "min to max"}
+BAND_LO, BAND_HI = "::lo", "::hi"  # suffixes of a group frame's band columns (`group_metrics`)
+_SEED_SUFFIX = re.compile(r"[-_.]?(s|seed)[-_]?\d+$")
+
+
+def recipe_key(cfg: Mapping) -> str:
+    """What a run was trained with, everything but its seed (and NOT_RECIPE), as a canonical string."""
+    return json.dumps({k: v for k, v in cfg.items() if k not in NOT_RECIPE}, sort_keys=True, default=str)
+
+
+def seed_groups(configs: Mapping[str, Mapping]) -> dict[str, list[str]]:
+    """Runs grouped by everything but the seed: {group label: run labels}, groups in the order of their first run.
+    A group's label is its runs' common name without a trailing seed (`study-v2-gdpo-s3` -> `study-v2-gdpo`), or
+    the first run's name with `+…` when the names differ otherwise, followed by ` (N seeds)` for N > 1."""
+    by_key: dict[str, list[str]] = {}
+    for run, cfg in configs.items():
+        by_key.setdefault(recipe_key(cfg), []).append(run)
+    out: dict[str, list[str]] = {}
+    for runs in by_key.values():
+        stems = list(dict.fromkeys(_SEED_SUFFIX.sub("", r) or r for r in runs))
+        label = stems[0] if len(stems) == 1 else f"{stems[0]}+…"
+        if len(runs) > 1:
+            label += f" ({len(runs)} seeds)"
+        while label in out:
+            label += "'"
+        out[label] = runs
+    return out
+
+
+def group_metrics(metrics_by_run: Mapping[str, pd.DataFrame], groups: Mapping[str, Sequence[str]],
+                  band: str = "std") -> dict[str, pd.DataFrame]:
+    """One frame per seed group, aligned on `step`: each numeric column is the mean over the group's runs that
+    logged it at that step, and, for a group of two runs or more, `<column>::lo` / `<column>::hi` bound its band:
+    mean ± the sample standard deviation (ddof = 1) for `band="std"`, the min and max for `band="minmax"`. A group
+    of one run is its frame unchanged. The x columns (`samples`, `minutes`) are averaged like the others."""
+    if band not in BANDS:
+        raise ValueError(f"band must be one of {sorted(BANDS)}, got {band!r}")
+    out: dict[str, pd.DataFrame] = {}
+    for label, runs in groups.items():
+        frames = [metrics_by_run[r] for r in runs if r in metrics_by_run and metrics_by_run[r] is not None
+                  and not metrics_by_run[r].empty and "step" in metrics_by_run[r].columns]
+        if len(frames) <= 1:
+            out[label] = frames[0] if frames else pd.DataFrame({"step": []})
+            continue
+        long = pd.concat([f.apply(pd.to_numeric, errors="coerce") for f in frames], ignore_index=True)
+        by_step = long.groupby("step", sort=True)
+        mean = by_step.mean()
+        if band == "std":
+            spread = by_step.std(ddof=1)
+            lo, hi = mean - spread, mean + spread
+        else:
+            lo, hi = by_step.min(), by_step.max()
+        cols = [c for c in mean.columns if c not in ("samples", "minutes")]
+        out[label] = pd.concat([mean, lo[cols].add_suffix(BAND_LO), hi[cols].add_suffix(BAND_HI)], axis=1).reset_index()
+    return out
+
+
+# Frame columns that are not logged metrics (the x axes and a seed group's bands).
+NOT_METRICS = ("step", "samples", "minutes")
+
+
+def metric_patterns(text: str) -> list[str]:
+    """The names or glob patterns in `text` (separated by commas or spaces), in order, each once."""
+    return list(dict.fromkeys(p for p in re.split(r"[,\s]+", text or "") if p))
+
+
+def match_metrics(columns: Sequence[str], patterns: Sequence[str]) -> list[str]:
+    """The logged metric keys among `columns` that a name or a glob pattern (`fnmatch`: `*` also crosses `/`, so
+    `span/*/overlap` matches `span/a:b/overlap`) of `patterns` names, in the order of `columns`."""
+    keys = [c for c in columns if c not in NOT_METRICS and not c.endswith((BAND_LO, BAND_HI))]
+    return [c for c in keys if any(fnmatch.fnmatchcase(c, p) for p in patterns)]
 
 
 def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:
@@ -262,6 +343,25 @@ def steps_to_reach(metrics_by_run: Mapping[str, pd.DataFrame], thresholds: Seque
     return pd.DataFrame(rows)
 
 
+# What a held-out rate depends on besides the training: the model evaluated and the evaluation (prompt set, how
+# many of its prompts, samples per prompt); rates of runs that differ in one of them are not comparable.
+EVAL_SETTINGS = {"model": "model", "eval_prompt_set": "evaluation prompt set", "eval_prompts": "evaluation prompts",
+                 "eval_samples": "samples per evaluation prompt"}
+
+
+def eval_setting_differences(configs: Mapping[str, Mapping]) -> list[str]:
+    """The evaluation settings (EVAL_SETTINGS) that differ between the runs' configs, each as
+    "<setting>: <value> (<runs>) vs <value> (<runs>)"; [] when every run was evaluated alike."""
+    out = []
+    for field, name in EVAL_SETTINGS.items():
+        by_value: dict[str, list[str]] = {}
+        for run, cfg in configs.items():
+            by_value.setdefault(str(cfg.get(field)), []).append(run)
+        if len(by_value) > 1:
+            out.append(f"{name}: " + " vs ".join(f"{v} ({', '.join(runs)})" for v, runs in by_value.items()))
+    return out
+
+
 def describe_steps_to_reach(table: pd.DataFrame, thresholds: Sequence[float], missing: str = "no data") -> pd.DataFrame:
     """`steps_to_reach`'s table as text for display: a first step as a number, "not reached" when the run's
     values stay below the rate, and `missing` (e.g. "no eval data") for every cell of a run that logged no
@@ -308,26 +408,38 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
 # ---------------------------------------------------------------------------------------------- the run list
 
 # The columns of the Runs table, and those it can be filtered and grouped by.
-RUN_COLUMNS = ("run", "state", "progress", "step", "of", "method", "routing", "relevance", "lr", "G",
-               "prompts/step", "seed", "model", "wall time (min)", "updated", "tags", "notes", "source", "path")
-GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "tags",
-             "source")
+RUN_COLUMNS = ("run", "state", "progress", "step", "of", "all satisfied (last)", "all satisfied (best)",
+               "held-out (last)", "s/step", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed",
+               "model", "backend", "processes", "training time (min)", "updated", "tags", "notes", "source", "path")
+GROUPABLE = ("state", "method", "routing", "relevance", "lr", "G", "prompts/step", "seed", "of", "model", "backend",
+             "processes", "tags", "source")
 
 
-def wall_minutes(started_at: str | None, updated_at: str | None) -> float | None:
-    """Minutes from the run's start to its last status update (ISO timestamps); None when either is missing."""
-    try:
-        start = pd.Timestamp(started_at)
-        end = pd.Timestamp(updated_at)
-    except (TypeError, ValueError):
+def training_minutes(metrics: pd.DataFrame | None) -> float | None:
+    """Minutes the run spent training: the sum of its steps' `time/step` (the x axis "training time" of the curves).
+    Unlike status.json's start-to-last-update span it leaves out the idle time between a Stop and a Resume (and the
+    startup, evaluations and checkpoints). None when the run logged no step time."""
+    if metrics is None or "time/step" not in metrics.columns:
         return None
-    if pd.isna(start) or pd.isna(end):
+    t = pd.to_numeric(metrics["time/step"], errors="coerce")
+    return round(float(t.sum()) / 60.0, 1) if t.notna().any() else None
+
+
+def _last(metrics: pd.DataFrame | None, key: str, how: str = "last") -> float | None:
+    """The last logged (or the best, or the median) finite value of `key`, None when there is none."""
+    if metrics is None or key not in metrics.columns:
         return None
-    return round((end - start).total_seconds() / 60.0, 1)
+    y = pd.to_numeric(metrics[key], errors="coerce").dropna()
+    if y.empty:
+        return None
+    return float({"last": y.iloc[-1], "best": y.max(), "median": y.median()}[how])
 
 
-def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> dict:
-    """One row of the Runs table: a run's state, progress and the settings that tell runs apart."""
+def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping,
+            metrics: pd.DataFrame | None = None) -> dict:
+    """One row of the Runs table: a run's state, progress, its summary metrics (from `metrics`: the last and the
+    best all-satisfied rate on the training samples, the last held-out all-satisfied rate, the median seconds per
+    step), the settings that tell runs apart (backend and process count included) and its training time."""
     method = info.method or cfg.get("method")
     source = routing_source({**cfg, "method": method})
     return {
@@ -336,6 +448,10 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> 
         "progress": (info.step / info.total_steps) if info.total_steps else None,
         "step": info.step,
         "of": info.total_steps,
+        "all satisfied (last)": _last(metrics, "reward/all_satisfied"),
+        "all satisfied (best)": _last(metrics, "reward/all_satisfied", "best"),
+        "held-out (last)": _last(metrics, "eval/all_satisfied"),
+        "s/step": _last(metrics, "time/step", "median"),
         "method": method,
         "routing": cfg.get("routing") if source else None,
         "relevance": cfg.get("relevance") if source == "replay" else None,
@@ -344,7 +460,9 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping) -> 
         "prompts/step": cfg.get("prompts_per_step"),
         "seed": cfg.get("seed"),
         "model": info.model or cfg.get("model"),
-        "wall time (min)": wall_minutes(status.get("started_at"), status.get("updated_at")),
+        "backend": cfg.get("backend") or ("builtin" if cfg else None),
+        "processes": int(cfg.get("nproc") or 1) if cfg else None,
+        "training time (min)": training_minutes(metrics),
         "updated": info.updated_at,
         "tags": ", ".join(notes.get("tags", [])),
         "notes": str(notes.get("notes", "")).split("\n", 1)[0],

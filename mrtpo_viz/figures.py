@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from mrtpo_viz.analysis import ema
+from mrtpo_viz.analysis import BAND_HI, BAND_LO, ema
 from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, reward_colors, skipped_rewards
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -73,12 +73,16 @@ def _white(fig: go.Figure) -> go.Figure:
 def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
     """Title, axis titles and the legend under the plot. The legend is placed in the figure's container, at its
     bottom edge (plotly then makes room for it under the axis title), so neither the x axis title nor rotated
-    category labels can overlap it; the figure grows by its rows beyond the first two."""
+    category labels can overlap it; the figure grows by its rows beyond the first two, and to twice the legend's
+    height, so that the legend is never cut."""
     names = [str(tr.name) for tr in fig.data if tr.showlegend is not False and tr.name]
-    extra = LEGEND_ROW_PX * max(0, legend_rows(names) - 2)
+    rows = legend_rows(names)
+    # Plotly gives a horizontal legend at most half the figure's height and scrolls the rest inside the figure
+    # (entries cut mid-way): the figure is made at least twice as tall as its legend.
+    legend_px = LEGEND_ROW_PX * rows + 20
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left"),
-        height=height + extra,
+        height=max(height + LEGEND_ROW_PX * max(0, rows - 2), 2 * legend_px),
         margin=dict(l=50, r=20, t=40, b=10),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left"),
         hovermode="x unified",
@@ -94,6 +98,12 @@ def _integer_steps(fig: go.Figure) -> None:
     xs = [x for tr in fig.data if getattr(tr, "x", None) is not None for x in tr.x]
     if xs and max(xs) - min(xs) <= 12:
         fig.update_xaxes(dtick=1)
+
+
+def _rgba(color: str, alpha: float) -> str:
+    """A `#rrggbb` colour as `rgba(r,g,b,alpha)` (a seed group's band)."""
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
 
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
@@ -126,7 +136,9 @@ def metric_lines(
     x: the frame column on the x axis (`step`, or a column added by `analysis.with_x_columns`).
     smooth: EMA weight in [0, 1) (`analysis.ema`); above 0 the smoothed line is drawn over the raw one, faint.
     log_y: a logarithmic y axis (values <= 0 are not drawn).
-    Each trace's `meta` is [run, key, "raw" | "smoothed"] (`plotted_series` exports them).
+    A frame of a seed group (`analysis.group_metrics`: "run" is the group) with `<key>::lo` / `<key>::hi` columns
+    gets its band drawn, filled in the line's colour, under its mean line.
+    Each trace's `meta` is [run, key, "raw" | "smoothed" | "band low" | "band high"] (`plotted_series` exports them).
     """
     if color_by not in ("key", "run"):
         raise ValueError(f"color_by must be 'key' or 'run', got {color_by!r}")
@@ -156,6 +168,16 @@ def metric_lines(
             width = 3 if key.endswith("all_satisfied") else 2
             mode = "lines+markers" if y.notna().sum() < MARKERS_BELOW else "lines"
             group = run if (multi and color_by == "key") else name
+            lo_key, hi_key = f"{key}{BAND_LO}", f"{key}{BAND_HI}"
+            if lo_key in df.columns and hi_key in df.columns:  # a seed group: its band under its mean line
+                lo, hi = (pd.to_numeric(df[k], errors="coerce") for k in (lo_key, hi_key))
+                if smooth > 0:
+                    lo, hi = ema(lo, smooth), ema(hi, smooth)
+                fig.add_trace(go.Scatter(x=df[x], y=hi, mode="lines", line=dict(width=0), showlegend=False,
+                                         hoverinfo="skip", legendgroup=group, meta=[run, key, "band high"]))
+                fig.add_trace(go.Scatter(x=df[x], y=lo, mode="lines", line=dict(width=0), showlegend=False,
+                                         hoverinfo="skip", legendgroup=group, fill="tonexty",
+                                         fillcolor=_rgba(color, 0.15), meta=[run, key, "band low"]))
             if smooth > 0:
                 fig.add_trace(go.Scatter(  # the raw values, faint under the smoothed line
                     x=df[x], y=y, mode="lines", connectgaps=True, name=name, showlegend=False, hoverinfo="skip",
@@ -174,9 +196,28 @@ def metric_lines(
         return _empty(fig, "no data for these metrics yet")
     if log_y:
         fig.update_yaxes(type="log")
+        hidden = nonpositive_count(fig)
+        if hidden:
+            fig.add_annotation(text=f"log axis: {hidden} value{'s' if hidden > 1 else ''} ≤ 0 not drawn", x=1, y=1,
+                               xref="paper", yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
+                               font=dict(size=11, color="#888"))
     if x == "step":
         _integer_steps(fig)
     return fig
+
+
+def nonpositive_count(fig: go.Figure) -> int:
+    """How many finite y values <= 0 the figure's drawn lines hold (a log axis cannot show them; the faint raw
+    lines under smoothed ones and seed groups' bands are not counted)."""
+    n = 0
+    for tr in fig.data:
+        meta = tr.meta if isinstance(tr.meta, (list, tuple)) else ()
+        kind = str(meta[2]) if len(meta) > 2 else ""
+        if tr.y is None or kind.startswith("band") or (kind == "raw" and tr.showlegend is False):
+            continue
+        y = pd.to_numeric(pd.Series(list(tr.y)), errors="coerce")
+        n += int((y <= 0).sum())
+    return n
 
 
 # Titles of the x axes the curves can be drawn against (columns of `analysis.with_x_columns`).

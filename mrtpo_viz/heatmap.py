@@ -11,7 +11,8 @@ as `↵` followed by a line break, a tab as `⇥`, and a token made only of spac
 Colours: a diverging scale centred at 0 (blue < 0 < red, white at exactly 0), symmetric around 0
 with half-width `scale`; `scale` is the largest |value| shown unless the caller fixes it (to
 compare samples on one scale). Each reward's inspected spans are drawn as a bar under the tokens
-in that reward's colour; consecutive in-span tokens join into one bar, so a bar is a span.
+in that reward's colour (one slot per reward with a span in the sample; wrapped lines lie further apart than
+the slots are tall, so a bar sits under its own line); consecutive in-span tokens join into one bar.
 
 Never imports torch or streamlit.
 """
@@ -21,13 +22,14 @@ from __future__ import annotations
 import html
 import math
 import unicodedata
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-# Qualitative colours for rewards (span bars, figure lines); chosen to stay readable on white and to
-# differ from the blue/red credit scale's mid tones.
+# Qualitative colours for rewards (span bars, figure lines): 16 hues that stay readable on white and on the dark
+# theme, differ from the blue/red credit scale's mid tones, and lie >= 24 apart in CIELAB (a test checks it).
 REWARD_PALETTE = (
     "#2ca02c",  # green
     "#9467bd",  # purple
@@ -37,6 +39,14 @@ REWARD_PALETTE = (
     "#e377c2",  # pink
     "#bcbd22",  # olive
     "#7f7f7f",  # grey
+    "#f3c300",  # yellow
+    "#a1caf1",  # light blue
+    "#b3446c",  # raspberry
+    "#f99379",  # salmon
+    "#98df8a",  # light green
+    "#00735c",  # pine
+    "#882d17",  # rust
+    "#c2b280",  # sand
 )
 
 NEGATIVE_RGB = (33, 102, 172)  # blue end of the diverging scale
@@ -44,6 +54,8 @@ POSITIVE_RGB = (178, 24, 43)  # red end
 ZERO_RGB = (255, 255, 255)
 
 TOTAL_ROW = "total advantage"
+BAR_SLOT_PX = 4  # a span bar's slot under a token: 3 px of bar and 1 px above it (CSS i.b)
+BAR_GAP_PX = 6  # the space between the last bar slot of a line of tokens and the next line
 
 EMPTY_TOKEN = "∅"  # how a token that decodes to no text (the end-of-sequence token) is drawn
 
@@ -56,7 +68,7 @@ _CSS = """
   line-height: 1.25; color: inherit; }
 .mrtpo-hm .row { margin: 0 0 10px 0; }
 .mrtpo-hm .row-label { font-family: sans-serif; font-size: 12px; font-weight: 600; margin: 2px 0; }
-.mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 4px; }
+.mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 10px; }
 .mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; position: relative; outline: none; }
 .mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: #111; cursor: default; }
 .mrtpo-hm .dk { color: #fff; }
@@ -82,8 +94,34 @@ _CSS = """
 
 
 def reward_colors(reward_names: Sequence[str]) -> dict[str, str]:
-    """A fixed colour per reward, by its position in the run's reward list."""
-    return {name: REWARD_PALETTE[i % len(REWARD_PALETTE)] for i, name in enumerate(reward_names)}
+    """The colour of each reward in one view (a page's figures and heatmaps): the one function that owns them.
+
+    A reward's own colour is `REWARD_PALETTE[crc32(name) % len(REWARD_PALETTE)]`, the same on every page and in
+    every run. In a view where several rewards want the same colour, the first by name keeps it and the others,
+    in name order, take the next colour of the palette that no reward of the view wants or has taken; so a
+    reward whose own colour no other reward of the view wants always has it, and the colours of a view are
+    distinct while it has at most len(REWARD_PALETTE) rewards (beyond that they repeat). The result does not
+    depend on the order of `reward_names`: every page that shows the same rewards gives each the same colour.
+    """
+    n = len(REWARD_PALETTE)
+    names = sorted(set(reward_names))
+    own = {name: zlib.crc32(name.encode("utf-8")) % n for name in names}
+    slot_of: dict[str, int] = {}
+    for name in names:  # first pass: each wanted colour to the first reward (by name) that wants it
+        if own[name] not in slot_of.values():
+            slot_of[name] = own[name]
+    used = set(slot_of.values())
+    for name in names:  # second pass: the others, each to the next colour nobody has
+        if name in slot_of:
+            continue
+        if len(used) == n:
+            used = set()  # more rewards than colours: colours repeat
+        slot = own[name]
+        while slot in used:
+            slot = (slot + 1) % n
+        slot_of[name] = slot
+        used.add(slot)
+    return {name: REWARD_PALETTE[slot_of[name]] for name in dict.fromkeys(reward_names)}
 
 
 def diverging_rgb(value: float, scale: float) -> tuple[int, int, int]:
@@ -283,8 +321,7 @@ def token_heatmap_html(
     names = [r for r in (reward_names or present) if r in present] + [
         r for r in present if r not in (reward_names or [])
     ]
-    colors = reward_colors(list(reward_names or names))
-    colors = {r: colors.get(r, REWARD_PALETTE[i % len(REWARD_PALETTE)]) for i, r in enumerate(names)}
+    colors = reward_colors([*(reward_names or []), *names])
     arrays = token_arrays(sample_df, names)
     ts, tokens, total = arrays["t"], arrays["token"], arrays["token_adv"]
     credit, js, weight, in_span = arrays["credit"], arrays["distance"], arrays["weight"], arrays["in_span"]
@@ -316,9 +353,14 @@ def token_heatmap_html(
         sc = scale if scale is not None else auto_scale(values)
         label = "total token advantage" if key == TOTAL_ROW else f"credit of {key}"
         parts.append(_legend_html(sc, colors, label, has_empty))
-        parts.append(f'<div class="row" data-row="{html.escape(key, quote=True)}"><div class="tokens">')
+        # One bar slot per reward that has a span in this sample; the gap between wrapped lines is the slots'
+        # height (BAR_SLOT_PX each) plus BAR_GAP_PX, so every bar sits nearer its own line than the next one.
+        spanned = [r for r in names if np.asarray(in_span[r]).any()]
+        gap = BAR_SLOT_PX * len(spanned) + BAR_GAP_PX
+        parts.append(f'<div class="row" data-row="{html.escape(key, quote=True)}">'
+                     f'<div class="tokens" style="row-gap:{gap}px">')
         for i, t in enumerate(ts):
-            bars = [colors[r] if in_span[r][i] else None for r in names]
+            bars = [colors[r] if in_span[r][i] else None for r in spanned]
             parts.append(_token_cell(texts[i][0], diverging_rgb(values[i], sc), bars, tooltip(i, names), t,
                                      texts[i][1]))
         parts.append("</div></div>")

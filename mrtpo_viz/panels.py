@@ -132,14 +132,20 @@ class CompareMetric:
     per_reward: bool = False
     eval_key: str | None = None  # the same quantity on the held-out eval, when it has one
     rate: bool = False  # a rate in [0, 1]
+    active: Callable[[Mapping], bool] = _always  # the run has the quantity (else it is 0 up to rounding there)
+    by_name: bool = False  # the keys are the logged metrics a typed name or glob pattern matches
+    inactive_why: str = ""  # why a run where `active` is False has only rounding noise for it
 
 
 COMPARE_METRICS: tuple[CompareMetric, ...] = (
     CompareMetric("all satisfied", "reward/all_satisfied", "rate", eval_key="eval/all_satisfied", rate=True),
     CompareMetric("reward (one panel per reward)", "reward/{name}", "reward", True, "eval/reward/{name}", rate=True),
     CompareMetric("entropy", "policy/entropy", "nats"),
-    CompareMetric("KL to the rollout policy", "policy/kl", "KL"),
-    CompareMetric("KL to the reference", "loss/kl", "KL"),
+    CompareMetric("KL to the rollout policy", "policy/kl", "KL", active=several_passes,
+                  inactive_why="inner_epochs = 1: the update's one pass starts at the rollout policy, so this KL is 0 "
+                               "up to rounding"),
+    CompareMetric("KL to the reference", "loss/kl", "KL", active=has_reference,
+                  inactive_why="kl_beta = 0: no reference model"),
     CompareMetric("total loss", "loss/total", "loss"),
     CompareMetric("policy loss", "loss/policy", "loss"),
     CompareMetric("response length", "response/length", "tokens"),
@@ -148,11 +154,26 @@ COMPARE_METRICS: tuple[CompareMetric, ...] = (
     CompareMetric("routing overlap between rewards", "span/overlap", "overlap", rate=True),
     CompareMetric("mean JS distance (per reward)", "js/{name}/mean", "JS", True),
     CompareMetric("step time", "time/step", "seconds"),
+    CompareMetric("any logged metric (name or pattern)", "", "value", by_name=True),
 )
+MAX_PATTERN_PANELS = 24  # a pattern that matches more keys draws the first ones and says how many it left out
 
 
-def compare_keys(metric: CompareMetric, rewards: Sequence[str], source: str = "train") -> dict[str, str]:
-    """{panel title: metric key} for a compared quantity: one entry, or one per reward."""
+def compare_metrics_for(configs: Mapping[str, Mapping]) -> tuple[list[CompareMetric], dict[str, str]]:
+    """The quantities Compare offers for runs with these configs (those some run has, `CompareMetric.active`) and,
+    for the others, why not ({label: reason}): a KL that is rounding noise in every run is not offered."""
+    offered = [m for m in COMPARE_METRICS if any(m.active(c) for c in configs.values())]
+    left_out = {m.label: m.inactive_why for m in COMPARE_METRICS if m not in offered}
+    return offered, left_out
+
+
+def compare_keys(metric: CompareMetric, rewards: Sequence[str], source: str = "train", patterns: Sequence[str] = (),
+                 columns: Sequence[str] = ()) -> dict[str, str]:
+    """{panel title: metric key} for a compared quantity: one entry, one per reward, or (`by_name`) one per logged
+    metric among `columns` that a name or pattern of `patterns` matches."""
+    if metric.by_name:
+        from mrtpo_viz.analysis import match_metrics
+        return {key: key for key in match_metrics(columns, patterns)}
     key = metric.eval_key if source == "eval" and metric.eval_key else metric.key
     if metric.per_reward:
         return {name: key.format(name=name) for name in rewards}

@@ -207,6 +207,16 @@ def sample_overlap(sample_df: pd.DataFrame, rewards: Sequence[str]) -> tuple[pd.
     return pd.DataFrame(o, index=list(rewards), columns=list(rewards)), float(vals.mean()) if vals.size else float("nan")
 
 
+def overlap_table(overlap: pd.DataFrame) -> pd.DataFrame:
+    """`sample_overlap`'s K x K frame as text to show whole (every column): values to 3 decimals, "—" on the
+    diagonal (a reward with itself is not a pair), "n/a" where a reward did not act on the response."""
+    out = overlap.map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}")
+    for name in overlap.index:
+        if name in out.columns:
+            out.loc[name, name] = "—"
+    return out
+
+
 def not_applicable_note(reward: str, score: float) -> str | None:
     """Why a reward's span metrics mean nothing on this response (docs/METHOD.md, "Specificity"), or None."""
     if reward in WHOLE_TEXT_SPAN and score >= 1.0:

@@ -108,7 +108,7 @@ def test_runs_page_lists_runs_and_flags_broken_ones(runs_dir):
 def test_runs_page_shows_each_runs_settings_and_filters_and_groups_by_them(runs_dir):
     at = page("runs", runs_dir)
     table = at.dataframe[0].value
-    for column in ("method", "routing", "relevance", "lr", "G", "seed", "of", "state", "wall time (min)", "tags"):
+    for column in ("method", "routing", "relevance", "lr", "G", "seed", "of", "state", "training time (min)", "tags"):
         assert column in table.columns, column
     row = table.set_index("run").loc["kl-two-passes"]
     assert row["method"] == "mrtpo" and row["routing"] == "replay" and row["G"] == 4 and row["seed"] == 2
@@ -248,10 +248,10 @@ def test_launch_lists_only_active_runs_in_progress_and_shows_the_real_error_of_a
     headers = [m.value for m in at.markdown if m.value.startswith("**")]
     where = {name: [i for i, h in enumerate(headers) if h.startswith(f"**{name}**")] for name in
              ("live", "mrtpo-demo", "crashed")}
-    # the active run is in progress; the finished and the crashed one only under "Started here, now ended"
+    # the active run is in progress; the finished and the crashed one only under "Started or stopped here, now ended"
     assert len(where["live"]) == len(where["mrtpo-demo"]) == len(where["crashed"]) == 1
     assert where["live"][0] < min(where["mrtpo-demo"][0], where["crashed"][0])
-    assert [h.value for h in at.subheader] == ["Runs in progress", "Started here, now ended"]
+    assert [h.value for h in at.subheader] == ["Runs in progress", "Started or stopped here, now ended"]
     codes = [c.value for c in at.code]
     assert any(c.startswith("Traceback (most recent call last):") and c.endswith("RuntimeError: boom in step 2")
                for c in codes)
@@ -695,3 +695,207 @@ def test_the_debuggers_open_button_shows_a_reward_name_as_text(runs_dir):
     at = page("debugger", runs_dir, mrtpo_run=str(w.path))
     labels = [b.label for b in at.button if b.label.startswith("Open step")]
     assert labels and all(f"(`{evil}`)" in label for label in labels), labels
+
+
+TEN_REWARDS = ("task:arithmetic", "change_case:english_lowercase", "startend:end_checker", "keywords:existence",
+               "keywords:forbidden_words", "punctuation:no_comma", "detectable_content:postscript",
+               "length_constraints:number_words", "detectable_format:title", "startend:start_checker")
+
+
+def reward_line_colours(at: AppTest, rewards) -> dict[str, set[str]]:
+    """{reward: the colours its lines are drawn in} over every chart of the page (traces named by the reward)."""
+    out: dict[str, set[str]] = {}
+    for chart in charts(at):
+        for tr in json.loads(chart.proto.spec)["data"]:
+            name = str(tr.get("name", "")).removesuffix(" control")
+            if name in rewards and "line" in tr and "color" in tr["line"]:
+                out.setdefault(name, set()).add(tr["line"]["color"])
+    return out
+
+
+def test_ten_rewards_have_ten_colours_and_each_the_same_on_every_page(tmp_path, monkeypatch):
+    # regression (issue 26 bug 2): task:arithmetic and detectable_format:title were both #2ca02c on Training curves,
+    # JS and Debugger, english_lowercase and start_checker both #9467bd
+    write_synthetic_run(tmp_path, "ten", steps=2, rewards=TEN_REWARDS, n_tokens=12)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    seen = {}
+    for name in ("curves", "js", "debugger"):
+        at = page(name, tmp_path, query={"run": "ten"})
+        colours = reward_line_colours(at, TEN_REWARDS)
+        assert set(colours) == set(TEN_REWARDS), (name, colours)
+        assert all(len(c) == 1 for c in colours.values()), (name, colours)  # one colour per reward on a page
+        assert len({next(iter(c)) for c in colours.values()}) == 10, (name, colours)  # ten rewards, ten colours
+        seen[name] = {r: next(iter(c)) for r, c in colours.items()}
+    assert seen["curves"] == seen["js"] == seen["debugger"]
+
+
+def test_a_new_tab_opened_right_after_start_shows_the_new_run(tmp_path, monkeypatch):
+    # regression (issue 26 bug 4): Training curves opened in a new tab (a new session) 1.5-13 s after Start showed the
+    # previous run, still at 25 s: the starting run was known to the launching session only, and the runs were
+    # ordered by their last update, where an older run writing a step a second stays on top
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    older = write_synthetic_run(tmp_path, "older", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
+                                pid=os.getpid()).path
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    new = str(tmp_path / "new-run")  # its trainer is still loading: no run folder yet
+    with launcher.children._LOCK:
+        launcher.children._CHILDREN[new] = child
+        launcher.children._CONFIGS[new] = {"steps": 5, "method": "mrtpo", "model": "m"}
+    try:
+        at = page("curves", tmp_path)  # a fresh session, as a new tab
+        assert at.multiselect[0].value == [new]
+        assert any("new-run" in p.proto.text for p in at.get("progress")) or any("starting" in i.value for i in at.info)
+        # the trainer wrote its folder; the older run has written a step since (its status is the newer one)
+        write_synthetic_run(tmp_path, "new-run", steps=1, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
+                            pid=os.getpid())
+        for path, started, updated in ((new, "2026-12-04T10:00:20+00:00", "2026-12-04T10:00:21+00:00"),
+                                       (older, "2026-12-04T09:00:00+00:00", "2026-12-04T10:00:30+00:00")):
+            status_file = Path(path) / "status.json"
+            status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "started_at": started,
+                                               "updated_at": updated}))
+        for name in ("curves", "credit"):
+            at = page(name, tmp_path)
+            picked = at.multiselect[0].value if name == "curves" else [at.selectbox[0].value]
+            assert picked == [new], (name, picked)
+    finally:
+        child.kill()
+        child.wait()
+        with launcher.children._LOCK:
+            launcher.children._CHILDREN.pop(new, None)
+            launcher.children._CONFIGS.pop(new, None)
+
+
+def test_compare_warns_on_different_evaluations_names_relevance_and_offers_no_rounding_noise(tmp_path, monkeypatch):
+    # regression (issue 26 bug 6): held-out rates of runs evaluated on different prompt sets and models were overlaid
+    # without a word; the steps-to-reach table named method and routing but not relevance; "KL to the rollout
+    # policy" (1e-9 rounding noise with one update pass) was offered on a nano-scaled axis
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    for name, cfg in (("js-run", {"relevance": "js", "eval_prompt_set": "a.jsonl"}),
+                      ("swap-run", {"relevance": "swap", "eval_prompt_set": "b.jsonl", "model": "bigger"})):
+        write_synthetic_run(tmp_path, name, steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6, config=cfg)
+    at = page("compare", tmp_path, mrtpo_runs=[str(tmp_path / "js-run"), str(tmp_path / "swap-run")])
+    assert "KL to the rollout policy" not in at.selectbox(key="compare_metric").options
+    assert any("KL to the rollout policy" in c.value and "inner\\_epochs = 1" in c.value and "`" not in c.value
+               for c in at.caption)
+    table = at.dataframe[0].value
+    assert table.set_index("run")["relevance"].to_dict() == {"js-run": "js", "swap-run": "swap"}
+    assert not any("different evaluations" in w.value for w in at.warning)  # training samples: no warning
+    at.radio(key="compare_source").set_value("eval").run()
+    warning = next(w.value for w in at.warning if "different evaluations" in w.value)
+    assert "evaluation prompt set: a.jsonl (js-run) vs b.jsonl (swap-run)" in warning and "model:" in warning
+
+
+def test_overlap_table_shows_every_pair_and_the_variants_note_is_plain_text(tmp_path, monkeypatch):
+    # regression (issue 26 bug 7): the pairwise-overlap table was cut to 3 of 5 columns (a scrolling data frame in a
+    # three-quarter column) with "None" on its diagonal; "Not computable..." mixed code spans and plain text
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page("credit", tmp_path, query={"run": "sample/study-v2-mrtpo-swap-s0", "step": "145", "sample": "5"})
+    table = at.table[0].value
+    assert list(table.columns) == list(table.index) and len(table.columns) >= 3
+    for name in table.index:
+        assert table.loc[name, name] == "—"
+    cells = set(table.to_numpy().ravel())
+    assert not any(c in ("None", "nan", "NaN") for c in cells)
+    assert all(c in ("—", "n/a") or 0 <= float(c) <= 1 for c in cells)
+    note = next(c.value for c in at.caption if c.value.startswith("Not computable"))
+    assert "`" not in note and "**js\\_specific**" in note
+
+
+def test_runs_training_time_leaves_out_the_idle_gap_between_stop_and_resume(tmp_path, monkeypatch):
+    # regression (issue 26 bug 7): "wall time" on Runs was status.json's start-to-last-update span, which counts the
+    # hours a stopped run waited before Resume
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    w = write_synthetic_run(tmp_path, "resumed", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
+    status_file = w.path / "status.json"
+    status_file.write_text(json.dumps({**json.loads(status_file.read_text()), "started_at": "2026-12-04T08:00:00+00:00",
+                                       "updated_at": "2026-12-04T12:00:00+00:00"}))  # stopped at 8:01, resumed at 12
+    steps = pd.read_json(w.path / "metrics.jsonl", lines=True)["time/step"]
+    at = page("runs", tmp_path)
+    row = at.dataframe[0].value.set_index("run").loc["resumed"]
+    assert row["training time (min)"] == round(steps.sum() / 60, 1) < 1  # not 240
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_stop_or_kill_from_another_session_is_confirmed(tmp_path, monkeypatch, how):
+    # regression (issue 26 bug 7): Stop or Kill now on a run another session (or an earlier app) started said nothing
+    # once the run had ended: only this session's own launches were listed as ended
+    mode = "cooperative" if how == "stop" else "stubborn"
+    proc, path = start_stand_in(tmp_path, mode)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(path.parent))
+    try:
+        at = page("launch", path.parent)  # a session that did not start it
+        at.button(key="stop_r").click()
+        at.run()
+        if how == "kill":
+            at.run()  # the stopping run now offers Kill now
+            at.button(key="kill_r").click()
+            at.run()
+        assert launcher.wait_stopped(path, timeout=30) in ("stopped", "killed")
+        proc.wait(timeout=10)
+        at.run()
+        assert not at.exception
+        assert "Started or stopped here, now ended" in [h.value for h in at.subheader]
+        assert any(m.value.startswith("**r**") and "stopped" in m.value for m in at.markdown)
+        said = [w.value for w in at.warning] + [i.value for i in at.info]
+        expected = "Killed (SIGKILL)" if how == "kill" else "Stopped; its completed steps are kept"
+        assert any(s.startswith(expected) for s in said), said
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_curves_and_compare_draw_seed_groups_as_one_line_with_a_band(tmp_path, monkeypatch):
+    # issue 26: runs grouped by everything but the seed, mean and band, seed count in the legend
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    names = [f"study-{m}-s{i}" for m in ("gdpo", "mrtpo") for i in range(3)]
+    for n in names:
+        write_synthetic_run(tmp_path, n, steps=4, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            seed=int(n[-1]))
+    query = {"run": names, "group": "std"}
+    at = page("compare", tmp_path, query=query)
+    fig = json.loads(charts(at)[0].proto.spec)
+    lines = [t["name"] for t in fig["data"] if t.get("showlegend", True) is not False]
+    assert lines == ["study-gdpo (3 seeds)", "study-mrtpo (3 seeds)"]
+    assert sum(t.get("fill") == "tonexty" for t in fig["data"]) == 2
+    assert at.query_params["group"] == "std"
+    at = page("curves", tmp_path, query=query)
+    rewards = json.loads(charts(at)[0].proto.spec)
+    assert "study-mrtpo (3 seeds) · all satisfied" in [t.get("name") for t in rewards["data"]]
+    at.selectbox(key="curves_group").set_value("none").run()
+    assert "study-mrtpo-s2 · all satisfied" in [t.get("name") for t in json.loads(charts(at)[0].proto.spec)["data"]]
+
+
+def test_any_logged_metric_by_name_or_pattern_on_curves_and_compare(runs_dir):
+    # issue 26: any logged metric plotted by name or pattern, not 12 fixed ones
+    runs = [run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]
+    at = page("compare", runs_dir, mrtpo_runs=runs, query={"metric": "any logged metric (name or pattern)",
+                                                          "pattern": "span/*/auc, time/replay"})
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts(at)]
+    assert sorted(titles) == sorted([f"span/{r}/auc" for r in DEFAULT_REWARDS] + ["time/replay"])
+    assert at.query_params["pattern"] == "span/*/auc, time/replay"
+    at.text_input(key="compare_pattern").set_value("no/such/*").run()
+    assert not charts(at) and any("No logged metric" in i.value for i in at.info)
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"),
+              query={"metrics": "js/*/max, nothing/*"})
+    assert "fig_pattern_js/*/max" in chart_keys(at)
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_pattern_js/*/max")
+    assert sorted(t["name"] for t in fig["data"]) == sorted(f"js/{r}/max" for r in DEFAULT_REWARDS)
+    assert any("nothing/*" in c.value and "no logged metric" in c.value for c in at.caption)
+
+
+def test_runs_table_shows_summary_metrics_backend_and_processes(tmp_path, monkeypatch):
+    # issue 26: the Runs table with summary metrics (last and best all-satisfied, held-out rate, s/step), the backend
+    # and the process count
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    w = write_synthetic_run(tmp_path, "summ", steps=4, rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            config={"backend": "trl", "nproc": 2})
+    m = pd.read_json(w.path / "metrics.jsonl", lines=True)
+    at = page("runs", tmp_path)
+    row = at.dataframe[0].value.set_index("run").loc["summ"]
+    assert row["all satisfied (last)"] == pytest.approx(m["reward/all_satisfied"].iloc[-1])
+    assert row["all satisfied (best)"] == pytest.approx(m["reward/all_satisfied"].max())
+    assert row["held-out (last)"] == pytest.approx(m["eval/all_satisfied"].dropna().iloc[-1])
+    assert row["s/step"] == pytest.approx(m["time/step"].median())
+    assert row["backend"] == "trl" and row["processes"] == 2
+    shipped = at.dataframe[0].value.set_index("run").loc["sample/study-v2-mrtpo-swap-s0"]
+    assert shipped["backend"] == "builtin" and shipped["processes"] == 1

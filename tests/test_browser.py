@@ -13,6 +13,7 @@ when Chromium is absent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -205,6 +206,13 @@ def test_launch_watch_stop_and_inspect_in_a_real_browser(server, micro_model):
             started = page.get_by_text("Started run")
             started.wait_for(timeout=60000)
             name = re.search(r"Started run (\S+) \(pid", started.inner_text()).group(1)
+
+            # --- Training curves in a new tab right after Start (a new session): the new run, not the previous one
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab.goto(url + "/curves")
+            wait_for_script(tab)
+            assert name in tab.locator('[data-testid="stMultiSelect"]').first.inner_text()
+            tab.close()
 
             # --- Training curves right after Start: the new run is the one shown (not the shipped sample runs),
             # with what its trainer is doing until its first step, then its live curves
@@ -627,3 +635,228 @@ def test_no_page_sends_a_request_outside_the_app(tmp_path):
         stop_app(proc)
     assert outside == []
     assert icon.startswith(url)
+
+
+@contextlib.contextmanager
+def app_in_browser(tmp_path: Path, shot: str, runs: Path | None = None, width: int = 1400, height: int = 1000):
+    """`mrtpo app` on `runs` (an empty runs folder by default: the shipped runs only) and a Chromium page: yields
+    (url, page); a failure leaves a screenshot `browser_<shot>_failure.png` in test-artifacts/."""
+    sync_playwright = playwright_or_skip()
+    runs = runs or tmp_path / "runs"
+    runs.mkdir(exist_ok=True)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(90000)
+            try:
+                yield url, page
+            except BaseException:
+                page.screenshot(path=str(ARTIFACTS / f"browser_{shot}_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+
+
+# The text each select box of the page shows, by its label.
+SELECT_TEXTS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid="stSelectbox"] input')].map(
+    i => [i.getAttribute('aria-label'), i.value]))"""
+
+
+@pytest.mark.parametrize("page_name", ["credit", "js"])
+def test_switching_the_run_shows_the_new_runs_relevance_and_sample_labels(tmp_path, page_name):
+    """Issue 26 bug 3: after switching from a run trained with `swap` to one trained with `swap_specific`, the
+    Relevance box still read "swap (trained)" and the sample box the previous run's label, over the new run's
+    recomputed tokens. After the switch every select box shows what a fresh visit of the same link shows."""
+    with app_in_browser(tmp_path, f"{page_name}_run_switch") as (url, page):
+        page.goto(f"{url}/{page_name}?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] === 'swap (trained)'")
+        box = page.locator('[data-testid="stSelectbox"] input').first
+        for attempt in range(3):  # a rerun still under way on a loaded machine can close the list before the click
+            box.click()
+            box.fill("swap-specific")
+            page.get_by_role("option").filter(has_text="study-v2-mrtpo-swap-specific-s0").first.click()
+            wait_for_script(page)
+            try:
+                page.wait_for_function("() => location.search.includes('swap-specific')", timeout=20000)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+        wait_for_script(page)
+        page.wait_for_timeout(1000)
+        switched = page.evaluate(SELECT_TEXTS_JS)
+        page.screenshot(path=str(ARTIFACTS / f"browser_{page_name}_run_switch.png"), full_page=True)
+        assert switched["Relevance"] == "swap_specific (trained)", switched
+        assert page.get_by_text("recomputed under").count() == 0  # no recomputation: its own variant
+        link = page.url
+        page.goto(link)
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Relevance'] !== undefined")
+        page.wait_for_timeout(1000)
+        assert page.evaluate(SELECT_TEXTS_JS) == switched, (link, switched)
+
+
+# {run: its row} of the Runs table (the table's accessible cells), each row as {column: text}.
+RUN_ROWS_JS = """() => {
+    const t = document.querySelector('[data-testid="stDataFrame"] table');
+    if (!t) return {};
+    const head = [...t.querySelectorAll('th')].map(h => h.innerText.trim());
+    const out = {};
+    for (const tr of t.querySelectorAll('tbody tr')) {
+        const cells = [...tr.querySelectorAll('td')].map(c => c.innerText.trim());
+        const row = Object.fromEntries(head.slice(head.length - cells.length).map((h, i) => [h, cells[i]]));
+        out[row.run] = row;
+    }
+    return out; }"""
+# How many steps the first figure's trace named NAME has.
+TRACE_STEPS_JS = """(name) => { const p = document.querySelector('.js-plotly-plot');
+    const t = p && p._fullData && p._fullData.find(d => d.name === name); return t ? t.x.length : 0; }"""
+
+
+def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
+    """Issue 26 bug 5: Runs said "running 7/60" for 20 s while the trainer was at step 42, Compare did not move at
+    all, and live figures trailed the progress line by up to 13 steps on a 0.8 s/step run. Now both pages follow a
+    run that writes a step a second without a reload, and a figure trails the written steps by at most
+    FIGURE_REFRESH_S + 2 polls."""
+    playwright_or_skip()
+    import numpy as np
+
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
+    from mrtpo_viz.ui import FIGURE_REFRESH_S, REFRESH_S
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
+    rewards = tuple(DEFAULT_REWARDS[:2])
+    w = write_synthetic_run(runs, "live", steps=3, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
+    w.set_status(total_steps=40)
+    step = 3
+
+    def write_step():
+        nonlocal step
+        step += 1
+        w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
+        w.set_status(step=step)
+
+    try:
+        with app_in_browser(tmp_path, "live_runs", runs) as (url, page):
+            page.goto(url + "/")
+            wait_for_script(page)
+            page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '3'")
+            for _ in range(3):
+                write_step()
+                page.wait_for_timeout(1000)
+            # the table follows without a reload
+            page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '{step}'",
+                                   timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+
+            page.goto(url + "/compare?run=live")
+            wait_for_script(page)
+            page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}")
+            lags = []
+            for _ in range(12):  # a step a second; the figure's lag behind the written steps, once a second
+                write_step()
+                page.wait_for_timeout(1000)
+                lags.append(step - page.evaluate(TRACE_STEPS_JS, "live"))
+            page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}",
+                                   timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+            assert max(lags) <= FIGURE_REFRESH_S + 2 * REFRESH_S + 1, lags
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
+# For every filled span bar of the heatmap: [its distance below its own token's text, its distance above the next
+# line of tokens] (bars of the last line, with no line below, are left out).
+BAR_DISTANCES_JS = """() => {
+    const texts = [...document.querySelectorAll('.mrtpo-hm .row .tok-text')].map(e => e.getBoundingClientRect());
+    const out = [];
+    for (const b of document.querySelectorAll('.mrtpo-hm .row i.b[style*="background"]')) {
+        const r = b.getBoundingClientRect();
+        const own = b.parentElement.querySelector('.tok-text').getBoundingClientRect();
+        const below = texts.filter(t => t.top >= r.bottom).map(t => t.top);
+        if (below.length) out.push([r.top - own.bottom, Math.min(...below) - r.bottom]);
+    }
+    return out; }"""
+
+
+def test_span_bars_sit_under_their_own_line_of_tokens(tmp_path):
+    """Issue 26 bug 7: with 10 rewards each token had 10 bar slots under it (40 px) and wrapped lines were 4 px apart,
+    so a bar in a late slot sat nearer the next line's tokens than its own. Every bar is now nearer its own line."""
+    with app_in_browser(tmp_path, "span_bars", width=900) as (url, page):  # narrow: the response wraps
+        page.goto(url + "/credit?run=sample/study-v2-mrtpo-swap-s0&step=145&sample=5")
+        wait_for_script(page)
+        page.locator(".mrtpo-hm .tok").first.wait_for()
+        distances = page.evaluate(BAR_DISTANCES_JS)
+        assert distances, "no bar above a wrapped line"
+        assert all(own < below for own, below in distances), distances
+
+
+# Every figure whose legend does not fit (plotly scrolls it inside the figure, cutting entries): [title, needed px,
+# shown px].
+CUT_LEGENDS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => [
+    (p.querySelector('.gtitle') || {}).textContent, p._fullLayout.legend._height, p._fullLayout.legend._effHeight])
+    .filter(([, need, shown]) => need > shown + 1)"""
+# {trace name: line colour} of the first figure.
+FIRST_FIGURE_COLOURS_JS = """() => Object.fromEntries(document.querySelector('.js-plotly-plot')._fullData
+    .map(d => [d.name, d.line && d.line.color]))"""
+STUDY_RUNS = ("sample/study-v2-mrtpo-swap-s0", "sample/study-v2-mrtpo-swap-specific-s0", "sample/study-v2-mrtpo-replay-s0")
+
+
+def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
+    """Issue 26 bugs 2 and 7 in Chromium: the shipped 10-reward run's curves draw ten rewards in ten colours; with
+    its three study runs overlaid, no legend scrolls inside its figure (half-width per-reward panels were cut)."""
+    with app_in_browser(tmp_path, "ten_rewards") as (url, page):
+        page.goto(f"{url}/curves?run={STUDY_RUNS[0]}")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        colours = page.evaluate(FIRST_FIGURE_COLOURS_JS)
+        rewards = {n: c for n, c in colours.items() if n != "all satisfied"}
+        assert len(rewards) == 10 and len(set(rewards.values())) == 10, colours
+        page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
+        page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").nth(4).wait_for()
+        page.wait_for_timeout(1500)
+        assert page.evaluate(CUT_LEGENDS_JS) == []
+        assert page.evaluate(OVERLAPS_JS) == []
+
+
+# The first figure's legend entries (text) and how many filled band paths it draws.
+LEGEND_AND_BANDS_JS = """() => { const p = document.querySelector('.js-plotly-plot');
+    return [[...p.querySelectorAll('.legend .traces .legendtext')].map(e => e.textContent),
+            [...p.querySelectorAll('.scatterlayer .js-fill')].filter(e => (e.getAttribute('d') || '').length > 10
+              && getComputedStyle(e).fill !== 'none').length]; }"""
+
+
+def test_a_study_compared_by_seed_groups(tmp_path):
+    """Issue 26 "seed groups": three methods x three seeds on Compare, grouped: one line per method with a filled
+    band and the seed count in the legend, the same link reopens it, and "each run" gives the nine runs back."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    names = [f"study-{m}-s{i}" for m in ("grpo", "gdpo", "mrtpo") for i in range(3)]
+    for n in names:
+        write_synthetic_run(runs, n, steps=10, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            seed=int(n[-1]), with_eval=False)
+    with app_in_browser(tmp_path, "seed_groups", runs) as (url, page):
+        page.goto(f"{url}/compare?" + urlencode([*(("run", n) for n in names), ("group", "std")]))
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_timeout(1000)
+        legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
+        assert legend == ["study-grpo (3 seeds)", "study-gdpo (3 seeds)", "study-mrtpo (3 seeds)"], legend
+        assert bands == 3
+        page.screenshot(path=str(ARTIFACTS / "browser_compare_seed_groups.png"), full_page=True)
+        page.locator('[data-testid="stSelectbox"] input[aria-label="Runs"]').click()
+        page.get_by_role("option", name="each run").click()
+        wait_for_script(page)
+        page.wait_for_timeout(1000)
+        legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
+        assert legend == names and bands == 0, legend

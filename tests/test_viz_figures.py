@@ -398,3 +398,90 @@ def test_index_based_summaries_equal_the_token_based_ones(tmp_path):
     i = list(box.x).index(REWARDS[0])
     assert box.median[i] == pytest.approx(d.median(), rel=1e-5) and box.q3[i] == pytest.approx(d.quantile(0.75),
                                                                                                 rel=1e-5)
+
+
+def test_eval_setting_differences_name_each_setting_that_differs_with_its_runs():
+    same = {"model": "m", "eval_prompt_set": "a.jsonl", "eval_prompts": 32, "eval_samples": 4}
+    assert analysis.eval_setting_differences({"r1": same, "r2": dict(same)}) == []
+    got = analysis.eval_setting_differences({"r1": same, "r2": {**same, "eval_prompt_set": "b.jsonl"},
+                                             "r3": {**same, "model": "other"}})
+    assert got == ["model: m (r1, r2) vs other (r3)",
+                   "evaluation prompt set: a.jsonl (r1, r3) vs b.jsonl (r2)"]
+
+
+def test_compare_offers_a_kl_only_where_some_run_has_it():
+    from mrtpo_viz import panels
+
+    one_pass = {"inner_epochs": 1, "kl_beta": 0.0}
+    offered, left_out = panels.compare_metrics_for({"a": one_pass, "b": one_pass})
+    labels = [m.label for m in offered]
+    assert "KL to the rollout policy" not in labels and "KL to the reference" not in labels
+    assert "inner_epochs = 1" in left_out["KL to the rollout policy"] and "all satisfied" in labels
+    offered, left_out = panels.compare_metrics_for({"a": one_pass, "b": {"inner_epochs": 2, "kl_beta": 0.1}})
+    assert {"KL to the rollout policy", "KL to the reference"} <= {m.label for m in offered} and not left_out
+
+
+def test_a_log_axis_says_how_many_values_it_cannot_draw():
+    # regression (issue 26 bug 7): the log y axis dropped the Loss panel's negative values without a word
+    df = pd.DataFrame({"step": [1, 2, 3, 4], "loss/policy": [-0.2, 0.1, -0.05, 0.3], "loss/total": [0.5, 0.4, 0.3, 0.2]})
+    fig = figures.loss_figure({"run": df}, with_kl=False, log_y=True)
+    notes = [a.text for a in fig.layout.annotations]
+    assert notes == ["log axis: 2 values ≤ 0 not drawn"]
+    smoothed = figures.loss_figure({"run": df}, with_kl=False, log_y=True, smooth=0.5)  # raw lines not counted twice
+    drawn = sum(int((pd.Series(list(tr.y)) <= 0).sum()) for tr in smoothed.data if tr.meta[2] == "smoothed")
+    assert [a.text for a in smoothed.layout.annotations] == [
+        f"log axis: {drawn} value{'s' if drawn > 1 else ''} ≤ 0 not drawn"] and drawn >= 1
+    assert not figures.loss_figure({"run": df}, with_kl=False).layout.annotations  # linear axis: nothing to say
+    positive = df.assign(**{"loss/policy": [0.2, 0.1, 0.05, 0.3]})
+    assert not figures.loss_figure({"run": positive}, with_kl=False, log_y=True).layout.annotations
+
+
+def test_seed_groups_gather_runs_that_differ_only_in_their_seed():
+    base = {"method": "mrtpo", "relevance": "js", "lr": 1e-5, "run_name": "x", "runs_dir": "r"}
+    configs = {f"study-mrtpo-s{i}": {**base, "seed": i, "run_name": f"study-mrtpo-s{i}"} for i in range(3)}
+    configs |= {f"study-gdpo-s{i}": {**base, "method": "gdpo", "seed": i} for i in range(2)}
+    configs["lone"] = {**base, "lr": 3e-5, "seed": 0}
+    assert analysis.seed_groups(configs) == {
+        "study-mrtpo (3 seeds)": ["study-mrtpo-s0", "study-mrtpo-s1", "study-mrtpo-s2"],
+        "study-gdpo (2 seeds)": ["study-gdpo-s0", "study-gdpo-s1"], "lone": ["lone"]}
+
+
+def test_group_metrics_mean_and_bands_by_hand():
+    a = pd.DataFrame({"step": [1, 2, 3], "reward/all_satisfied": [0.0, 0.5, 1.0]})
+    b = pd.DataFrame({"step": [1, 2], "reward/all_satisfied": [1.0, 0.5]})
+    c = pd.DataFrame({"step": [1, 2], "reward/all_satisfied": [0.5, 0.5]})
+    runs = {"a": a, "b": b, "c": c}
+    g = analysis.group_metrics(runs, {"G (3 seeds)": ["a", "b", "c"]}, "std")["G (3 seeds)"].set_index("step")
+    key = "reward/all_satisfied"
+    assert g[key].tolist() == [0.5, 0.5, 1.0]
+    # step 1: values 0, 1, 0.5: sample std = sqrt(((.5)^2 + (.5)^2 + 0) / 2) = 0.5; step 2: 0; step 3: one run, NaN
+    assert g[key + "::lo"].tolist()[:2] == [0.0, 0.5] and g[key + "::hi"].tolist()[:2] == [1.0, 0.5]
+    assert math.isnan(g.loc[3, key + "::lo"])
+    m = analysis.group_metrics(runs, {"G": ["a", "b", "c"]}, "minmax")["G"].set_index("step")
+    assert m[key + "::lo"].tolist() == [0.0, 0.5, 1.0] and m[key + "::hi"].tolist() == [1.0, 0.5, 1.0]
+    assert analysis.group_metrics(runs, {"only a": ["a"]})["only a"] is a  # one run: unchanged
+    with pytest.raises(ValueError, match="band"):
+        analysis.group_metrics(runs, {"G": ["a", "b"]}, "iqr")
+
+
+def test_a_seed_group_is_drawn_as_its_mean_over_a_filled_band():
+    a = pd.DataFrame({"step": [1, 2], "reward/all_satisfied": [0.2, 0.4]})
+    b = pd.DataFrame({"step": [1, 2], "reward/all_satisfied": [0.4, 0.8]})
+    groups = analysis.group_metrics({"a": a, "b": b}, {"m (2 seeds)": ["a", "b"]}, "minmax")
+    fig = figures.metric_lines(groups, {"reward/all_satisfied": "all satisfied"}, "t", color_by="run")
+    kinds = [tr.meta[2] for tr in fig.data]
+    assert kinds == ["band high", "band low", "raw"]
+    assert [round(v, 6) for v in fig.data[0].y] == [0.4, 0.8] and [round(v, 6) for v in fig.data[1].y] == [0.2, 0.4]
+    assert fig.data[1].fill == "tonexty" and fig.data[1].fillcolor.startswith("rgba(")
+    assert [round(v, 6) for v in fig.data[2].y] == [0.3, 0.6] and fig.data[2].name == "m (2 seeds)"
+
+
+def test_metrics_by_name_or_glob_pattern():
+    cols = ["step", "samples", "minutes", "span/a:b/overlap", "span/overlap", "time/replay", "time/step",
+            "span/a:b/mass_in", "reward/all_satisfied::lo"]
+    assert analysis.metric_patterns(" span/*/overlap,time/replay  time/replay ") == ["span/*/overlap", "time/replay"]
+    assert analysis.match_metrics(cols, ["span/*/overlap", "time/replay"]) == ["span/a:b/overlap", "time/replay"]
+    assert analysis.match_metrics(cols, ["span/*"]) == ["span/a:b/overlap", "span/overlap", "span/a:b/mass_in"]
+    assert analysis.match_metrics(cols, ["*"])[:1] == ["span/a:b/overlap"]  # never the x axes or band columns
+    assert "reward/all_satisfied::lo" not in analysis.match_metrics(cols, ["*"])
+    assert analysis.match_metrics(cols, ["nothing/*"]) == []

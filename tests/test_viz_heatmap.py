@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 
 import pandas as pd
 import pytest
@@ -230,3 +231,43 @@ def test_the_empty_end_of_sequence_token_is_explained():
     html = token_heatmap_html(df, REWARDS[0])
     assert f'<span class="ws">{heatmap.EMPTY_TOKEN}</span>' in cells(html)[7]
     assert "a token with no text: the end-of-sequence token" in html
+
+
+STUDY_REWARDS = ("task:arithmetic", "change_case:english_lowercase", "startend:end_checker", "keywords:existence",
+                 "keywords:forbidden_words", "punctuation:no_comma", "detectable_content:postscript",
+                 "length_constraints:number_words", "detectable_format:title", "startend:start_checker")
+
+
+def _lab(hex_color: str) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB hex colour."""
+    c = [int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    c = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+    xyz = (0.4124 * c[0] + 0.3576 * c[1] + 0.1805 * c[2]) / 0.95047, 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2], \
+        (0.0193 * c[0] + 0.1192 * c[1] + 0.9505 * c[2]) / 1.08883
+    f = [v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116 for v in xyz]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def test_reward_colours_are_distinct_within_a_view_and_the_same_in_every_order():
+    # regression (issue 26 bug 2): with 10 rewards two pairs shared a colour (position modulo an 8-colour palette)
+    colors = reward_colors(STUDY_REWARDS)
+    assert list(colors) == list(STUDY_REWARDS) and len(set(colors.values())) == 10
+    assert reward_colors(STUDY_REWARDS[::-1]) == colors  # the order a page lists them in does not matter
+    # a reward whose own colour no other reward of the view wants has it in every view (every run, every page)
+    def own(r):
+        return heatmap.REWARD_PALETTE[zlib.crc32(r.encode()) % len(heatmap.REWARD_PALETTE)]
+
+    for view in (STUDY_REWARDS, REWARDS, STUDY_REWARDS[:3], ("keywords:existence", "custom:mine")):
+        wanted = [own(r) for r in view]
+        got = reward_colors(view)
+        assert len(set(got.values())) == len(set(view))
+        assert all(got[r] == own(r) for r in view if wanted.count(own(r)) == 1)
+    # as many distinct colours as the palette has, then they repeat
+    many = [f"custom:r{i}" for i in range(len(heatmap.REWARD_PALETTE) + 3)]
+    assert len(set(reward_colors(many[:-3]).values())) == len(heatmap.REWARD_PALETTE)
+    assert len(reward_colors(many)) == len(many)
+
+
+def test_reward_palette_colours_lie_apart():
+    labs = [_lab(c) for c in heatmap.REWARD_PALETTE]
+    assert min(math.dist(a, b) for i, a in enumerate(labs) for b in labs[i + 1:]) >= 24

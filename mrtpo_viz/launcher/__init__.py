@@ -18,6 +18,7 @@ from mrtpo_viz.launcher.children import (
     launch_id_file,
     launch_log,
     launched_config,
+    launched_here,
     run_state,
     staging_log,
 )
@@ -52,7 +53,8 @@ __all__ = [
     "ARCHIVE_DIR", "FORM_ERROR", "KILLED_BY", "RESUMABLE_STATES", "STAGING_DIR", "STOP_GRACE_MAX_S", "STOP_GRACE_S",
     "STOP_GRACE_STEPS", "WRITTEN_NOW", "Launched", "Stopping",
     "adopt_logs", "archive_run", "archived_runs", "attach_log", "auto_run_name", "can_resume", "delete_run",
-    "field_errors", "kill_now", "launch_id_file", "launch_log", "launched_config", "resolve_runs_dir", "restore_run", "resume_run",
+    "field_errors", "kill_now", "launch_id_file", "launch_log", "launched_config", "launched_here", "resolve_runs_dir",
+    "restore_run", "resume_run",
     "run_state", "settle_killed", "start_run", "staging_log", "stop_grace_s", "stop_run", "stopping", "validate",
     "wait_stopped",
 ]

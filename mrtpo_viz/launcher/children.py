@@ -71,6 +71,12 @@ def launched_config(path: str | os.PathLike) -> dict[str, Any]:
         return dict(_CONFIGS.get(str(Path(path)), {}))
 
 
+def launched_here() -> list[str]:
+    """Paths of the runs this app process started (from any session, any browser tab), oldest first."""
+    with _LOCK:
+        return list(_CHILDREN)
+
+
 def run_state(path: str | os.PathLike) -> dict[str, Any]:
     """The run's status (store status with crash detection); for a run this app just started whose trainer
     has not written status.json yet: `starting` while the child lives, `crashed` with the log tail after."""

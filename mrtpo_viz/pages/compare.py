@@ -1,7 +1,10 @@
 """Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
-default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval,
-with the curves' smoothing, x axis and log scale; and the steps each run needed to reach given all-satisfied
-rates. A run without data for the chosen quantity is named, never dropped silently. The state is the URL."""
+default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval, with
+the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach
+given all-satisfied rates; "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match
+(`span/*/overlap`, `time/replay`), one panel each. A run without data for the chosen quantity is named, never
+dropped silently. The state is the URL. While a chosen run trains the page is live (`ui.follow_runs`, as Training
+curves)."""
 
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ def targets_box(label: str) -> str:
 
 st.title("Compare runs")
 runs = ui.page_runs(charts=True)
-target = ui.link_target(PAGE, ("run", "metric", "source", "targets", *ui.STYLE_PARAMS))
+target = ui.link_target(PAGE, ("run", "metric", "pattern", "source", "targets", *ui.STYLE_PARAMS))
 if target:
     ui.apply_run_link(runs, target, multi=True)
     ui.apply_style_link(target, PAGE)
@@ -51,6 +54,8 @@ if target:
             st.session_state["compare_metric"] = target["metric"][0]
         else:
             ui.link_warning("metric", target["metric"][0], "all satisfied")
+    if "pattern" in target:
+        st.session_state["compare_pattern"] = target["pattern"][0]
     if "source" in target:
         st.session_state["compare_source"] = target["source"][0] if target["source"][0] in SOURCES else "train"
     if "targets" in target:
@@ -63,6 +68,7 @@ if not chosen:
     st.stop()
 
 metrics, configs, rewards = {}, {}, []
+ui.follow_runs([str(r.path) for r in chosen], {str(r.path): loaders.run_label(r) for r in chosen}, PAGE)
 for r in chosen:
     df, warnings = loaders.metrics(r.path)
     ui.show_warnings(loaders.run_label(r), warnings)
@@ -74,9 +80,18 @@ for r in chosen:
 has_eval = any(panels.has_eval(df) for df in metrics.values())
 
 c1, c2 = st.columns([3, 1])
-ui.keep_choice("compare_metric", list(METRICS), "all satisfied")
-metric = METRICS[c1.selectbox("Quantity", list(METRICS), key="compare_metric",
+offered, left_out = panels.compare_metrics_for(configs)
+ui.keep_choice("compare_metric", [m.label for m in offered], "all satisfied")
+metric = METRICS[c1.selectbox("Quantity", [m.label for m in offered], key="compare_metric",
                               help="one colour per run; per-reward quantities get one panel per reward")]
+if left_out:
+    st.caption("Not offered for these runs (rounding noise, not a measurement): "
+               + "; ".join(f"{ui.md_text(label)} ({ui.md_text(why)})" for label, why in left_out.items()) + ".")
+noise = [run for run, cfg in configs.items() if not metric.active(cfg)]
+if noise:  # the quantity is real in some chosen runs only: the others are left out of the figure
+    st.caption(f"Left out of {ui.plain(metric.label)}: " + ", ".join(ui.plain(r) for r in noise)
+               + f" ({ui.md_text(metric.inactive_why)}).")
+shown = {run: df for run, df in metrics.items() if run not in noise}
 ui.keep_choice("compare_source", list(SOURCES), "train")
 source = c2.radio("Scored on", list(SOURCES), horizontal=True, key="compare_source", format_func=SOURCES.get,
                   disabled=not (has_eval and metric.eval_key),
@@ -85,24 +100,45 @@ if not (has_eval and metric.eval_key):
     source = "train"
 style = ui.curve_controls(PAGE)
 
-keys = panels.compare_keys(metric, rewards, source)
-missing = [run for run, df in metrics.items() if not any(panels.has_values(df, k) for k in keys.values())]
-if missing:
+differ = analysis.eval_setting_differences(configs) if source == "eval" else []
+if differ:
+    st.warning("These held-out rates come from different evaluations, so they are not comparable: "
+               + "; ".join(ui.plain(d) for d in differ) + ".")
+if style["group"]:  # one line (the mean) and a band per seed group
+    groups = analysis.seed_groups({run: configs[run] for run in shown})
+    shown = analysis.group_metrics(shown, groups, style["group"])
+patterns: list[str] = []
+if metric.by_name:
+    st.session_state.setdefault("compare_pattern", "span/*/overlap, time/replay")
+    patterns = analysis.metric_patterns(st.text_input(
+        "Metrics (names or glob patterns, comma-separated)", key="compare_pattern",
+        help="any key of metrics.jsonl: e.g. time/replay, span/*/overlap, js/*/max; * matches any text, / included"))
+columns = list(dict.fromkeys(c for df in shown.values() for c in df.columns))
+keys = panels.compare_keys(metric, rewards, source, patterns, columns)
+if metric.by_name:
+    if not keys:
+        st.info("No logged metric of these runs matches " + ", ".join(ui.plain(p) for p in patterns or ["(nothing)"])
+                + ".")
+    elif len(keys) > panels.MAX_PATTERN_PANELS:
+        st.caption(f"{len(keys)} metrics match; the first {panels.MAX_PATTERN_PANELS} are drawn.")
+        keys = dict(list(keys.items())[:panels.MAX_PATTERN_PANELS])
+missing = [run for run, df in shown.items() if not any(panels.has_values(df, k) for k in keys.values())]
+if missing and keys:
     what = "no eval data" if source == "eval" else f"no data for {metric.label}"
     st.warning(f"Not drawn ({what}): " + ", ".join(ui.plain(m) for m in missing) + ".")
 
 drawn = {}
 for title, key in keys.items():
-    full_title = f"{metric.label}: {title}" if metric.per_reward else metric.label
+    full_title = title if metric.by_name else f"{metric.label}: {title}" if metric.per_reward else metric.label
     if source == "eval":
         full_title += " (held-out eval)"
-    fig = figures.metric_lines(metrics, {key: title}, full_title, metric.yaxis, color_by="run", x=style["x"],
+    fig = figures.metric_lines(shown, {key: title}, full_title, metric.yaxis, color_by="run", x=style["x"],
                                smooth=style["smooth"], log_y=style["log_y"] and not metric.rate,
-                               height=420 if not metric.per_reward else 340)
+                               height=340 if metric.per_reward or metric.by_name else 420)
     if metric.rate and fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])
     drawn[full_title] = fig
-if metric.per_reward:
+if metric.per_reward or metric.by_name:
     cols = st.columns(2)
     for i, fig in enumerate(drawn.values()):
         cols[i % 2].plotly_chart(fig, key=f"fig_compare_{i}")
@@ -127,6 +163,8 @@ if targets:
     table = analysis.steps_to_reach(metrics, targets, key=key)
     table.insert(1, "method", [configs[run].get("method") for run in table["run"]])
     table.insert(2, "routing", [routing_source(configs[run]) for run in table["run"]])
+    table.insert(3, "relevance", [configs[run].get("relevance") if routing_source(configs[run]) == "replay" else None
+                                  for run in table["run"]])
     st.dataframe(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"),
                  hide_index=True, width="stretch")
     st.caption("not reached: the run's logged values stay below that rate; "
@@ -135,5 +173,6 @@ if targets:
 
 ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen],
                      "metric": None if metric.label == "all satisfied" else metric.label,
+                     "pattern": ", ".join(patterns) if metric.by_name else None,
                      "source": None if source == "train" else source,
                      "targets": None if text == TARGETS_DEFAULT else text, **ui.style_params(style)})

@@ -92,7 +92,7 @@ present = [r for r in rewards if r in set(index["reward"])] + [r for r in dict.f
                                                                  if r not in rewards]
 cfg, _ = loaders.config(path)
 
-sample = ui.pick_sample(index, present, PAGE, target)
+sample = ui.pick_sample(index, present, PAGE, target, owner=(path, step))
 if sample is None:
     st.stop()
 samples = analysis.filter_samples(index, *ui.sample_filter_values(PAGE))

@@ -64,7 +64,7 @@ if skipped:
                "their JS could not change any credit and was not computed (`--replay-pairs all` computes them).")
 present = [r for r in rewards if r in set(index["reward"])] + [r for r in dict.fromkeys(index["reward"])
                                                                  if r not in rewards]
-sample = ui.pick_sample(index, present, PAGE, target)
+sample = ui.pick_sample(index, present, PAGE, target, owner=(path, step))
 ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
 if sample is None:
     st.stop()

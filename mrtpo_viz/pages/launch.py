@@ -189,10 +189,19 @@ def active_runs() -> list[str]:
     return [str(r.path) for r in ui.session_runs() if r.state in ACTIVE_STATES]
 
 
+STOPPED_KEY = "launch_stopped_here"  # runs this session stopped or killed (also those another session started)
+
+
 def ended_here() -> list[str]:
-    """Runs this session started that are no longer active (newest first)."""
-    return [p for p in reversed(st.session_state.get(LAUNCHED_KEY, []))
-            if launcher.run_state(p).get("state") not in ACTIVE_STATES]
+    """Runs this session started, stopped or killed that are no longer active (newest first): a Stop or Kill from
+    another session than the one that started the run is confirmed here too."""
+    mine = [*st.session_state.get(LAUNCHED_KEY, []), *st.session_state.get(STOPPED_KEY, [])]
+    return [p for p in reversed(list(dict.fromkeys(mine))) if launcher.run_state(p).get("state") not in ACTIVE_STATES]
+
+
+def stopped_here(path: str) -> None:
+    """Remember that this session stopped (or killed) the run at `path`."""
+    st.session_state[STOPPED_KEY] = [*st.session_state.get(STOPPED_KEY, []), path]
 
 
 st.subheader("Runs in progress")
@@ -221,6 +230,7 @@ def progress_panel() -> None:
         stop = launcher.stopping(p)
         if stop is None:
             if head[1].button("Stop", key=f"stop_{name}"):
+                stopped_here(p)
                 box.info(launcher.stop_run(p))
         else:
             left = max(0.0, stop.deadline - time.monotonic())
@@ -228,6 +238,7 @@ def progress_panel() -> None:
                         f"after its current step, or is killed (SIGKILL) in {left:.0f} s, keeping its completed "
                         "steps.")
             if head[1].button("Kill now", key=f"kill_{name}"):
+                stopped_here(p)
                 box.info(launcher.kill_now(p))
 
 
@@ -235,7 +246,7 @@ progress_panel()
 
 ended = ended_here()
 if ended:
-    st.subheader("Started here, now ended")
+    st.subheader("Started or stopped here, now ended")
     for p in ended:
         s = launcher.run_state(p)
         state = s.get("state", "unknown")

@@ -1,7 +1,8 @@
 """First page: every run (the runs directory, the shipped samples, and runs this session just started) with its
-state, progress and the settings that tell runs apart; filter and group by any of them; select a run to open
+state, progress, summary metrics (last and best all-satisfied rate, held-out rate, s/step) and the settings that
+tell runs apart (backend and process count included); filter and group by any of them; select a run to open
 it on the other pages, tag it, add notes, resume it when stopped, archive or delete it (with confirmation).
-Corrupt or half-written runs show a warning; crashed ones their error."""
+Corrupt or half-written runs show a warning; crashed ones their error. Live while a run trains (`ui.follow_runs`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.run.store import RunStoreError, read_notes, write_notes
+from core.run.store import ACTIVE_STATES, RunStoreError, read_notes, write_notes
 from mrtpo_viz import analysis, launcher, loaders, ui
 from mrtpo_viz.paths import run_sources
 
@@ -19,6 +20,7 @@ INSPECT_PAGES = (("mrtpo_viz/pages/curves.py", "Training curves", ":material/sho
                  ("mrtpo_viz/pages/credit.py", "Token credit", ":material/format_color_fill:"),
                  ("mrtpo_viz/pages/js.py", "JS divergence", ":material/difference:"),
                  ("mrtpo_viz/pages/debugger.py", "Verifier debugger", ":material/bug_report:"))
+SUMMARY_COLUMNS = ("all satisfied (last)", "all satisfied (best)", "held-out (last)")
 CONFIRM_KEY = "runs_confirm"  # (action, run path) awaiting confirmation
 
 st.title("Runs")
@@ -29,6 +31,9 @@ st.caption(f"Runs directory: `{sources[0][1]}` (set `MRTPO_RUNS_DIR` to change i
 launcher.adopt_logs(sources[0][1])  # train.log of runs started by an app that stopped while they loaded
 runs = ui.page_runs()
 by_path = {str(r.path): r for r in runs}
+# Live while a run trains: the table is drawn again when an active run wrote a step (or started or ended).
+training = [p for p, r in by_path.items() if r.state in ACTIVE_STATES]
+ui.follow_runs(training, {p: loaders.run_label(by_path[p]) for p in training}, "runs", progress=False)
 
 
 def status_of(r) -> dict:
@@ -36,7 +41,8 @@ def status_of(r) -> dict:
 
 
 table = pd.DataFrame([analysis.run_row(loaders.run_label(r), r, loaders.config(r.path)[0], status_of(r),
-                                       read_notes(r.path)) for r in runs], columns=analysis.RUN_COLUMNS)
+                                       read_notes(r.path), loaders.metrics(r.path)[0]) for r in runs],
+                     columns=analysis.RUN_COLUMNS)
 table["state"] = table["state"].map(ui.state_badge)
 
 with st.expander("Filter and group"):
@@ -70,7 +76,10 @@ def draw_table(frame: pd.DataFrame, key: str) -> None:
         selection_mode="single-row", key=key,
         column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0,
                                                                    format="percent"),
-                       "lr": st.column_config.NumberColumn("lr", format="%.1e"), "path": None},
+                       "lr": st.column_config.NumberColumn("lr", format="%.1e"), "path": None,
+                       **{c: st.column_config.NumberColumn(c, format="%.3f") for c in SUMMARY_COLUMNS},
+                       "s/step": st.column_config.NumberColumn("s/step", format="%.2f",
+                                                               help="median seconds per training step")},
     )
 
 

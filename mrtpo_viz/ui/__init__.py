@@ -3,7 +3,7 @@
 - `messages`: text from run stores and links shown as text (`plain`), warnings, state badges;
 - `pickers`: the chosen run(s), kept across pages, and the run / sample select boxes;
 - `links`: the page's state in the URL's query parameters (shareable links);
-- `curve_style`: the curves' x axis, smoothing and log scale, and their link parameters;
+- `curve_style`: the curves' x axis, smoothing, log scale and seed groups, and their link parameters;
 - `page`: how an inspect page opens (its runs, live reruns) and the shared figure cache;
 - `prefetch`: the browser's early load of the Plotly chart module;
 - `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages.
@@ -16,6 +16,7 @@ from mrtpo_viz.ui.links import LINKS_KEY, apply_run_link, find_run, link_target,
 from mrtpo_viz.ui.messages import (
     STATE_ICONS,
     link_warning,
+    md_text,
     no_runs_message,
     plain,
     show_startup,
@@ -27,6 +28,7 @@ from mrtpo_viz.ui.page import (
     LAUNCHED_KEY,
     REFRESH_S,
     cached_figure,
+    follow_runs,
     page_runs,
     pending_runs,
     rerun_when,
@@ -50,8 +52,8 @@ __all__ = [
     "FIGURE_REFRESH_S", "LAUNCHED_KEY", "LINKS_KEY", "PREFETCHED_KEY", "PREFETCH_MAX_MS", "PREFETCH_QUIET_MS",
     "REFRESH_S", "RUNS_KEY", "RUN_KEY", "STATE_ICONS", "STYLE_PARAMS", "X_CHOICES",
     "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe", "find_run",
-    "keep_choice", "link_target", "link_warning", "no_runs_message", "page_runs", "pending_runs", "pick_run",
-    "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "sample_filter_values",
-    "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings", "specificity_panel", "state_badge", "style_params",
-    "write_link",
+    "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
+    "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when",
+    "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",
+    "specificity_panel", "state_badge", "style_params", "write_link",
 ]

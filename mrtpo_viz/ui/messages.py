@@ -41,6 +41,19 @@ def plain(text: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md_text(text: object) -> str:
+    r"""This app's own text (never a run store's: that goes through `plain`) for a Markdown element, in the page's
+    font: each Markdown punctuation character backslash-escaped, so `js_specific` or `(a)` stay as written.
+
+    >>> md_text("logp_specific (token log-probs)")
+    'logp\\_specific \\(token log\\-probs\\)'
+    """
+    return _MD_PUNCTUATION.sub(r"\\\1", str(text).replace("\n", " "))
+
+
 def show_warnings(label: str, warnings: Sequence[str]) -> None:
     """One compact warning box per run with problems (corrupt or half-written files); their text (which quotes
     the run's files) is shown as text, never as Markdown."""

@@ -1,35 +1,43 @@
 """How an inspect page opens and stays live: the runs it can show (this session's pending launches first),
 the periodic check that reruns it when a run moves on, and the figure cache shared by all sessions.
 
-Runs this session started are listed before their trainer has written the run folder (state `starting`),
-so a just-launched run is what the inspect pages show.
+Runs this app started (from any session or tab) are listed before their trainer has written the run folder
+(state `starting`), and active runs come first, the most recently started first: a just-launched run is what the
+inspect pages show, also in a tab opened after Start.
 
 Never imports torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import streamlit as st
 
 from core.run.store import ACTIVE_STATES, RunInfo
 from mrtpo_viz import launcher, loaders
-from mrtpo_viz.ui.messages import no_runs_message
+from mrtpo_viz.ui.messages import no_runs_message, plain, show_startup, state_badge
 from mrtpo_viz.ui.pickers import RUN_KEY
 from mrtpo_viz.ui.prefetch import prefetch_charts
 
 LAUNCHED_KEY = "launched_runs"  # paths of runs started from this session (Launch page), newest last
 REFRESH_S = 2.0  # polling period of live views
-FIGURE_REFRESH_S = 10.0  # while a run is active, its curves are redrawn at most this often (they change every step)
+# While a run is active, a live page's figures are redrawn at most this often (they change every step). 10 s let
+# the figures trail the progress line by 13 steps on a 0.8 s/step run; 4 s keeps that near 5 (issue 26).
+FIGURE_REFRESH_S = 4.0
 
 
 def pending_runs() -> list[RunInfo]:
-    """Runs this session started whose trainer has not written its run folder yet (still loading), newest
-    first, as run-list entries; one whose trainer died before writing it shows as crashed."""
+    """Runs whose trainer has not written its run folder yet (still loading), newest first, as run-list entries:
+    those this session started (one whose trainer died before writing it shows as crashed) and those another
+    session of this app started that are still starting (a tab opened right after Start)."""
     out = []
-    for p in reversed(st.session_state.get(LAUNCHED_KEY, [])):
+    mine = st.session_state.get(LAUNCHED_KEY, [])
+    here = launcher.launched_here()  # every launch of this app process, in the order they were started
+    ordered = [p for p in here if p in mine or launcher.run_state(p).get("state") == "starting"]
+    for p in reversed([p for p in mine if p not in here] + ordered):
         if (Path(p) / "status.json").exists():
             continue
         state = launcher.run_state(p)
@@ -41,12 +49,17 @@ def pending_runs() -> list[RunInfo]:
 
 
 def session_runs() -> list[RunInfo]:
-    """Every run the app can show: this session's pending launches first, then the runs directory and the
-    shipped samples (newest first)."""
+    """Every run the app can show: pending launches first, then the active runs of the runs directory, the most
+    recently started first (a run that has not finished its first step is not pushed down by an older run that
+    writes a step every second), then the others, the last updated first. A page that has no chosen run opens
+    on the first."""
     pending = pending_runs()
     listed = loaders.all_runs()
     known = {str(r.path) for r in listed}
-    return [r for r in pending if str(r.path) not in known] + listed
+    active = sorted((r for r in listed if r.state in ACTIVE_STATES),
+                    key=lambda r: str(loaders.status(r.path).get("started_at") or ""), reverse=True)
+    return [r for r in pending if str(r.path) not in known] + active + [r for r in listed
+                                                                         if r.state not in ACTIVE_STATES]
 
 
 def page_runs(with_credit: bool = False, mrtpo_first: bool = False, stop: bool = True,
@@ -82,6 +95,57 @@ def rerun_when(ready: Callable[[], bool], active: bool = True) -> None:
             st.rerun()
 
     watch()
+
+
+def follow_runs(paths: Sequence[str], labels: Mapping[str, str], page: str, extra: tuple = (),
+                progress: bool = True) -> tuple:
+    """Keep a page live while one of its runs is active, as Training curves, Compare runs and Runs are.
+
+    Returns the page's `signature` now: each run's metrics file (`loaders.file_key`) and state, plus `extra` (the
+    page's options); a page caches what it draws under it. While a run is active a fragment polls every REFRESH_S s
+    and, with `progress`, shows each run's progress line (and its startup phase or crash); it asks for a run of the
+    whole page when a run started or ended, or when the signature changed and the page was drawn
+    FIGURE_REFRESH_S or more ago. Unchanged figures are never sent again, so watching takes little CPU from the
+    trainer (`mrtpo bench live`)."""
+    drawn_key = f"{page}_drawn"  # session state: (the signature drawn on the page, when it was drawn)
+
+    def signature(states: Mapping[str, Mapping]) -> tuple:
+        return (tuple((p, loaders.file_key(Path(p) / "metrics.jsonl"), states[p].get("state")) for p in paths),
+                extra)
+
+    states_now = {p: launcher.run_state(p) for p in paths}
+    active_at_start = any(s.get("state") in ACTIVE_STATES for s in states_now.values())
+
+    @st.fragment(run_every=REFRESH_S if active_at_start else None)
+    def live() -> None:
+        states = {p: launcher.run_state(p) for p in paths}
+        active = any(s.get("state") in ACTIVE_STATES for s in states.values())
+        if active != active_at_start:
+            st.rerun()  # a run started or ended: redraw the page so polling starts or stops
+        for p, s in states.items() if progress else ():
+            step, total = s.get("step") or 0, s.get("total_steps")
+            state = s.get("state", "unknown")
+            if state in ACTIVE_STATES and total:
+                st.progress(min(1.0, step / total), text=f"{labels[p]}: {state_badge(state)} · step {step}/{total}")
+            if state in ACTIVE_STATES and not step:
+                show_startup(p, s)
+            elif state in ("crashed", "failed"):
+                st.error(f"{plain(labels[p])}: {plain(state)}")
+                st.code(str(s.get("error") or "no error text")[-4000:], language=None)
+        if not active:
+            return
+        if progress:
+            st.caption(f"Live: the progress is checked every {REFRESH_S:g} s; the figures are redrawn when a step "
+                       f"has been written, at most every {FIGURE_REFRESH_S:g} s.")
+        drawn_sig, drawn_at = st.session_state.get(drawn_key, (None, 0.0))
+        if signature(states) != drawn_sig and time.monotonic() - drawn_at >= FIGURE_REFRESH_S:
+            st.rerun()  # the whole page, so what it draws is drawn again
+
+    # The signature is taken before the fragment's first run, so that run never asks for another.
+    key = signature(states_now)
+    st.session_state[drawn_key] = (key, time.monotonic())
+    live()
+    return key
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)

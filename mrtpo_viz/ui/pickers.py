@@ -46,6 +46,17 @@ def keep_choice(key: str, options: Sequence, default=None) -> None:
         st.session_state[key] = default if default in options else (options[0] if len(options) else None)
 
 
+def drawn_for(key: str, owner) -> bool:
+    """Remember that the select box `key` is drawn for `owner` (a run, or a run's step); True when that differs
+    from the last time. Then the caller assigns the box's state again: a select box holds its value as the label
+    shown, so a label that changed with the owner while the value stayed (sample 5's outcome marks, a variant's
+    "(trained)") would stay stale in the browser until the state is set on the server."""
+    mark = f"{key}__drawn_for"
+    changed = st.session_state.get(mark) != owner
+    st.session_state[mark] = owner
+    return changed
+
+
 def pick_run(runs: Sequence[RunInfo], label: str = "Run", where=None, key: str = "run_picker") -> RunInfo | None:
     """A select box over `runs` showing the chosen run (the first one when the chosen run is not offered here,
     without forgetting the choice); a pick by the user becomes the choice. None when there are no runs."""
@@ -97,9 +108,10 @@ def sample_filter_values(page: str) -> tuple[str | None, str | None, str]:
             st.session_state.get(f"{page}_outcome", "any"))
 
 
-def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list[str]]) -> int | None:
+def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list[str]], owner=None) -> int | None:
     """Filters (prompt, outcome of a reward) and a sample select box whose entries carry one outcome mark per
-    reward (✓/✗/·); the link's `sample` when valid. None (with a note) when no sample matches."""
+    reward (✓/✗/·); the link's `sample` when valid. None (with a note) when no sample matches. `owner`: the
+    (run, step) the samples belong to; when it changes the box shows the new labels (`drawn_for`)."""
     from mrtpo_viz import analysis
 
     f1, f2, f3, f4 = st.columns([1, 1.5, 1, 2.5])
@@ -123,6 +135,8 @@ def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list
         else:
             link_warning("sample", wanted, f"sample {samples[0]}")
     keep_choice(key, samples)
+    if drawn_for(key, owner):
+        st.session_state[key] = st.session_state[key]
     return f4.selectbox(
         "Sample (✓/✗/· per reward)", samples, key=key,
         format_func=lambda i: f"sample {i} · {prompt_of.get(i, '?')} · "

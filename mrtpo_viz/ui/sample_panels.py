@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 import streamlit as st
 
 from mrtpo_viz import loaders
-from mrtpo_viz.ui.messages import plain, show_warnings
-from mrtpo_viz.ui.pickers import keep_choice
+from mrtpo_viz.ui.messages import md_text, plain, show_warnings
+from mrtpo_viz.ui.pickers import drawn_for, keep_choice
 
 
 def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, rewards: Sequence[str], page: str):
@@ -26,15 +26,17 @@ def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, re
         st.stop()
     from mrtpo_viz import analysis
     index, _ = loaders.credit_index(path, step)  # cached: the page drew its selectors from it
-    return relevance_switch(sample_df, cfg, rewards, page, step_skipped=analysis.replay_coverage_from_index(index)[1])
+    return relevance_switch(sample_df, cfg, rewards, page, step_skipped=analysis.replay_coverage_from_index(index)[1],
+                            run=path)
 
 
-def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None, step_skipped: int | None = None):
+def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=None, step_skipped: int | None = None,
+                     run: str | None = None):
     """A select box of the relevance variants recomputable from this step's stored d (`specificity.
-    computable_variants`), the others listed with why not. Returns (the credit frame, recomputed under the
-    chosen variant when it is not the run's own, with a `relevance` column; the chosen variant or None).
-    `step_skipped`: the (sample, reward) pairs of the whole step whose replay was skipped (from its index); None
-    counts those of `df` and says so."""
+    computable_variants`), the others listed with why not; another `run` than last time opens on its own variant.
+    Returns (the credit frame, recomputed under the chosen variant when it is not the run's own, with a `relevance`
+    column; the chosen variant or None). `step_skipped`: the (sample, reward) pairs of the whole step whose replay
+    was skipped (from its index); None counts those of `df` and says so."""
     from core.config import DEFAULT_RELEVANCE
     from mrtpo_viz import specificity
     ok, why = specificity.computable_variants(cfg)
@@ -42,6 +44,8 @@ def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=
         return df, None
     own = str(cfg.get("relevance") or DEFAULT_RELEVANCE)
     key = f"{page}_relevance"
+    if drawn_for(key, run):  # another run: its own variant (and the labels of this run: which one it trained)
+        st.session_state[key] = own
     keep_choice(key, ok, own)
     variant = (where or st).selectbox(
         "Relevance", ok, key=key, format_func=lambda v: f"{v} (trained)" if v == own else f"{v} (recomputed)",
@@ -49,7 +53,7 @@ def relevance_switch(df, cfg: Mapping, rewards: Sequence[str], page: str, where=
              "combine; routing weights use the run's lam, w_max and sharpen")
     if why:
         st.caption("Not computable from this step's stored values: "
-                   + "; ".join(f"**{plain(v)}** {plain(r)}" for v, r in why.items()) + ".")
+                   + "; ".join(f"**{md_text(v)}** {md_text(r)}" for v, r in why.items()) + ".")
     if variant == own:
         return df, variant
     st.info(f"Routing weights, credit and the total advantage below are recomputed under **{plain(variant)}** from "
@@ -76,12 +80,11 @@ def specificity_panel(sample_df, rewards: Sequence[str]) -> None:
     st.subheader("Reward specificity of this sample")
     if len(stated) >= 2:
         overlap, mean = specificity.sample_overlap(sample_df, stated)
-        left, right = st.columns([3, 1])
-        left.caption("Routing overlap of each pair of rewards, sum_t min(p_k(t), p_j(t)) of their routing-weight "
-                     "shares: 1 = the same tokens, 0 = disjoint.")
-        left.dataframe(overlap, width="stretch", column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                                                for c in overlap.columns})
-        right.metric("Mean overlap (this sample)", "n/a" if mean != mean else f"{mean:.3f}")
+        st.caption("Routing overlap of each pair of rewards, sum_t min(p_k(t), p_j(t)) of their routing-weight "
+                   "shares: 1 = the same tokens, 0 = disjoint; — a reward with itself; n/a a reward that did not act "
+                   "on this response.")
+        st.table(specificity.overlap_table(overlap))
+        st.metric("Mean overlap (this sample)", "n/a" if mean != mean else f"{mean:.3f}")
     else:
         st.caption("One stated reward: no pairwise overlap.")
     table = specificity.sample_metrics(sample_df, stated)
