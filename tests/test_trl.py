@@ -116,7 +116,7 @@ def runs_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trl_run(micro, runs_root, tmp_path_factory):
     """A two-step MRTPOTrainer run (replay routing) written to a run store; the advantage shapes it produced."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, TrainerCallback
 
     from core.integrations.trl import MRTPOTrainer
 
@@ -136,17 +136,98 @@ def trl_run(micro, runs_root, tmp_path_factory):
             self.saves.append((output_dir, _internal_call))
             return super().save_model(output_dir, _internal_call)
 
+    class Logs(TrainerCallback):  # what TRL's metric path hands report_to (W&B, TensorBoard, trackio)
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            trl_run_logs.append((state.global_step, dict(logs or {})))
+
+    # TRL logs every optimizer step; the first 2 prompts x 2 samples are the held-out set, scored at the last step
     trainer = Recording(AutoModelForCausalLM.from_pretrained(path),
-                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5),
-                        train_dataset=ds, processing_class=tok)
+                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5,
+                                      logging_strategy="steps", logging_steps=1, eval_prompts=2, eval_samples=2),
+                        train_dataset=ds, processing_class=tok, held_out_dataset=ds, callbacks=[Logs()])
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
     changed = any(not bool((a == b.detach()).all()) for a, b in zip(before, trainer.model.parameters(), strict=True))
     trl_run_saves.extend(Recording.saves)
+    trl_run_trainer.append(trainer)
     return trainer.writer.path, Recording.shapes, changed
 
 
 trl_run_saves: list = []  # the trl_run fixture's save_model calls
+trl_run_logs: list = []  # (global_step, logs) of every on_log of the trl_run fixture
+trl_run_trainer: list = []  # the trl_run fixture's trainer
+
+
+@needs_trl
+def test_mrtpo_metrics_reach_trls_loggers_named_as_in_the_run_store(trl_run):
+    """Every finite number of a step's metrics line (per-reward credit metrics, routing overlap, replayed pairs,
+    replay time, held-out evaluation) arrives through TRL's own metric path (on_log, what report_to gets) under
+    the run store's name, with the run store's value, beside TRL's own metrics."""
+    metrics = RunStore(trl_run[0]).metrics()
+    assert [step for step, _ in trl_run_logs if "loss" in _] == [1, 2]
+    for step, logs in trl_run_logs:
+        if "loss" not in logs:  # HF's end-of-training summary
+            continue
+        row = metrics[metrics["step"] == step].iloc[0]
+        line = {k: float(v) for k, v in row.items() if k != "step" and np.isfinite(v)}
+        ours = {k: v for k, v in logs.items() if "/" in k and k in row.index}
+        assert set(ours) == set(line), set(line) ^ set(ours)
+        for key, value in line.items():
+            assert logs[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+        assert "reward" in logs and "entropy" in logs  # TRL's own stay
+    last = [logs for _, logs in trl_run_logs if "loss" in logs][-1]
+    for key in ("replay/pass_share", "time/replay", "routing/clipped_share", "span/retained", "eval/all_satisfied",
+                "span/change_case:english_lowercase/mass_in", "eval/reward/punctuation:no_comma"):
+        assert key in last, key
+    assert trl_run_trainer[0].state.log_history[1]["replay/pass_share"] == last["replay/pass_share"]
+
+
+@needs_trl
+def test_report_to_tensorboard_writes_mrtpo_metrics_to_the_event_file(micro, tmp_path):
+    """report_to="tensorboard": the event file holds the run store's metrics under HF's train/ prefix (needs the
+    tensorboard package, which `make test` does not install; the on_log test above covers the same path)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer
+
+    path, tok, ds = micro
+    trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), train_dataset=ds, processing_class=tok,
+                           args=trl_args(tmp_path, runs_dir=str(tmp_path / "runs"), run_name="tb", max_steps=1,
+                                         report_to=["tensorboard"], logging_strategy="steps", logging_steps=1))
+    trainer.train()
+    line = RunStore(tmp_path / "runs" / "tb").metrics().iloc[0]
+    events = sorted((tmp_path / "hf").rglob("events.out.tfevents*"))
+    assert events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    for key in ("replay/pass_share", "time/replay", "routing/clipped_share", "reward/all_satisfied"):
+        assert acc.Scalars(f"train/{key}")[0].value == pytest.approx(line[key], rel=1e-6), key
+
+
+@needs_trl
+def test_held_out_evaluation_on_trl_is_the_built_in_evaluation_of_the_saved_weights(trl_run, micro):
+    """The trl backend scores the held-out set at its checkpoint steps (here the last), `eval/*` as the built-in
+    trainer writes them: the built-in evaluation of the final checkpoint's weights gives the same numbers."""
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import dataset_rows
+    from core.model import encode_prompt
+    from core.run.step import held_out_metrics
+
+    _, tok, ds = micro
+    store = RunStore(trl_run[0])
+    metrics = store.metrics()
+    assert metrics["eval/all_satisfied"].isna().tolist() == [True, False]  # step 2 only (the checkpoint step)
+    items = [r.item for r in dataset_rows(ds)][:2]
+    model = AutoModelForCausalLM.from_pretrained(store.checkpoints()[-1]).eval()
+    expected = held_out_metrics(model, tok, items, [encode_prompt(tok, it.prompt()) for it in items],
+                                store.reward_names(), samples=2, max_new_tokens=12, temperature=1.0, seed=0)
+    assert set(expected) == set(metrics.filter(like="eval/").columns)
+    for key, value in expected.items():
+        got = metrics[key].iloc[-1]
+        assert (np.isnan(value) and np.isnan(got)) or got == pytest.approx(value, abs=1e-9), key
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +236,8 @@ def builtin_run(micro_model, prompt_file, runs_root):
     from core.run import lifecycle
 
     cfg = TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), steps=1, runs_dir=str(runs_root),
-                      run_name="builtin-one", **MICRO)
+                      run_name="builtin-one", eval_prompt_set=str(prompt_file), eval_prompts=2, eval_samples=2,
+                      **MICRO)
     return lifecycle.train(cfg, out=io.StringIO())
 
 

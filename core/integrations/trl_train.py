@@ -58,7 +58,8 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
         replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, replay_dtype=cfg.replay_dtype, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
         checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
-        credit_samples=cfg.credit_samples, credit_every=cfg.credit_every,
+        credit_samples=cfg.credit_samples, credit_every=cfg.credit_every, eval_samples=cfg.eval_samples,
+        eval_prompts=cfg.eval_prompts,
     )
 
 
@@ -82,6 +83,7 @@ def run(cfg: TrainConfig) -> Path | None:
     if first:
         print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), flush=True)
     items, names = cfg.load_prompts()
+    held_out = cfg.load_prompts(cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
     on_cpu = use_cpu(cfg)
     model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
     output_dir = tempfile.mkdtemp(prefix="mrtpo-trl-")  # HF's own output folder; the run store is elsewhere
@@ -91,6 +93,7 @@ def run(cfg: TrainConfig) -> Path | None:
         trainer = MRTPOTrainer(
             model, reward_funcs=None, args=args, train_dataset=prompt_dataset(items, tokenizer),
             processing_class=tokenizer, store_config={**cfg.to_dict(), "nproc": world_size()},
+            held_out_dataset=prompt_dataset(held_out, tokenizer) if held_out else None,
         )
         if trainer.reward_names != names:
             raise RuntimeError(f"TRL rewards {trainer.reward_names} differ from the prompt set's {names}")

@@ -14,7 +14,7 @@ from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
                  "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints", "credit_samples",
-                 "credit_every")
+                 "credit_every", "eval_samples", "eval_prompts")
 
 
 @dataclass
@@ -58,6 +58,11 @@ class MRTPOConfig(GRPOConfig):
                                                                "whole groups and both outcomes of each reward"})
     credit_every: int = field(default=1, metadata={"help": "store the token-level credit map of batch 1, every "
                                                            "this-many-th batch after it and the last one"})
+    eval_samples: int = field(default=4, metadata={"help": "held-out evaluation (MRTPOTrainer's held_out_dataset): "
+                                                           "responses sampled per held-out prompt at the training "
+                                                           "temperature, fixed seed"})
+    eval_prompts: int = field(default=32, metadata={"help": "held-out evaluation: the first this many prompts of "
+                                                            "held_out_dataset, scored at every run-store checkpoint"})
     multi_objective_aggregation: str = field(
         default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
                                                         "normalize_then_sum is GDPO"})

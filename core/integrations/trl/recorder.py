@@ -157,6 +157,7 @@ class RunRecorder:
         self._batch = None
         self._loss_sum = None
         self._metric_marks = {}
+        self.held_out: tuple[list, list[list[int]]] | None = None  # (PromptItems, token ids) of the held-out set
 
     def _mark_metrics(self) -> None:
         self._metric_marks = {k: len(v) for k, v in self._metrics["train"].items()}
@@ -190,7 +191,7 @@ class RunRecorder:
             "runs_dir": str(args.runs_dir),
             "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
             "keep_checkpoints": args.keep_checkpoints, "credit_samples": args.credit_samples,
-            "credit_every": args.credit_every,
+            "credit_every": args.credit_every, "eval_samples": args.eval_samples, "eval_prompts": args.eval_prompts,
             "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
         }
 
@@ -268,7 +269,7 @@ class RunRecorder:
             self.diverged = f"diverged at step {step}: {reason}"
         elif self.args.checkpoint_every and step % self.args.checkpoint_every == 0:
             self.save_run_checkpoint(step)
-        if self.writer is None:
+        if batch.parts is None:  # not process 0: it only joined the reductions
             return
         times = dict(batch.times)
         times["time/update"] = time.perf_counter() - batch.start - sum(times.values())
@@ -278,6 +279,11 @@ class RunRecorder:
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
                                 loss_stats, times, w_max=self.args.w_max)
         metrics = record.step_metrics(rec)
+        if not self.diverged and self.is_checkpoint_step(step):
+            metrics.update(self.held_out_metrics())
+        self.report_metrics(metrics)
+        if self.writer is None:
+            return
         if batch.stored is None or len(batch.stored):
             self.writer.write_credit(step, record.credit_step(rec, batch.stored))
         self.writer.append_metrics(metrics)
@@ -287,6 +293,43 @@ class RunRecorder:
             return
         self.writer.set_status(state="running", step=step)
         print(record.summary_line(metrics, self.total_record_steps(), self.reward_names), flush=True)
+
+    def is_checkpoint_step(self, step: int) -> bool:
+        """A step whose weights the run store keeps: every `checkpoint_every`-th and the last (the built-in
+        trainer evaluates the held-out set at these steps too)."""
+        every = self.args.checkpoint_every
+        return step == self.total_record_steps() or bool(every and step % every == 0)
+
+    def held_out_metrics(self) -> dict[str, float]:
+        """Process 0: the built-in trainer's held-out evaluation (`core.run.step.held_out_metrics`:
+        `eval/reward/<name>`, `eval/all_satisfied`) of the policy as it is now, on the held-out prompts tokenized
+        as TRL tokenizes them; {} without a held-out set. The policy is sampled unwrapped and without dropout;
+        the other processes go on to the next batch and wait for process 0 in its first collective."""
+        if not self.held_out or not self.accelerator.is_main_process:
+            return {}
+        from core.run.step import held_out_metrics
+
+        items, prompt_ids = self.held_out
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            return held_out_metrics(model, self.processing_class, items, prompt_ids, self.reward_names,
+                                    samples=self.args.eval_samples, max_new_tokens=self.args.max_completion_length,
+                                    temperature=self.args.temperature, seed=self.args.seed,
+                                    autocast=self.accelerator.autocast)
+        finally:
+            model.train(was_training)
+
+    def report_metrics(self, metrics: dict[str, Any]) -> None:
+        """The step's metrics line, named as in the run store (`reward/<name>`, `span/<name>/...`,
+        `routing/...`, `replay/pass_share`, `time/replay`, ...), into TRL's own metric path: TRL averages
+        `_metrics["train"]` at its next `log` and hands the result to `report_to` (TensorBoard, W&B, trackio)
+        and `state.log_history`. Process 0 only (the only one that reports); `step` and non-finite values
+        are left out (TRL's loggers take None, not NaN)."""
+        for key, value in metrics.items():
+            if key != "step" and isinstance(value, (int, float)) and np.isfinite(value):
+                self._metrics["train"][key].append(float(value))
 
     def _divergence(self, loss_stats: dict[str, float]) -> str:
         """Why this step shows the run diverged ("" when it does not), by the built-in trainer's rule; every

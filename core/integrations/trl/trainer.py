@@ -93,11 +93,14 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
     `reward_funcs` defaults to `verifier_rewards(train_dataset)`; reward functions that are not verifier
     families are routed uniformly (they have no constraint sentence to remove) and have no spans.
     `store_config` is what config.json records (the `mrtpo train --backend trl` command passes its
-    TrainConfig); by default it is built from `args`.
+    TrainConfig); by default it is built from `args`. `held_out_dataset` (rows as `train_dataset`'s) is scored
+    at every run-store checkpoint as the built-in trainer scores its eval set (`eval/*` metrics, first
+    `args.eval_prompts` prompts x `args.eval_samples` responses); TRL's own `eval_dataset` keeps its meaning.
     """
 
     def __init__(self, model, reward_funcs=None, args: MRTPOConfig | None = None, train_dataset=None,
-                 eval_dataset=None, processing_class=None, *, store_config: dict | None = None, **kwargs):
+                 eval_dataset=None, processing_class=None, *, store_config: dict | None = None,
+                 held_out_dataset=None, **kwargs):
         if args is None or not isinstance(args, MRTPOConfig):
             raise TypeError("MRTPOTrainer needs args=MRTPOConfig(...) (GRPOConfig plus routing, relevance, lam, ...)")
         for unsupported in ("tools", "environment_factory"):
@@ -134,6 +137,9 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         self._captured: CapturedRewards | None = None
         self._guard: SignalGuard | None = None
         self._init_recorder(store_config)
+        if held_out_dataset is not None:
+            held = dataset_rows(held_out_dataset)[: args.eval_prompts]
+            self.held_out = ([r.item for r in held], self._token_ids([r.prompt for r in held]))
         self.add_callback(RunStoreCallback(self))
 
     # ------------------------------------------------------------------ TRL hooks
