@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> str | None:
     )
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),
                            processing_class=tok, rollout_func=fixed_rollout)
-    print(f"rank {trainer.accelerator.process_index} pid {os.getpid()}", flush=True)
+    # one write of the whole line: with PYTHONUNBUFFERED, print() writes the text and its newline separately, and
+    # the two ranks' lines on the shared pipe interleaved ("rank 0 pid 1rank 1 pid 2\n\n") under load
+    sys.stdout.write(f"rank {trainer.accelerator.process_index} pid {os.getpid()}\n")
+    sys.stdout.flush()
     finished = False
     try:
         trainer.train()
