@@ -107,6 +107,71 @@ def test_uniform_routing_reproduces_trl_gdpo_loss_and_gradient(micro, tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
 
 
+@needs_trl
+def test_verifiers_run_once_per_batch_and_trls_table_shows_mrtpos_advantages(micro, tmp_path, monkeypatch):
+    """The verifiers run once per (sample, reward) pair, as TRL's reward functions, and the spans MRTPO routes with
+    are theirs (the built-in verify on the same texts gives the same masks); TRL's completions table (its logged
+    advantage per completion) shows MRTPO's: the mean token advantage over the completion's tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer, prompt_row
+    from core.run import batch as batch_lib
+    from core.tasks import PromptItem
+
+    path, tok, ds = micro
+    trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), args=trl_args(tmp_path, runs_dir=None),
+                           train_dataset=ds, processing_class=tok)
+    calls = []
+    real = PromptItem.verifier_for
+
+    class Counting:
+        def __init__(self, verifier):
+            self.verifier = verifier
+
+        def verify(self, text):
+            calls.append(text)
+            return self.verifier.verify(text)
+
+    monkeypatch.setattr(PromptItem, "verifier_for", lambda self, name: None if real(self, name) is None
+                        else Counting(real(self, name)))
+    out, _, _ = one_batch(trainer, ds)
+    rewards = trainer._captured.rewards  # (16, K)
+    assert len(calls) == int((~torch.isnan(rewards)).sum()) > 0  # once per applicable pair (twice before)
+    monkeypatch.setattr(PromptItem, "verifier_for", real)
+    texts, _, offsets = batch_lib.decode_responses(tok, trainer._captured.completion_ids)
+    items = [prompt_row(ds[i]).item for i in range(4) for _ in range(4)]
+    expected = batch_lib.verify(items, texts, offsets, trainer.reward_names, out["completion_ids"].shape[1])
+    kept = trainer._batch.parts[0].span_mask
+    assert kept.any() and torch.equal(kept, expected.span_mask)
+    mask = out["completion_mask"].float()
+    mean_adv = ((out["advantages"] * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
+    assert list(trainer._logs["advantages"])[-16:] == pytest.approx(mean_adv, abs=1e-6)
+
+
+@needs_trl
+def test_a_trl_users_run_prints_nothing_of_its_own_and_leaves_the_final_model_in_output_dir(micro, tmp_path, capfd):
+    """From Python, MRTPOTrainer's stdout is TRL's (nothing here: logging is off); the step lines go to the
+    transformers logger (`print_steps` puts them on stdout, as mrtpo train does). The final policy is saved in
+    output_dir as TRL's scripts save it, besides the run store's checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer
+
+    path, tok, ds = micro
+    trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), train_dataset=ds, processing_class=tok,
+                           args=trl_args(tmp_path, runs_dir=str(tmp_path / "runs"), run_name="quiet", max_steps=1))
+    trainer.train()
+    out = capfd.readouterr().out
+    assert "step 1/1" not in out and "run quiet" not in out, out
+    assert RunStore(tmp_path / "runs" / "quiet").status()["state"] == "completed"
+    saved = {p.name for p in (tmp_path / "hf").iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "training_args.bin"} <= saved, saved
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    for a, b in zip(reloaded.parameters(), trainer.model.parameters(), strict=True):
+        assert bool((a == b.detach()).all())
+
+
 @pytest.fixture(scope="module")
 def runs_root(tmp_path_factory):
     """One runs directory for the TRL run and the built-in one (the app lists both)."""
@@ -602,6 +667,59 @@ def test_a_diverging_run_ends_failed_on_both_backends_and_saves_no_weights(tmp_p
     assert status["error"].startswith("diverged at step 1: loss/total is nan")
     assert store.metrics()["step"].tolist() == [1] and store.checkpoints() == []
     assert "mrtpo train: diverged at step 1" in capsys.readouterr().err
+
+
+@needs_trl
+@pytest.mark.slow
+def test_resume_continues_a_trl_run_as_if_it_had_not_stopped(micro_model, prompt_file, tmp_path):
+    """`mrtpo train --resume` of a trl run from its step-2 checkpoint (weights, optimizer and scheduler state, RNG
+    states, the data order) gives step 3 exactly as the run that went on: the same prompts and responses, the same
+    token advantages, the same weights after step 3; the run store continues after step 2. Each FutureWarning of
+    the run is shown once, with a checkpoint every step (they came back after each save)."""
+    from safetensors.torch import load_file
+
+    from core.cli import main
+
+    common = ["train", "--backend", "trl", "--model", str(micro_model), "--prompt-set", str(prompt_file),
+              "--runs-dir", str(tmp_path), "--device", "cpu", "--checkpoint-every", "1", "--keep-checkpoints", "0",
+              *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]]
+    assert main([*common, "--steps", "3", "--run-name", "whole"]) == 0
+    part = subprocess.run([sys.executable, "-m", "core.cli", *common, "--steps", "2", "--run-name", "part"], cwd=ROOT,
+                          env=CLI_ENV, capture_output=True, text=True, timeout=600)
+    assert part.returncode == 0, part.stderr[-3000:]
+    future = [line for line in part.stderr.splitlines() if "FutureWarning" in line]
+    assert len(future) == len(set(future)), future
+    ckpt = tmp_path / "part" / "checkpoints" / "step_000002"
+    assert {"optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "trl_trainer_state.json"} <= {
+        p.name for p in ckpt.iterdir()}
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "3"]) == 0
+    whole, resumed = RunStore(tmp_path / "whole"), RunStore(tmp_path / "part")
+    assert resumed.status()["state"] == "completed" and resumed.status()["step"] == 3
+    assert resumed.metrics()["step"].tolist() == [1, 2, 3] and resumed.credit_steps() == [1, 2, 3]
+    x, y = whole.credit(3), resumed.credit(3)
+    keys = ["sample", "prompt_key", "reward", "t", "token_id", "in_span"]
+    assert x[keys].astype(str).equals(y[keys].astype(str))
+    np.testing.assert_allclose(y["token_adv"], x["token_adv"], atol=1e-6)
+    a = load_file(whole.checkpoints()[-1] / "model.safetensors")
+    b = load_file(resumed.checkpoints()[-1] / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+
+
+@needs_trl
+def test_resume_from_a_checkpoint_without_optimizer_state_is_one_clear_error(micro_model, prompt_file, tmp_path):
+    """A trl run whose checkpoint has no optimizer state (written before resume existed) is refused in one line."""
+    from core.run.store import RunWriter
+
+    cfg = TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), backend="trl", runs_dir=str(tmp_path),
+                      run_name="old", **MICRO)
+    writer = RunWriter.create(tmp_path, "old", cfg.to_dict())
+    writer.set_status(state="stopped", step=1)
+    ckpt = tmp_path / "old" / "checkpoints" / "step_000001"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text('{"step": 1, "seed": 0}\n')
+    out = cli("--resume", str(tmp_path / "old"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "resume: " in out.stderr and "trl_trainer_state.json" in out.stderr
 
 
 def start_two_processes(micro_model, prompt_file, runs) -> subprocess.Popen:

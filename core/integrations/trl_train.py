@@ -17,6 +17,7 @@ from transformers import PrinterCallback
 
 from core.config import TrainConfig
 from core.integrations.trl import MRTPOConfig, MRTPOTrainer, end_process_group, prompt_dataset
+from core.integrations.trl.recorder import TRL_TRAINER_STATE
 from core.run.train_log import phase_line
 
 # What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
@@ -60,6 +61,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
         credit_samples=cfg.credit_samples, credit_every=cfg.credit_every, eval_samples=cfg.eval_samples,
         eval_prompts=cfg.eval_prompts,
+        print_steps=True, save_final_model=False,  # the terminal's step lines; the final model is the run store's
     )
 
 
@@ -75,9 +77,19 @@ def use_cpu(cfg: TrainConfig) -> bool:
     return False
 
 
-def run(cfg: TrainConfig) -> Path | None:
-    """Train on this process's share; returns the run folder on process 0 (None on the others)."""
+def run(cfg: TrainConfig, resume: Path | None = None) -> Path | None:
+    """Train on this process's share; returns the run folder on process 0 (None on the others). `resume`: the run
+    folder to continue from its newest checkpoint (weights, optimizer, scheduler, RNG, data order)."""
     from core import model as model_lib
+    from core.config import ConfigError
+    from core.run.store import RunStore
+
+    checkpoint = RunStore(resume).latest_checkpoint() if resume is not None else None
+    if resume is not None and checkpoint is None:
+        raise ConfigError("resume", f"run {resume.name!r} has no complete checkpoint to resume from; start a new run")
+    if checkpoint is not None and not (checkpoint[1] / TRL_TRAINER_STATE).is_file():
+        raise ConfigError("resume", f"{checkpoint[1]} has no {TRL_TRAINER_STATE} (optimizer and scheduler state): "
+                                    "it was not written by a resumable trl run; start a new run")
 
     first = os.environ.get("RANK", "0") == "0"
     if first:
@@ -99,9 +111,9 @@ def run(cfg: TrainConfig) -> Path | None:
             raise RuntimeError(f"TRL rewards {trainer.reward_names} differ from the prompt set's {names}")
         trainer.remove_callback(PrinterCallback)  # the run prints its own line per step, not HF's log dicts
         if first:
-            print(phase_line(f"step 1 of {cfg.steps}: sampling {cfg.prompts_per_step * cfg.group_size} responses "
+            print(phase_line(f"step {checkpoint[0] + 1 if checkpoint else 1} of {cfg.steps}: sampling {cfg.prompts_per_step * cfg.group_size} responses "
                              f"on {world_size()} process{'es' if world_size() > 1 else ''}"), flush=True)
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(checkpoint[1]) if checkpoint else None)
         finished = True
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)

@@ -63,6 +63,12 @@ class MRTPOConfig(GRPOConfig):
                                                            "temperature, fixed seed"})
     eval_prompts: int = field(default=32, metadata={"help": "held-out evaluation: the first this many prompts of "
                                                             "held_out_dataset, scored at every run-store checkpoint"})
+    print_steps: bool = field(default=False, metadata={"help": "print the run store's one-line summary of every "
+                                                               "step (and where the run is) on process 0, as mrtpo "
+                                                               "train does; off: the numbers go to TRL's logging only"})
+    save_final_model: bool = field(default=True, metadata={"help": "save the final policy into output_dir at the end "
+                                                                   "of train() (save_model, no hub push), besides the "
+                                                                   "run store's checkpoints"})
     multi_objective_aggregation: str = field(
         default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
                                                         "normalize_then_sum is GDPO"})
