@@ -17,6 +17,33 @@ SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "e
                  "credit_every", "eval_samples", "eval_prompts")
 
 
+def zero_stage(deepspeed: dict | str | None) -> int:
+    """The ZeRO stage of TrainingArguments.deepspeed (a dict or the path of its JSON); 0 without DeepSpeed."""
+    if not deepspeed:
+        return 0
+    if isinstance(deepspeed, str):
+        try:
+            with open(deepspeed, encoding="utf-8") as fh:
+                deepspeed = json.load(fh)
+        except (OSError, ValueError):
+            return 0  # HF reports an unreadable DeepSpeed config itself
+    stage = (deepspeed.get("zero_optimization") or {}).get("stage", 0) if isinstance(deepspeed, dict) else 0
+    return int(stage) if str(stage).isdigit() else 0
+
+
+def unsupported_feature(config) -> tuple[str, str] | None:
+    """(field, why) for a TRL feature MRTPO refuses (README, "TRL features"), None when there is none: vLLM
+    generation and ZeRO-3 could not be tested where MRTPO on TRL was built (neither vLLM nor DeepSpeed is installed
+    there), and an untested path must not look supported."""
+    if config.use_vllm:
+        return ("use_vllm", "MRTPO with vLLM generation (colocate or server) is not supported yet: untested, it "
+                            "needs the replay on the training model beside vLLM's sampler; set use_vllm=False")
+    if zero_stage(config.deepspeed) == 3:
+        return ("deepspeed", "MRTPO under DeepSpeed ZeRO-3 is not supported yet: untested (DeepSpeed is not "
+                             "installed where it was built); use DDP")
+    return None
+
+
 @dataclass
 class MRTPOConfig(GRPOConfig):
     """`GRPOConfig` plus MRTPO's method fields (docs/METHOD.md), checked like `core.config.TrainConfig`.
@@ -74,6 +101,9 @@ class MRTPOConfig(GRPOConfig):
                                                         "normalize_then_sum is GDPO"})
 
     def __post_init__(self):
+        refused = unsupported_feature(self)  # before GRPOConfig's checks, which import vLLM / DeepSpeed
+        if refused:
+            raise ConfigError(*refused)
         super().__post_init__()
         if isinstance(self.family_weights, str):
             try:
