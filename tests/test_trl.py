@@ -336,7 +336,9 @@ def test_run_store_checkpoints_are_internal_saves_never_a_hub_push(trl_run):
     """Every checkpoint the run store takes calls save_model with _internal_call=True: with push_to_hub, HF's
     save_model(_internal_call=False) pushes the folder to the Hub each time."""
     assert trl_run_saves and all(internal for _, internal in trl_run_saves), trl_run_saves
-    assert all("checkpoints" in str(folder) for folder, _ in trl_run_saves)
+    # the run store's checkpoints, then the final model into output_dir (save_final_model), as TRL's scripts end
+    assert all("checkpoints" in str(folder) for folder, _ in trl_run_saves[:-1])
+    assert Path(trl_run_saves[-1][0]).name == "hf"
 
 
 @needs_trl
