@@ -412,12 +412,6 @@ def _backend_check(v: str, cfg: TrainConfig) -> str:
     return _choice(BACKENDS)(v, cfg) or (trl_problem() if v == "trl" else "")
 
 
-def _trl_eval_rule(cfg: TrainConfig) -> str:
-    if cfg.backend == "trl" and cfg.eval_prompt_set:
-        return "the trl backend does not run the held-out evaluation; leave eval_prompt_set empty or use builtin"
-    return ""
-
-
 def _nproc_rule(cfg: TrainConfig) -> str:
     n = cfg.nproc
     if n == 1:
@@ -486,7 +480,6 @@ _CHECK_OF = dict(_CHECKS)
 # Rules between fields, checked once every field is fine: (the field the message belongs to, rule).
 _RULES: list[tuple[str, Any]] = [
     ("max_new_tokens", _context_rule),
-    ("eval_prompt_set", _trl_eval_rule),
     ("nproc", _nproc_rule),
 ]
 

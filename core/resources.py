@@ -323,7 +323,7 @@ def disk_estimate(cfg: Any, n_rewards: int, parameters: int | None = None) -> di
     n_c = steps storing a credit map (step 1, every credit_every-th after it, the last), P = parameters;
       credit      = n_c S T (CELL_BYTES K + TOKEN_BYTES)       the credit maps (an upper bound: T is the longest)
       metrics     = steps METRICS_LINE_BYTES
-      checkpoints = min(kept, saved) x 4 P (1 + 2 for AdamW's moments, builtin only)   0 when P is unknown
+      checkpoints = min(kept, saved) x 4 P (1 + 2 for AdamW's moments)   0 when P is unknown
 
     >>> from types import SimpleNamespace as C
     >>> c = C(prompts_per_step=4, group_size=8, credit_samples=0, credit_every=10, steps=20, max_new_tokens=100,
@@ -340,7 +340,7 @@ def disk_estimate(cfg: Any, n_rewards: int, parameters: int | None = None) -> di
     saved = len({*range(cfg.checkpoint_every, steps + 1, cfg.checkpoint_every), steps} if cfg.checkpoint_every > 0
                 else {steps})
     kept = saved if not cfg.keep_checkpoints else min(cfg.keep_checkpoints, saved)
-    one_ckpt = FLOAT_BYTES * parameters * (1 if getattr(cfg, "backend", "builtin") == "trl" else 3) if parameters else 0
+    one_ckpt = FLOAT_BYTES * parameters * 3 if parameters else 0  # both backends save the optimizer (resume)
     terms = {"credit": n_credit * per_step, "metrics": steps * METRICS_LINE_BYTES, "checkpoints": kept * one_ckpt}
     terms["total"] = sum(terms.values())
     return terms

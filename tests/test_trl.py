@@ -107,6 +107,71 @@ def test_uniform_routing_reproduces_trl_gdpo_loss_and_gradient(micro, tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
 
 
+@needs_trl
+def test_verifiers_run_once_per_batch_and_trls_table_shows_mrtpos_advantages(micro, tmp_path, monkeypatch):
+    """The verifiers run once per (sample, reward) pair, as TRL's reward functions, and the spans MRTPO routes with
+    are theirs (the built-in verify on the same texts gives the same masks); TRL's completions table (its logged
+    advantage per completion) shows MRTPO's: the mean token advantage over the completion's tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer, prompt_row
+    from core.run import batch as batch_lib
+    from core.tasks import PromptItem
+
+    path, tok, ds = micro
+    trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), args=trl_args(tmp_path, runs_dir=None),
+                           train_dataset=ds, processing_class=tok)
+    calls = []
+    real = PromptItem.verifier_for
+
+    class Counting:
+        def __init__(self, verifier):
+            self.verifier = verifier
+
+        def verify(self, text):
+            calls.append(text)
+            return self.verifier.verify(text)
+
+    monkeypatch.setattr(PromptItem, "verifier_for", lambda self, name: None if real(self, name) is None
+                        else Counting(real(self, name)))
+    out, _, _ = one_batch(trainer, ds)
+    rewards = trainer._captured.rewards  # (16, K)
+    assert len(calls) == int((~torch.isnan(rewards)).sum()) > 0  # once per applicable pair (twice before)
+    monkeypatch.setattr(PromptItem, "verifier_for", real)
+    texts, _, offsets = batch_lib.decode_responses(tok, trainer._captured.completion_ids)
+    items = [prompt_row(ds[i]).item for i in range(4) for _ in range(4)]
+    expected = batch_lib.verify(items, texts, offsets, trainer.reward_names, out["completion_ids"].shape[1])
+    kept = trainer._batch.parts[0].span_mask
+    assert kept.any() and torch.equal(kept, expected.span_mask)
+    mask = out["completion_mask"].float()
+    mean_adv = ((out["advantages"] * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
+    assert list(trainer._logs["advantages"])[-16:] == pytest.approx(mean_adv, abs=1e-6)
+
+
+@needs_trl
+def test_a_trl_users_run_prints_nothing_of_its_own_and_leaves_the_final_model_in_output_dir(micro, tmp_path, capfd):
+    """From Python, MRTPOTrainer's stdout is TRL's (nothing here: logging is off); the step lines go to the
+    transformers logger (`print_steps` puts them on stdout, as mrtpo train does). The final policy is saved in
+    output_dir as TRL's scripts save it, besides the run store's checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer
+
+    path, tok, ds = micro
+    trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), train_dataset=ds, processing_class=tok,
+                           args=trl_args(tmp_path, runs_dir=str(tmp_path / "runs"), run_name="quiet", max_steps=1))
+    trainer.train()
+    out = capfd.readouterr().out
+    assert "step 1/1" not in out and "run quiet" not in out, out
+    assert RunStore(tmp_path / "runs" / "quiet").status()["state"] == "completed"
+    saved = {p.name for p in (tmp_path / "hf").iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "training_args.bin"} <= saved, saved
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    for a, b in zip(reloaded.parameters(), trainer.model.parameters(), strict=True):
+        assert bool((a == b.detach()).all())
+
+
 @pytest.fixture(scope="module")
 def runs_root(tmp_path_factory):
     """One runs directory for the TRL run and the built-in one (the app lists both)."""
@@ -116,7 +181,7 @@ def runs_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trl_run(micro, runs_root, tmp_path_factory):
     """A two-step MRTPOTrainer run (replay routing) written to a run store; the advantage shapes it produced."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, TrainerCallback
 
     from core.integrations.trl import MRTPOTrainer
 
@@ -136,17 +201,98 @@ def trl_run(micro, runs_root, tmp_path_factory):
             self.saves.append((output_dir, _internal_call))
             return super().save_model(output_dir, _internal_call)
 
+    class Logs(TrainerCallback):  # what TRL's metric path hands report_to (W&B, TensorBoard, trackio)
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            trl_run_logs.append((state.global_step, dict(logs or {})))
+
+    # TRL logs every optimizer step; the first 2 prompts x 2 samples are the held-out set, scored at the last step
     trainer = Recording(AutoModelForCausalLM.from_pretrained(path),
-                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5),
-                        train_dataset=ds, processing_class=tok)
+                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5,
+                                      logging_strategy="steps", logging_steps=1, eval_prompts=2, eval_samples=2),
+                        train_dataset=ds, processing_class=tok, held_out_dataset=ds, callbacks=[Logs()])
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
     changed = any(not bool((a == b.detach()).all()) for a, b in zip(before, trainer.model.parameters(), strict=True))
     trl_run_saves.extend(Recording.saves)
+    trl_run_trainer.append(trainer)
     return trainer.writer.path, Recording.shapes, changed
 
 
 trl_run_saves: list = []  # the trl_run fixture's save_model calls
+trl_run_logs: list = []  # (global_step, logs) of every on_log of the trl_run fixture
+trl_run_trainer: list = []  # the trl_run fixture's trainer
+
+
+@needs_trl
+def test_mrtpo_metrics_reach_trls_loggers_named_as_in_the_run_store(trl_run):
+    """Every finite number of a step's metrics line (per-reward credit metrics, routing overlap, replayed pairs,
+    replay time, held-out evaluation) arrives through TRL's own metric path (on_log, what report_to gets) under
+    the run store's name, with the run store's value, beside TRL's own metrics."""
+    metrics = RunStore(trl_run[0]).metrics()
+    assert [step for step, _ in trl_run_logs if "loss" in _] == [1, 2]
+    for step, logs in trl_run_logs:
+        if "loss" not in logs:  # HF's end-of-training summary
+            continue
+        row = metrics[metrics["step"] == step].iloc[0]
+        line = {k: float(v) for k, v in row.items() if k != "step" and np.isfinite(v)}
+        ours = {k: v for k, v in logs.items() if "/" in k and k in row.index}
+        assert set(ours) == set(line), set(line) ^ set(ours)
+        for key, value in line.items():
+            assert logs[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+        assert "reward" in logs and "entropy" in logs  # TRL's own stay
+    last = [logs for _, logs in trl_run_logs if "loss" in logs][-1]
+    for key in ("replay/pass_share", "time/replay", "routing/clipped_share", "span/retained", "eval/all_satisfied",
+                "span/change_case:english_lowercase/mass_in", "eval/reward/punctuation:no_comma"):
+        assert key in last, key
+    assert trl_run_trainer[0].state.log_history[1]["replay/pass_share"] == last["replay/pass_share"]
+
+
+@needs_trl
+def test_report_to_tensorboard_writes_mrtpo_metrics_to_the_event_file(micro, tmp_path):
+    """report_to="tensorboard": the event file holds the run store's metrics under HF's train/ prefix (needs the
+    tensorboard package, which `make test` does not install; the on_log test above covers the same path)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer
+
+    path, tok, ds = micro
+    trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), train_dataset=ds, processing_class=tok,
+                           args=trl_args(tmp_path, runs_dir=str(tmp_path / "runs"), run_name="tb", max_steps=1,
+                                         report_to=["tensorboard"], logging_strategy="steps", logging_steps=1))
+    trainer.train()
+    line = RunStore(tmp_path / "runs" / "tb").metrics().iloc[0]
+    events = sorted((tmp_path / "hf").rglob("events.out.tfevents*"))
+    assert events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    for key in ("replay/pass_share", "time/replay", "routing/clipped_share", "reward/all_satisfied"):
+        assert acc.Scalars(f"train/{key}")[0].value == pytest.approx(line[key], rel=1e-6), key
+
+
+@needs_trl
+def test_held_out_evaluation_on_trl_is_the_built_in_evaluation_of_the_saved_weights(trl_run, micro):
+    """The trl backend scores the held-out set at its checkpoint steps (here the last), `eval/*` as the built-in
+    trainer writes them: the built-in evaluation of the final checkpoint's weights gives the same numbers."""
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import dataset_rows
+    from core.model import encode_prompt
+    from core.run.step import held_out_metrics
+
+    _, tok, ds = micro
+    store = RunStore(trl_run[0])
+    metrics = store.metrics()
+    assert metrics["eval/all_satisfied"].isna().tolist() == [True, False]  # step 2 only (the checkpoint step)
+    items = [r.item for r in dataset_rows(ds)][:2]
+    model = AutoModelForCausalLM.from_pretrained(store.checkpoints()[-1]).eval()
+    expected = held_out_metrics(model, tok, items, [encode_prompt(tok, it.prompt()) for it in items],
+                                store.reward_names(), samples=2, max_new_tokens=12, temperature=1.0, seed=0)
+    assert set(expected) == set(metrics.filter(like="eval/").columns)
+    for key, value in expected.items():
+        got = metrics[key].iloc[-1]
+        assert (np.isnan(value) and np.isnan(got)) or got == pytest.approx(value, abs=1e-9), key
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +301,8 @@ def builtin_run(micro_model, prompt_file, runs_root):
     from core.run import lifecycle
 
     cfg = TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), steps=1, runs_dir=str(runs_root),
-                      run_name="builtin-one", **MICRO)
+                      run_name="builtin-one", eval_prompt_set=str(prompt_file), eval_prompts=2, eval_samples=2,
+                      **MICRO)
     return lifecycle.train(cfg, out=io.StringIO())
 
 
@@ -189,7 +336,9 @@ def test_run_store_checkpoints_are_internal_saves_never_a_hub_push(trl_run):
     """Every checkpoint the run store takes calls save_model with _internal_call=True: with push_to_hub, HF's
     save_model(_internal_call=False) pushes the folder to the Hub each time."""
     assert trl_run_saves and all(internal for _, internal in trl_run_saves), trl_run_saves
-    assert all("checkpoints" in str(folder) for folder, _ in trl_run_saves)
+    # the run store's checkpoints, then the final model into output_dir (save_final_model), as TRL's scripts end
+    assert all("checkpoints" in str(folder) for folder, _ in trl_run_saves[:-1])
+    assert Path(trl_run_saves[-1][0]).name == "hf"
 
 
 @needs_trl
@@ -319,6 +468,27 @@ def test_two_processes_give_the_one_process_token_advantages_and_only_rank_0_wri
         y[["sample", "reward", "t", "token_id", "token"]].astype(str))
 
 
+@needs_trl
+def test_gradient_accumulation_trains_as_one_micro_batch(micro_model, prompt_file, tmp_path):
+    """The same fixed batches with the optimizer step over 2 micro-batches of 8 (gradient_accumulation_steps=2,
+    one generation batch per step) and over 1 of 16: the same token advantages and, dapo normalising by the whole
+    batch's tokens, the same weights after two steps (float rounding apart)."""
+    from safetensors.torch import load_file
+
+    spec = importlib.util.spec_from_file_location("trl_fixed_batch", ROOT / "tests" / "trl_fixed_batch.py")
+    fixed_batch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixed_batch)
+    common = ["--model", str(micro_model), "--prompts", str(prompt_file), "--runs-dir", str(tmp_path)]
+    fixed_batch.main([*common, "--run-name", "one"])
+    fixed_batch.main([*common, "--run-name", "accum", "--grad-accum", "2"])
+    a, b = RunStore(tmp_path / "one"), RunStore(tmp_path / "accum")
+    assert b.status()["state"] == "completed" and b.metrics()["step"].tolist() == [1, 2]
+    for step in (1, 2):
+        np.testing.assert_allclose(b.credit(step)["token_adv"], a.credit(step)["token_adv"], atol=1e-5)
+    wa, wb = (load_file(s.checkpoints()[-1] / "model.safetensors") for s in (a, b))
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-5
+
+
 def wait_for(predicate, timeout: float, what: str):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -430,6 +600,21 @@ def test_trainer_refuses_bad_rows_and_config_values_before_writing(micro, tmp_pa
 
 
 @needs_trl
+@pytest.mark.parametrize("fields, field", [
+    (dict(use_vllm=True), "use_vllm"),  # colocate, TRL's default vllm_mode
+    (dict(use_vllm=True, vllm_mode="server"), "use_vllm"),
+    (dict(deepspeed={"zero_optimization": {"stage": 3}}), "deepspeed"),
+], ids=["vllm-colocate", "vllm-server", "zero3"])
+def test_untested_trl_features_are_refused_in_one_line(tmp_path, fields, field):
+    """vLLM generation and ZeRO-3 could not be tested here (README, "TRL features"): MRTPOConfig refuses them with
+    one line naming the field, before TRL's own checks import vLLM or DeepSpeed."""
+    with pytest.raises(ConfigError) as err:
+        trl_args(tmp_path, **fields)
+    assert err.value.field == field and "not supported yet: untested" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@needs_trl
 def test_contrastive_prompts_keep_the_row_template(micro):
     from core.integrations.trl import prompt_row
 
@@ -520,6 +705,59 @@ def test_a_diverging_run_ends_failed_on_both_backends_and_saves_no_weights(tmp_p
     assert status["error"].startswith("diverged at step 1: loss/total is nan")
     assert store.metrics()["step"].tolist() == [1] and store.checkpoints() == []
     assert "mrtpo train: diverged at step 1" in capsys.readouterr().err
+
+
+@needs_trl
+@pytest.mark.slow
+def test_resume_continues_a_trl_run_as_if_it_had_not_stopped(micro_model, prompt_file, tmp_path):
+    """`mrtpo train --resume` of a trl run from its step-2 checkpoint (weights, optimizer and scheduler state, RNG
+    states, the data order) gives step 3 exactly as the run that went on: the same prompts and responses, the same
+    token advantages, the same weights after step 3; the run store continues after step 2. Each FutureWarning of
+    the run is shown once, with a checkpoint every step (they came back after each save)."""
+    from safetensors.torch import load_file
+
+    from core.cli import main
+
+    common = ["train", "--backend", "trl", "--model", str(micro_model), "--prompt-set", str(prompt_file),
+              "--runs-dir", str(tmp_path), "--device", "cpu", "--checkpoint-every", "1", "--keep-checkpoints", "0",
+              *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]]
+    assert main([*common, "--steps", "3", "--run-name", "whole"]) == 0
+    part = subprocess.run([sys.executable, "-m", "core.cli", *common, "--steps", "2", "--run-name", "part"], cwd=ROOT,
+                          env=CLI_ENV, capture_output=True, text=True, timeout=600)
+    assert part.returncode == 0, part.stderr[-3000:]
+    future = [line for line in part.stderr.splitlines() if "FutureWarning" in line]
+    assert len(future) == len(set(future)), future
+    ckpt = tmp_path / "part" / "checkpoints" / "step_000002"
+    assert {"optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "trl_trainer_state.json"} <= {
+        p.name for p in ckpt.iterdir()}
+    assert main(["train", "--resume", str(tmp_path / "part"), "--steps", "3"]) == 0
+    whole, resumed = RunStore(tmp_path / "whole"), RunStore(tmp_path / "part")
+    assert resumed.status()["state"] == "completed" and resumed.status()["step"] == 3
+    assert resumed.metrics()["step"].tolist() == [1, 2, 3] and resumed.credit_steps() == [1, 2, 3]
+    x, y = whole.credit(3), resumed.credit(3)
+    keys = ["sample", "prompt_key", "reward", "t", "token_id", "in_span"]
+    assert x[keys].astype(str).equals(y[keys].astype(str))
+    np.testing.assert_allclose(y["token_adv"], x["token_adv"], atol=1e-6)
+    a = load_file(whole.checkpoints()[-1] / "model.safetensors")
+    b = load_file(resumed.checkpoints()[-1] / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+
+
+@needs_trl
+def test_resume_from_a_checkpoint_without_optimizer_state_is_one_clear_error(micro_model, prompt_file, tmp_path):
+    """A trl run whose checkpoint has no optimizer state (written before resume existed) is refused in one line."""
+    from core.run.store import RunWriter
+
+    cfg = TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), backend="trl", runs_dir=str(tmp_path),
+                      run_name="old", **MICRO)
+    writer = RunWriter.create(tmp_path, "old", cfg.to_dict())
+    writer.set_status(state="stopped", step=1)
+    ckpt = tmp_path / "old" / "checkpoints" / "step_000001"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text('{"step": 1, "seed": 0}\n')
+    out = cli("--resume", str(tmp_path / "old"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "resume: " in out.stderr and "trl_trainer_state.json" in out.stderr
 
 
 def start_two_processes(micro_model, prompt_file, runs) -> subprocess.Popen:

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> str | None:
     ap.add_argument("--routing", default="replay")
     ap.add_argument("--credit-samples", type=int, default=0)
     ap.add_argument("--credit-every", type=int, default=1)
+    ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (one batch per step)")
     args = ap.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> str | None:
     model = AutoModelForCausalLM.from_pretrained(args.model)
     config = MRTPOConfig(
         output_dir=os.path.join(args.runs_dir, ".hf"), use_cpu=True, bf16=False, seed=0,
-        per_device_train_batch_size=BATCH // world, num_generations=GROUP, max_completion_length=10,
+        per_device_train_batch_size=BATCH // world // args.grad_accum, gradient_accumulation_steps=args.grad_accum,
+        num_generations=GROUP, max_completion_length=10,
         max_steps=args.steps, learning_rate=1e-3, lr_scheduler_type="constant", disable_dropout=True,
         save_strategy="no", logging_strategy="no", report_to=[], activation_checkpointing=False, disable_tqdm=True,
         routing=args.routing, replay_chunk=5, runs_dir=args.runs_dir, run_name=args.run_name,
@@ -73,7 +75,10 @@ def main(argv: list[str] | None = None) -> str | None:
     )
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),
                            processing_class=tok, rollout_func=fixed_rollout)
-    print(f"rank {trainer.accelerator.process_index} pid {os.getpid()}", flush=True)
+    # one write of the whole line: with PYTHONUNBUFFERED, print() writes the text and its newline separately, and
+    # the two ranks' lines on the shared pipe interleaved ("rank 0 pid 1rank 1 pid 2\n\n") under load
+    sys.stdout.write(f"rank {trainer.accelerator.process_index} pid {os.getpid()}\n")
+    sys.stdout.flush()
     finished = False
     try:
         trainer.train()

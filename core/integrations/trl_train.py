@@ -17,6 +17,7 @@ from transformers import PrinterCallback
 
 from core.config import TrainConfig
 from core.integrations.trl import MRTPOConfig, MRTPOTrainer, end_process_group, prompt_dataset
+from core.integrations.trl.recorder import TRL_TRAINER_STATE
 from core.run.train_log import phase_line
 
 # What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
@@ -58,7 +59,9 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
         replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, replay_dtype=cfg.replay_dtype, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
         checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
-        credit_samples=cfg.credit_samples, credit_every=cfg.credit_every,
+        credit_samples=cfg.credit_samples, credit_every=cfg.credit_every, eval_samples=cfg.eval_samples,
+        eval_prompts=cfg.eval_prompts,
+        print_steps=True, save_final_model=False,  # the terminal's step lines; the final model is the run store's
     )
 
 
@@ -74,14 +77,25 @@ def use_cpu(cfg: TrainConfig) -> bool:
     return False
 
 
-def run(cfg: TrainConfig) -> Path | None:
-    """Train on this process's share; returns the run folder on process 0 (None on the others)."""
+def run(cfg: TrainConfig, resume: Path | None = None) -> Path | None:
+    """Train on this process's share; returns the run folder on process 0 (None on the others). `resume`: the run
+    folder to continue from its newest checkpoint (weights, optimizer, scheduler, RNG, data order)."""
     from core import model as model_lib
+    from core.config import ConfigError
+    from core.run.store import RunStore
+
+    checkpoint = RunStore(resume).latest_checkpoint() if resume is not None else None
+    if resume is not None and checkpoint is None:
+        raise ConfigError("resume", f"run {resume.name!r} has no complete checkpoint to resume from; start a new run")
+    if checkpoint is not None and not (checkpoint[1] / TRL_TRAINER_STATE).is_file():
+        raise ConfigError("resume", f"{checkpoint[1]} has no {TRL_TRAINER_STATE} (optimizer and scheduler state): "
+                                    "it was not written by a resumable trl run; start a new run")
 
     first = os.environ.get("RANK", "0") == "0"
     if first:
         print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), flush=True)
     items, names = cfg.load_prompts()
+    held_out = cfg.load_prompts(cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
     on_cpu = use_cpu(cfg)
     model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
     output_dir = tempfile.mkdtemp(prefix="mrtpo-trl-")  # HF's own output folder; the run store is elsewhere
@@ -91,14 +105,15 @@ def run(cfg: TrainConfig) -> Path | None:
         trainer = MRTPOTrainer(
             model, reward_funcs=None, args=args, train_dataset=prompt_dataset(items, tokenizer),
             processing_class=tokenizer, store_config={**cfg.to_dict(), "nproc": world_size()},
+            held_out_dataset=prompt_dataset(held_out, tokenizer) if held_out else None,
         )
         if trainer.reward_names != names:
             raise RuntimeError(f"TRL rewards {trainer.reward_names} differ from the prompt set's {names}")
         trainer.remove_callback(PrinterCallback)  # the run prints its own line per step, not HF's log dicts
         if first:
-            print(phase_line(f"step 1 of {cfg.steps}: sampling {cfg.prompts_per_step * cfg.group_size} responses "
+            print(phase_line(f"step {checkpoint[0] + 1 if checkpoint else 1} of {cfg.steps}: sampling {cfg.prompts_per_step * cfg.group_size} responses "
                              f"on {world_size()} process{'es' if world_size() > 1 else ''}"), flush=True)
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(checkpoint[1]) if checkpoint else None)
         finished = True
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)

@@ -377,32 +377,43 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
 EVAL_SEED_BASE = 1_000_003
 
 
-@torch.no_grad()
 def evaluate(state: TrainState, chunk: int = 64) -> dict[str, float]:
-    """Sampled responses to the first `eval_prompts` held-out prompts: `eval/reward/<name>`, `eval/all_satisfied`.
+    """The held-out evaluation of a built-in run (`held_out_metrics` on its model, eval set and settings)."""
+    cfg = state.cfg
+    items = (state.eval_items or [])[: cfg.eval_prompts]
+    prompt_ids = [model_lib.encode_prompt(state.tokenizer, item.prompt()) for item in items]
+    return held_out_metrics(state.model, state.tokenizer, items, prompt_ids, state.reward_names,
+                            samples=cfg.eval_samples, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                            seed=cfg.seed, autocast=state.autocast, chunk=chunk)
 
-    `eval_samples` responses per prompt at the training temperature (the distribution RL changes; greedy
+
+@torch.no_grad()
+def held_out_metrics(model, tok, items: list, prompt_ids: list[list[int]], names: list[str], *, samples: int,
+                     max_new_tokens: int, temperature: float, seed: int, autocast=contextlib.nullcontext,
+                     chunk: int = 64) -> dict[str, float]:
+    """Sampled responses to held-out prompts `items` (PromptItems, their token ids `prompt_ids`):
+    `eval/reward/<name>`, `eval/all_satisfied`.
+
+    `samples` responses per prompt at the training temperature (the distribution RL changes; greedy
     decoding saturates some constraints and hides others), with a generator seed fixed per run seed, so
     every evaluation of a run, and every method trained with that seed, draws the same random numbers.
+    Used by the built-in trainer (`evaluate`) and by the trl backend (`core.integrations.trl`).
     """
-    cfg, tok, names = state.cfg, state.tokenizer, state.reward_names
-    items = (state.eval_items or [])[: cfg.eval_prompts]
     if not items:
         return {}
-    rows = [item for item in items for _ in range(cfg.eval_samples)]
-    encoded = {item.key: model_lib.encode_prompt(tok, item.prompt()) for item in items}
+    rows = [i for i in range(len(items)) for _ in range(samples)]
     rewards = torch.full((len(rows), len(names)), float("nan"))  # (N, K)
     for c0 in range(0, len(rows), chunk):
         part = rows[c0 : c0 + chunk]
-        with torch.no_grad(), state.autocast():
+        with autocast():
             resp, mask = model_lib.generate_responses(
-                state.model, tok, [encoded[item.key] for item in part], cfg.max_new_tokens, cfg.temperature,
-                generator_seed=EVAL_SEED_BASE + cfg.seed + c0,
+                model, tok, [prompt_ids[i] for i in part], max_new_tokens, temperature,
+                generator_seed=EVAL_SEED_BASE + seed + c0,
             )  # (n, T) each
         resp, mask = resp.cpu(), mask.cpu()
-        for j, item in enumerate(part):
+        for j, i in enumerate(part):
             text = tok.decode(resp[j][mask[j].bool()].tolist(), skip_special_tokens=True)
-            for k, result in enumerate(item.verify(text, names)):
+            for k, result in enumerate(items[i].verify(text, names)):
                 if result is not None:
                     rewards[c0 + j, k] = float(result.score)
     return record.reward_metrics(rewards, names, prefix="eval/")

@@ -26,7 +26,15 @@ import traceback
 from pathlib import Path
 
 from core import resources
-from core.config import ConfigError, TrainConfig, add_config_arguments, config_from_args, train_flags
+from core.config import (
+    TRAIN_COMMAND,
+    ConfigError,
+    TrainConfig,
+    add_config_arguments,
+    config_from_args,
+    resume_argv,
+    train_flags,
+)
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
@@ -78,14 +86,15 @@ def runs_dir_problem(path: str | os.PathLike) -> str:
     return ""
 
 
-def _resume_config(run: Path, flags: dict) -> TrainConfig:
+def _resume_config(run: Path, flags: dict, lock: bool = True) -> TrainConfig:
     from core.run.store import RunStore, RunStoreError, acquire_writer_lock
 
     if not (run / "config.json").is_file():
         raise ConfigError(None, f"{str(run)!r} is not a run folder (no config.json)")
     try:
         # One writer per run: taken here, before anything heavy, and held until this process ends.
-        acquire_writer_lock(run)
+        if lock:
+            acquire_writer_lock(run)
         RunStore(run).latest_checkpoint()  # a corrupt trainer_state.json: say so before loading the model
     except RunStoreError as exc:
         raise ConfigError(None, str(exc)) from None
@@ -110,11 +119,17 @@ def worker_rank() -> int | None:
     return int(rank) if rank is not None and "WORLD_SIZE" in os.environ else None
 
 
-def launch_argv(cfg: TrainConfig) -> list[str]:
+def launch_argv(cfg: TrainConfig, resume: Path | None = None) -> list[str]:
     """`python -m torch.distributed.run --standalone --nproc_per_node N -m -- core.cli train <the config's flags>`
-    (without the `--` the launcher would take `--nproc` for a prefix of its own `--nproc-per-node`)."""
+    (without the `--` the launcher would take `--nproc` for a prefix of its own `--nproc-per-node`); resuming,
+    `--resume RUN` and the fields a resume may change instead of the flags."""
+    if resume is not None:
+        values = cfg.to_dict()
+        flags = resume_argv(resume, **{k: values[k] for k in RESUMABLE_OVERRIDES})[len(TRAIN_COMMAND) + 1:]
+    else:
+        flags = train_flags(cfg)
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(cfg.nproc),
-            "-m", "--", "core.cli", "train", *train_flags(cfg)]  # "--": our flags are not the launcher's
+            "-m", "--", "core.cli", "train", *flags]  # "--": our flags are not the launcher's
 
 
 def cuda_problem(nproc: int) -> str:
@@ -143,7 +158,7 @@ def settle_crashed(path: Path, status: dict) -> None:
     writer.set_status(state="failed", step=RunStore(path).last_step(), error=status.get("error"))
 
 
-def launch_processes(cfg: TrainConfig) -> int:
+def launch_processes(cfg: TrainConfig, resume: Path | None = None) -> int:
     """Run `cfg.nproc` processes of this command and wait for them; exit status from the run's final state.
 
     The run name is fixed here, so every process (and the caller) knows the folder. A SIGTERM/SIGINT goes to
@@ -161,7 +176,11 @@ def launch_processes(cfg: TrainConfig) -> int:
     print(f"run {cfg.run_name}: {cfg.nproc} processes (torch.distributed.run)", flush=True)
     from core.run.liveness import end_with_parent
 
-    proc = subprocess.Popen(launch_argv(cfg), env=env, preexec_fn=end_with_parent)  # torchrun ends with this command
+    if resume is not None:  # process 0 takes the run's writer lock over from here
+        from core.run.store import release_writer_lock
+
+        release_writer_lock(resume)
+    proc = subprocess.Popen(launch_argv(cfg, resume), env=env, preexec_fn=end_with_parent)  # torchrun ends with this command
     signals = []
 
     def forward(signum, frame):
@@ -202,9 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.config:
                 raise ConfigError(None, "--resume uses the run's own config.json; drop --config")
             resume = Path(args.resume)
-            cfg = _resume_config(resume, flags)
-            if cfg.backend == "trl":
-                raise ConfigError("backend", "runs of the trl backend cannot be resumed; start a new run")
+            cfg = _resume_config(resume, flags, lock=not rank)  # process 0 of a trl run writes; the others read
         else:
             resume = None
             cfg = config_from_args(args, args.config)
@@ -226,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.backend == "trl":
         if cfg.nproc > 1 and rank is None:
-            return launch_processes(cfg)
-        return _train_trl(cfg, rank)
+            return launch_processes(cfg, resume)
+        return _train_trl(cfg, rank, resume)
 
     from core.run.train_log import phase_line
 
@@ -253,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if state in ("completed", "stopped") else 1
 
 
-def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
+def _train_trl(cfg: TrainConfig, rank: int | None, resume: Path | None = None) -> int:
     """One process of a trl run; process 0 reports the run's final state. A worker of torchrun stops (SIGHUP: after
     its current step, as Stop does) when torchrun ends, even by SIGKILL, instead of training on alone."""
     if rank is not None:
@@ -273,7 +290,7 @@ def _train_trl(cfg: TrainConfig, rank: int | None) -> int:
     from core.run.store import RunStoreError
 
     try:
-        path = trl_train.run(cfg)
+        path = trl_train.run(cfg, resume)
     except (ConfigError, ModelLoadError, RunStoreError) as exc:  # raised before the run folder is written
         return _fail(str(exc))
     except KeyboardInterrupt:

@@ -14,7 +14,34 @@ from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
                  "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints", "credit_samples",
-                 "credit_every")
+                 "credit_every", "eval_samples", "eval_prompts")
+
+
+def zero_stage(deepspeed: dict | str | None) -> int:
+    """The ZeRO stage of TrainingArguments.deepspeed (a dict or the path of its JSON); 0 without DeepSpeed."""
+    if not deepspeed:
+        return 0
+    if isinstance(deepspeed, str):
+        try:
+            with open(deepspeed, encoding="utf-8") as fh:
+                deepspeed = json.load(fh)
+        except (OSError, ValueError):
+            return 0  # HF reports an unreadable DeepSpeed config itself
+    stage = (deepspeed.get("zero_optimization") or {}).get("stage", 0) if isinstance(deepspeed, dict) else 0
+    return int(stage) if str(stage).isdigit() else 0
+
+
+def unsupported_feature(config) -> tuple[str, str] | None:
+    """(field, why) for a TRL feature MRTPO refuses (README, "TRL features"), None when there is none: vLLM
+    generation and ZeRO-3 could not be tested where MRTPO on TRL was built (neither vLLM nor DeepSpeed is installed
+    there), and an untested path must not look supported."""
+    if config.use_vllm:
+        return ("use_vllm", "MRTPO with vLLM generation (colocate or server) is not supported yet: untested, it "
+                            "needs the replay on the training model beside vLLM's sampler; set use_vllm=False")
+    if zero_stage(config.deepspeed) == 3:
+        return ("deepspeed", "MRTPO under DeepSpeed ZeRO-3 is not supported yet: untested (DeepSpeed is not "
+                             "installed where it was built); use DDP")
+    return None
 
 
 @dataclass
@@ -58,11 +85,25 @@ class MRTPOConfig(GRPOConfig):
                                                                "whole groups and both outcomes of each reward"})
     credit_every: int = field(default=1, metadata={"help": "store the token-level credit map of batch 1, every "
                                                            "this-many-th batch after it and the last one"})
+    eval_samples: int = field(default=4, metadata={"help": "held-out evaluation (MRTPOTrainer's held_out_dataset): "
+                                                           "responses sampled per held-out prompt at the training "
+                                                           "temperature, fixed seed"})
+    eval_prompts: int = field(default=32, metadata={"help": "held-out evaluation: the first this many prompts of "
+                                                            "held_out_dataset, scored at every run-store checkpoint"})
+    print_steps: bool = field(default=False, metadata={"help": "print the run store's one-line summary of every "
+                                                               "step (and where the run is) on process 0, as mrtpo "
+                                                               "train does; off: the numbers go to TRL's logging only"})
+    save_final_model: bool = field(default=True, metadata={"help": "save the final policy into output_dir at the end "
+                                                                   "of train() (save_model, no hub push), besides the "
+                                                                   "run store's checkpoints"})
     multi_objective_aggregation: str = field(
         default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
                                                         "normalize_then_sum is GDPO"})
 
     def __post_init__(self):
+        refused = unsupported_feature(self)  # before GRPOConfig's checks, which import vLLM / DeepSpeed
+        if refused:
+            raise ConfigError(*refused)
         super().__post_init__()
         if isinstance(self.family_weights, str):
             try:

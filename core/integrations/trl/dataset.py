@@ -196,7 +196,10 @@ def _batch_rows(prompts: Sequence[Any], columns: Mapping[str, Any]) -> list[dict
 
 def verifier_reward(family: str) -> Callable[..., list[float | None]]:
     """A TRL reward function for one constraint family: the score of the row's verifier of that family on
-    the completion, None (TRL: NaN, "does not apply") for rows that do not state it.
+    the completion, None (TRL: NaN, "does not apply") for rows that do not state it. The verdicts of its last
+    call (`VerifyResult`s with their character spans, None where the row does not state the family) stay on
+    the function as `results`, with the texts they judged as `texts`: `MRTPOTrainer` takes the spans from
+    there instead of running the verifiers a second time.
 
     >>> reward = verifier_reward("punctuation:no_comma")
     >>> reward(prompts=["Say hi. Do not use any commas."], completions=["hi, there"],
@@ -205,15 +208,17 @@ def verifier_reward(family: str) -> Callable[..., list[float | None]]:
     """
 
     def reward(prompts, completions, **columns) -> list[float | None]:
-        out: list[float | None] = []
-        for row, completion in zip(_batch_rows(prompts, columns), completions, strict=True):
+        results, texts = [], [completion_text(c) for c in completions]
+        for row, text in zip(_batch_rows(prompts, columns), texts, strict=True):
             verifier = _cached_row(row).item.verifier_for(family)
-            out.append(None if verifier is None else float(verifier.verify(completion_text(completion)).score))
-        return out
+            results.append(None if verifier is None else verifier.verify(text))
+        reward.results, reward.texts = results, texts  # type: ignore[attr-defined]
+        return [None if r is None else float(r.score) for r in results]
 
     reward.__name__ = family
     reward.__qualname__ = f"verifier_reward({family!r})"
     reward.family = family  # type: ignore[attr-defined]
+    reward.results, reward.texts = None, None  # type: ignore[attr-defined]
     return reward
 
 

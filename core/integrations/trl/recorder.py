@@ -10,10 +10,12 @@ process 0 receives the batch (`gather_to_main`), with text only for the rows its
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ import torch
 from accelerate.utils import gather_object
 from torch import Tensor
 from transformers import TrainerCallback
+from transformers.utils import logging
 
 from core.algos import advantages as adv_lib
 from core.config import TrainConfig
@@ -29,6 +32,11 @@ from core.run import names as names_lib
 from core.run.batch import Advantages, Rollout, Routing, Scores
 from core.run.lifecycle import divergence
 from core.run.store import RunWriter, run_dir
+
+logger = logging.get_logger(__name__)
+
+# HF's TrainerState in a run-store checkpoint of a trl run (the run store's own trainer_state.json is {"step", "seed"})
+TRL_TRAINER_STATE = "trl_trainer_state.json"
 
 # TRL's per-update metrics -> the run store's keys (docs/CONTRACTS.md); what TRL does not measure is NaN.
 TRL_LOSS_METRICS = {"entropy": "policy/entropy", "clip_ratio/region_mean": "policy/clip_frac", "kl": "loss/kl"}
@@ -157,6 +165,8 @@ class RunRecorder:
         self._batch = None
         self._loss_sum = None
         self._metric_marks = {}
+        self.held_out: tuple[list, list[list[int]]] | None = None  # (PromptItems, token ids) of the held-out set
+        self.resume_run: tuple[Path, int] | None = None  # (run folder, step of its checkpoint) when resuming
 
     def _mark_metrics(self) -> None:
         self._metric_marks = {k: len(v) for k, v in self._metrics["train"].items()}
@@ -190,7 +200,7 @@ class RunRecorder:
             "runs_dir": str(args.runs_dir),
             "run_name": args.run_name, "checkpoint_every": args.checkpoint_every,
             "keep_checkpoints": args.keep_checkpoints, "credit_samples": args.credit_samples,
-            "credit_every": args.credit_every,
+            "credit_every": args.credit_every, "eval_samples": args.eval_samples, "eval_prompts": args.eval_prompts,
             "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
         }
 
@@ -198,17 +208,40 @@ class RunRecorder:
         return max(self.state.max_steps // self.args.steps_per_batch, 1) if self.state.max_steps else 0
 
     def open_run(self) -> None:
-        """Process 0: create the run folder (config.json, status running)."""
+        """Process 0: create the run folder (config.json, status running), or, resuming (`resume_run`), continue
+        it after the checkpoint's step (later steps' metrics and credit maps dropped, as the built-in does)."""
         args = self.args
+        if self.resume_run is not None:
+            run, step = self.resume_run
+            if self.state.global_step != step * args.steps_per_batch:
+                raise RuntimeError(f"the checkpoint of step {step} holds optimizer step {self.state.global_step}, "
+                                   f"not {step} x {args.steps_per_batch}; resume with the run's own settings")
+            self.record_step = step
+            self._skip_trained_passes()
         if args.runs_dir is None or not self.accelerator.is_main_process:
             return
         config = dict(self.store_config) if self.store_config is not None else self.default_store_config()
-        name = args.run_name or names_lib.auto_run_name(args.method, lambda n: run_dir(args.runs_dir, n).exists())
-        config.update(run_name=name, runs_dir=str(args.runs_dir), reward_names=self.reward_names)
-        self.writer = RunWriter.create(args.runs_dir, name, config)
-        self.writer.set_status(state="running", pid=os.getpid(), step=0, total_steps=self.total_record_steps(),
-                               error=None)
-        print(f"run {name}: {self.writer.path}", flush=True)
+        if self.resume_run is not None:
+            config.update(run_name=run.name, runs_dir=str(run.parent), reward_names=self.reward_names)
+            self.writer = RunWriter.reopen(run, config, step)
+        else:
+            name = args.run_name or names_lib.auto_run_name(args.method, lambda n: run_dir(args.runs_dir, n).exists())
+            config.update(run_name=name, runs_dir=str(args.runs_dir), reward_names=self.reward_names)
+            self.writer = RunWriter.create(args.runs_dir, name, config)
+        self.writer.set_status(state="running", pid=os.getpid(), step=self.record_step,
+                               total_steps=self.total_record_steps(), error=None)
+        self._say(f"resuming {run.name} from step {step}" if self.resume_run is not None
+                  else f"run {name}: {self.writer.path}")
+
+    def _skip_trained_passes(self) -> None:
+        """Resuming: the data order continues where the run stopped. TRL's RepeatSampler draws one permutation per
+        pass over the dataset from its own generator and has no `set_epoch`; HF's resume skips the batches of the
+        current pass but starts the generator afresh, so the passes already trained are drawn (and dropped) here."""
+        sampler = getattr(self, "_train_sampler", None)
+        if sampler is None or not getattr(sampler, "shuffle", False):
+            return
+        for _ in range(int(self.state.epoch + 1e-6)):  # HF's epoch: passes done, a float
+            torch.randperm(sampler.num_samples, generator=sampler.generator)
 
     def stored_rows(self, rewards: Tensor) -> np.ndarray:
         """The batch rows (global indices) whose token credit the coming record step stores: none when the step
@@ -268,7 +301,7 @@ class RunRecorder:
             self.diverged = f"diverged at step {step}: {reason}"
         elif self.args.checkpoint_every and step % self.args.checkpoint_every == 0:
             self.save_run_checkpoint(step)
-        if self.writer is None:
+        if batch.parts is None:  # not process 0: it only joined the reductions
             return
         times = dict(batch.times)
         times["time/update"] = time.perf_counter() - batch.start - sum(times.values())
@@ -278,6 +311,11 @@ class RunRecorder:
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
                                 loss_stats, times, w_max=self.args.w_max)
         metrics = record.step_metrics(rec)
+        if not self.diverged and self.is_checkpoint_step(step):
+            metrics.update(self.held_out_metrics())
+        self.report_metrics(metrics)
+        if self.writer is None:
+            return
         if batch.stored is None or len(batch.stored):
             self.writer.write_credit(step, record.credit_step(rec, batch.stored))
         self.writer.append_metrics(metrics)
@@ -286,7 +324,52 @@ class RunRecorder:
             print(f"mrtpo train: {self.diverged}", file=sys.stderr, flush=True)
             return
         self.writer.set_status(state="running", step=step)
-        print(record.summary_line(metrics, self.total_record_steps(), self.reward_names), flush=True)
+        self._say(record.summary_line(metrics, self.total_record_steps(), self.reward_names))
+
+    def _say(self, line: str) -> None:
+        """A progress line of process 0: on stdout with `print_steps` (mrtpo train), else to the transformers
+        logger (info) only: a TRL user's stdout holds what TRL prints (its log dicts, where logging is on)."""
+        if self.args.print_steps:
+            print(line, flush=True)
+        else:
+            logger.info(line)
+
+    def is_checkpoint_step(self, step: int) -> bool:
+        """A step whose weights the run store keeps: every `checkpoint_every`-th and the last (the built-in
+        trainer evaluates the held-out set at these steps too)."""
+        every = self.args.checkpoint_every
+        return step == self.total_record_steps() or bool(every and step % every == 0)
+
+    def held_out_metrics(self) -> dict[str, float]:
+        """Process 0: the built-in trainer's held-out evaluation (`core.run.step.held_out_metrics`:
+        `eval/reward/<name>`, `eval/all_satisfied`) of the policy as it is now, on the held-out prompts tokenized
+        as TRL tokenizes them; {} without a held-out set. The policy is sampled unwrapped and without dropout;
+        the other processes go on to the next batch and wait for process 0 in its first collective."""
+        if not self.held_out or not self.accelerator.is_main_process:
+            return {}
+        from core.run.step import held_out_metrics
+
+        items, prompt_ids = self.held_out
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            return held_out_metrics(model, self.processing_class, items, prompt_ids, self.reward_names,
+                                    samples=self.args.eval_samples, max_new_tokens=self.args.max_completion_length,
+                                    temperature=self.args.temperature, seed=self.args.seed,
+                                    autocast=self.accelerator.autocast)
+        finally:
+            model.train(was_training)
+
+    def report_metrics(self, metrics: dict[str, Any]) -> None:
+        """The step's metrics line, named as in the run store (`reward/<name>`, `span/<name>/...`,
+        `routing/...`, `replay/pass_share`, `time/replay`, ...), into TRL's own metric path: TRL averages
+        `_metrics["train"]` at its next `log` and hands the result to `report_to` (TensorBoard, W&B, trackio)
+        and `state.log_history`. Process 0 only (the only one that reports); `step` and non-finite values
+        are left out (TRL's loggers take None, not NaN)."""
+        for key, value in metrics.items():
+            if key != "step" and isinstance(value, (int, float)) and np.isfinite(value):
+                self._metrics["train"][key].append(float(value))
 
     def _divergence(self, loss_stats: dict[str, float]) -> str:
         """Why this step shows the run diverged ("" when it does not), by the built-in trainer's rule; every
@@ -302,8 +385,11 @@ class RunRecorder:
         return reason
 
     def save_run_checkpoint(self, step: int) -> None:
-        """The policy and tokenizer (save_pretrained) into the run store's checkpoints/step_<step>
-        (`RunWriter.begin_checkpoint` / `commit_checkpoint`; every process takes part: DeepSpeed gathers weights)."""
+        """A checkpoint that resumes: the policy and tokenizer (save_pretrained), and HF's optimizer, scheduler,
+        scaler and per-process RNG states, into the run store's checkpoints/step_<step>
+        (`RunWriter.begin_checkpoint` / `commit_checkpoint`; every process takes part: DeepSpeed gathers weights).
+        The run store's `trainer_state.json` ({"step", "seed"}) marks it complete; HF's TrainerState is
+        `TRL_TRAINER_STATE` beside it (`MRTPOTrainer.train(resume_from_checkpoint=...)` reads both)."""
         if self.args.runs_dir is None:
             return
         tmp = self.writer.begin_checkpoint(step) if self.writer is not None else None
@@ -311,8 +397,15 @@ class RunRecorder:
         if tmp_name is None:
             return
         self.save_model(tmp_name, _internal_call=True)  # a run-store checkpoint: never a hub push of its own
+        self._save_optimizer_and_scheduler(tmp_name)
+        self._save_scaler(tmp_name)
+        self._save_rng_state(tmp_name)
         self.accelerator.wait_for_everyone()
         if self.writer is not None:
+            self.state.save_to_json(os.path.join(tmp_name, TRL_TRAINER_STATE))
+            with open(os.path.join(tmp_name, "trainer_state.json"), "w", encoding="utf-8") as fh:
+                fh.write(json.dumps({"step": step, "seed": self.args.seed, "global_step": self.state.global_step})
+                         + "\n")
             self.writer.commit_checkpoint(step, self.args.keep_checkpoints)
 
 
@@ -330,6 +423,9 @@ class RunStoreCallback(TrainerCallback):
         self.trainer.end_optimizer_step(control)
 
     def on_train_end(self, args, state, control, **kwargs):
-        step = self.trainer.record_step
-        if step and not self.trainer.diverged and (not args.checkpoint_every or step % args.checkpoint_every):
-            self.trainer.save_run_checkpoint(step)
+        trainer = self.trainer
+        step = trainer.record_step
+        if step and not trainer.diverged and (not args.checkpoint_every or step % args.checkpoint_every):
+            trainer.save_run_checkpoint(step)
+        if step and not trainer.diverged and args.save_final_model:
+            trainer.save_model(args.output_dir, _internal_call=True)  # as TRL's scripts end; the push is the user's

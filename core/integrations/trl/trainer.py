@@ -21,15 +21,21 @@ statistics across processes).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import shutil
+import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from trl import GRPOTrainer
@@ -49,7 +55,14 @@ from core.integrations.trl.dataset import (
     prompt_row,
     verifier_reward,
 )
-from core.integrations.trl.recorder import LocalBatch, PromptView, RunRecorder, RunStoreCallback, gather_to_main
+from core.integrations.trl.recorder import (
+    TRL_TRAINER_STATE,
+    LocalBatch,
+    PromptView,
+    RunRecorder,
+    RunStoreCallback,
+    gather_to_main,
+)
 from core.run import batch as batch_lib
 from core.run.batch import Rollout, Scores
 from core.run.lifecycle import SignalGuard
@@ -87,17 +100,59 @@ def end_process_group(trainer: GRPOTrainer | None = None, finished: bool = True)
     torch.distributed.destroy_process_group()
 
 
+@contextlib.contextmanager
+def future_warnings_once():
+    """Show each FutureWarning (by message) once inside the block. Python shows a warning once per place through a
+    registry that every `warnings.catch_warnings` resets (the "once" filter too, in CPython's C implementation);
+    HF's checkpoint saving enters one, so the deprecations transformers raises at every generation came back after
+    each run-store checkpoint. Filters still apply first (a user's "error" raises); other categories pass."""
+    shown: set[tuple[str, type]] = set()
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, FutureWarning):
+            if (str(message), category) in shown:
+                return
+            shown.add((str(message), category))
+        previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
+def checkpoint_view(ckpt: Path) -> tuple[Path, tuple[Path, int]]:
+    """A run-store checkpoint of a trl run as HF reads a checkpoint: a temporary folder of links to its files, with
+    `trainer_state.json` linking to HF's TrainerState (`TRL_TRAINER_STATE`; the run store's own trainer_state.json
+    is {"step", "seed"}). Returns (the folder, (run folder, step)); the caller deletes the folder."""
+    if not (ckpt / TRL_TRAINER_STATE).is_file():
+        raise ConfigError("resume", f"{ckpt} has no {TRL_TRAINER_STATE} (optimizer and scheduler state): it was "
+                                    "not written by a resumable trl run; start a new run")
+    step = int(json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))["step"])
+    view = Path(tempfile.mkdtemp(prefix="mrtpo-resume-"))
+    for item in ckpt.iterdir():
+        if item.name not in ("trainer_state.json", TRL_TRAINER_STATE):
+            (view / item.name).symlink_to(item.resolve())
+    (view / "trainer_state.json").symlink_to((ckpt / TRL_TRAINER_STATE).resolve())
+    return view, (ckpt.parent.parent.resolve(), step)
+
+
 class MRTPOTrainer(RunRecorder, GRPOTrainer):
     """TRL's `GRPOTrainer` with MRTPO's token advantages and the project's run store (module docstring).
 
     `reward_funcs` defaults to `verifier_rewards(train_dataset)`; reward functions that are not verifier
     families are routed uniformly (they have no constraint sentence to remove) and have no spans.
     `store_config` is what config.json records (the `mrtpo train --backend trl` command passes its
-    TrainConfig); by default it is built from `args`.
+    TrainConfig); by default it is built from `args`. `held_out_dataset` (rows as `train_dataset`'s) is scored
+    at every run-store checkpoint as the built-in trainer scores its eval set (`eval/*` metrics, first
+    `args.eval_prompts` prompts x `args.eval_samples` responses); TRL's own `eval_dataset` keeps its meaning.
     """
 
     def __init__(self, model, reward_funcs=None, args: MRTPOConfig | None = None, train_dataset=None,
-                 eval_dataset=None, processing_class=None, *, store_config: dict | None = None, **kwargs):
+                 eval_dataset=None, processing_class=None, *, store_config: dict | None = None,
+                 held_out_dataset=None, **kwargs):
         if args is None or not isinstance(args, MRTPOConfig):
             raise TypeError("MRTPOTrainer needs args=MRTPOConfig(...) (GRPOConfig plus routing, relevance, lam, ...)")
         for unsupported in ("tools", "environment_factory"):
@@ -123,17 +178,19 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         if self.is_fsdp_enabled:
             raise ConfigError("fsdp", "the contrastive replay runs a data-dependent number of forward passes per "
                                       "process, which FSDP cannot keep in step; use DDP or DeepSpeed")
-        if self.is_deepspeed_enabled and not args.ds3_gather_for_generation:
-            ds = getattr(self.accelerator.state, "deepspeed_plugin", None)
-            if ds is not None and getattr(ds, "zero_stage", 0) == 3:
-                raise ConfigError("ds3_gather_for_generation", "the replay's forward passes need the ZeRO-3 weights "
-                                                               "gathered (their number differs between processes)")
+        ds = getattr(self.accelerator.state, "deepspeed_plugin", None) if self.is_deepspeed_enabled else None
+        if ds is not None and getattr(ds, "zero_stage", 0) == 3:  # ZeRO-3 from an accelerate config file
+            raise ConfigError("deepspeed", "MRTPO under DeepSpeed ZeRO-3 is not supported yet: untested "
+                                           "(DeepSpeed is not installed where it was built); use DDP")
         self.reward_names: list[str] = list(self.reward_func_names)
         self._rows: dict[str, PromptRow] = {}
         self._variant_ids: dict[str, list[int]] = {}
         self._captured: CapturedRewards | None = None
         self._guard: SignalGuard | None = None
         self._init_recorder(store_config)
+        if held_out_dataset is not None:
+            held = dataset_rows(held_out_dataset)[: args.eval_prompts]
+            self.held_out = ([r.item for r in held], self._token_ids([r.prompt for r in held]))
         self.add_callback(RunStoreCallback(self))
 
     # ------------------------------------------------------------------ TRL hooks
@@ -151,12 +208,17 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         times = {"time/generate": time.perf_counter() - t0}
         local = self._token_advantages(inputs, out, times)
         out["advantages"] = local.token_adv.to(out["completion_ids"].device)
+        self._log_sequence_advantages(local.token_adv, local.rollout.mask)
         rewards = self._captured.rewards.float().cpu()  # (B, K), identical on every process
         stored = self.stored_rows(rewards)  # global rows whose credit map is stored
         b, p = local.token_adv.shape[0], self.accelerator.process_index
         parts = gather_to_main(local.keep_text({int(i) - p * b for i in stored if p * b <= i < (p + 1) * b}))
         self.begin_batch(parts, rewards, t0, times, stored)
         return out
+
+    def _get_train_sampler(self, dataset=None):
+        self._train_sampler = super()._get_train_sampler(dataset)  # kept: a resumed run skips its trained passes
+        return self._train_sampler
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
@@ -168,15 +230,25 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         super().log(logs, start_time)
         self._metric_marks = {}  # TRL cleared its metric lists
 
-    def train(self, *args, **kwargs):
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """TRL's training loop inside a SignalGuard: SIGTERM/SIGINT on any process stop every process after the
         current optimizer step (they agree at each step end) and the run is marked stopped; an exception marks it
-        failed with its traceback."""
+        failed with its traceback.
+
+        `resume_from_checkpoint` a run-store checkpoint (runs/<run>/checkpoints/step_N): HF resumes from it
+        (weights, optimizer, scheduler, RNG states, the data order) and the run store continues that run after
+        step N. HF's own checkpoints (output_dir/checkpoint-N, True) resume as in TRL, into a new run folder."""
+        view = None
+        if resume_from_checkpoint not in (None, True, False):
+            ckpt = Path(resume_from_checkpoint)
+            if (ckpt / "trainer_state.json").is_file() and ckpt.parent.name == "checkpoints":
+                view, self.resume_run = checkpoint_view(ckpt)
+                resume_from_checkpoint = str(view)
         under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ  # torchrun repeats SIGTERM, then SIGKILLs by itself
-        with SignalGuard(repeats_stop_now=not under_torchrun) as guard:
+        with SignalGuard(repeats_stop_now=not under_torchrun) as guard, future_warnings_once():
             self._guard = guard
             try:
-                result = super().train(*args, **kwargs)
+                result = super().train(resume_from_checkpoint, *args, **kwargs)
             except BaseException as exc:
                 if self.writer is not None:
                     stopped = isinstance(exc, KeyboardInterrupt)
@@ -186,6 +258,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 raise
             finally:
                 self._guard = None
+                if view is not None:
+                    shutil.rmtree(view, ignore_errors=True)
         if self.writer is not None and not self.diverged:  # a diverged run is already marked failed
             self.writer.set_status(state="stopped" if self.stopped else "completed", step=self.record_step, error=None)
         return result
@@ -229,7 +303,7 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
 
     def _token_advantages(self, inputs: list[dict], out: dict, times: dict[str, float]) -> LocalBatch:
         """Verify, route and compute the token advantages of this process's rows (module docstring)."""
-        args, names = self.args, self.reward_names
+        args = self.args
         t1 = time.perf_counter()
         b, p = len(inputs), self.accelerator.process_index
         rows = slice(p * b, (p + 1) * b)
@@ -239,8 +313,7 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                                f"processes of {b} rows")
         prompt_rows = [self._prompt_row(x) for x in inputs]
         rollout = self._local_rollout(prompt_rows, out)
-        spans = batch_lib.verify([r.item for r in prompt_rows], rollout.texts, rollout.offsets, names,
-                                 rollout.response_ids.shape[1]).span_mask  # (b, K, T)
+        spans = self._span_mask(rollout)  # (b, K, T)
         scores = Scores(rewards_all[rows], spans)  # TRL's rewards (its reward functions), our spans
         times["time/verify"] = time.perf_counter() - t1
 
@@ -255,6 +328,37 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                                       self.reward_weights.cpu(), args.eps, rows=rows)  # (b, T), (b, K, T)
         times["time/advantages"] = time.perf_counter() - t1
         return LocalBatch(rollout, spans, routing, token_adv, credit)
+
+    def _log_sequence_advantages(self, token_adv: Tensor, mask: Tensor) -> None:
+        """TRL's completions table (`log_completions`, W&B / trackio) shows one advantage per completion, TRL's
+        own GDPO one: replace the batch's entries with MRTPO's, the mean token advantage over the completion's
+        tokens, sum_t A[i, t] m[i, t] / sum_t m[i, t] (under uniform routing, GDPO's), gathered in process
+        order as TRL logs them."""
+        lengths = mask.sum(1)  # (b,)
+        means = (token_adv * mask).sum(1) / lengths.clamp(min=1)  # (b,)
+        means = self.accelerator.gather(means.to(self.accelerator.device)).cpu().tolist()  # (B,)
+        logged = self._logs["advantages"]
+        n = min(len(means), len(logged))
+        for j in range(n):
+            logged[len(logged) - n + j] = means[len(means) - n + j]
+
+    def _span_mask(self, rollout: Rollout) -> Tensor:
+        """(b, K, T) bool: the verifiers' character spans as token masks, from the verdicts our reward functions
+        (`verifier_reward`) kept when TRL called them on these rows (the verifiers run once per batch); no
+        spans for other reward functions (their rewards are routed without them)."""
+        b, width = len(rollout.texts), rollout.response_ids.shape[1]
+        span_mask = np.zeros((b, len(self.reward_funcs), width), dtype=bool)  # (b, K, T)
+        for k, func in enumerate(self.reward_funcs):
+            results = getattr(func, "results", None)
+            if results is None:
+                continue
+            if func.texts != rollout.texts:
+                raise RuntimeError(f"reward {self.reward_names[k]} kept verdicts of other texts than this batch's")
+            for i, result in enumerate(results):
+                if result is not None:
+                    span_mask[i, k] = batch_lib.span_token_mask(rollout.offsets[i], result.spans, width)
+            func.results = func.texts = None  # used: a later batch must not read them
+        return torch.from_numpy(span_mask)
 
     def _distances(self, prompt_rows: list[PromptRow], rollout: Rollout) -> batch_lib.DistanceFn:
         """The contrastive passes of the local rows for `core.run.batch.route`: (b, K) pairs -> relevance
