@@ -192,8 +192,8 @@ def test_the_disk_line_is_printed_once_by_the_process_that_writes_the_run(rank, 
     processes do not, so the log has it once."""
     from core.run import train_cli
 
-    monkeypatch.setattr(train_cli, "_train_trl", lambda cfg, rank: 0)  # the training itself is not under test
-    monkeypatch.setattr(train_cli, "launch_processes", lambda cfg: 0)
+    monkeypatch.setattr(train_cli, "_train_trl", lambda cfg, rank, resume=None: 0)  # the training is not under test
+    monkeypatch.setattr(train_cli, "launch_processes", lambda cfg, resume=None: 0)
     for name in ("RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
     if rank is not None:
