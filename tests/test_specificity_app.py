@@ -197,8 +197,8 @@ def metrics_table(at: AppTest) -> pd.DataFrame:
 @pytest.mark.parametrize("name", ["credit", "js"])
 def test_page_shows_the_samples_overlap_and_metrics_and_switches_variant(hand_runs, name):
     at = open_page(name, {"run": "hand-a", "step": "1", "sample": "0"})
-    overlap = next(f for f in frames(at) if KW in f.columns)
-    assert overlap.loc[KW, NC] == pytest.approx(0.4)
+    overlap = next(t.value for t in at.table if KW in t.value.columns)  # shown whole, as text (3 decimals)
+    assert overlap.loc[KW, NC] == "0.400" and overlap.loc[KW, KW] == "—"
     assert any(m.value == "0.400" for m in at.metric)
     t = metrics_table(at)
     assert t.loc[NC, ["mass_in", "lift", "mass_control", "auc"]].tolist() == pytest.approx([0.25, 1.0, 0.8, 0.5])
