@@ -297,63 +297,46 @@ def test_colours_and_legends_on_both_themes(tmp_path, theme):
     """Lines and heatmap text that must contrast with the page do so on Streamlit's light and dark themes
     (regression: the black all-satisfied line and the heatmap legend vanished on dark), and no legend overlaps an
     x axis title or tick labels (regression: JS box plot labels, multi-run legends over the x title)."""
-    require(chromium_path() is not None, "Chromium is not installed (looked for /usr/bin/chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(False, "playwright is not installed in this environment")
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
     runs = tmp_path / "runs"
     names = ["grpo-a", "gdpo-b", "mrtpo-c", "mrtpo-d"]
     for i, n in enumerate(names):  # four runs to compare
         write_synthetic_run(runs, n, steps=12, method=n.split("-")[0], rewards=DEFAULT_REWARDS, seed=i)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log", theme)
-    ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            try:
-                page.goto(url + "/curves?run=sample/tiny-instruct-mrtpo-demo")
-                wait_for_script(page)
-                page.locator(".js-plotly-plot").last.wait_for()
-                page.wait_for_timeout(1000)
-                background = page.evaluate(BACKGROUND_JS)
-                line = page.evaluate(LINE_COLOR_JS, "all satisfied")
-                assert contrast(line, background) >= 3, (theme, line, background)
-                assert page.evaluate(OVERLAPS_JS) == []
-                page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_curves.png"), full_page=True)
+    with app_in_browser(tmp_path, theme, runs=runs, theme=theme) as (url, page):
+        page.goto(url + "/curves?run=sample/tiny-instruct-mrtpo-demo")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").last.wait_for()
+        page.wait_for_timeout(1000)
+        background = page.evaluate(BACKGROUND_JS)
+        line = page.evaluate(LINE_COLOR_JS, "all satisfied")
+        assert contrast(line, background) >= 3, (theme, line, background)
+        assert page.evaluate(OVERLAPS_JS) == []
+        page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_curves.png"), full_page=True)
 
-                page.goto(url + "/credit?run=sample/smollm2-135m-mrtpo-demo")
-                wait_for_script(page)
-                legend = page.locator(".mrtpo-hm .legend").first
-                legend.wait_for()
-                color = page.evaluate("(e) => getComputedStyle(e).color", legend.element_handle())
-                assert contrast(color, background) >= 4.5, (theme, color, background)
-                page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_token_credit.png"), full_page=True)
+        page.goto(url + "/credit?run=sample/smollm2-135m-mrtpo-demo")
+        wait_for_script(page)
+        legend = page.locator(".mrtpo-hm .legend").first
+        legend.wait_for()
+        color = page.evaluate("(e) => getComputedStyle(e).color", legend.element_handle())
+        assert contrast(color, background) >= 4.5, (theme, color, background)
+        page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_token_credit.png"), full_page=True)
 
-                page.goto(url + "/js?run=sample/smollm2-135m-mrtpo-demo")
-                wait_for_script(page)
-                page.locator(".js-plotly-plot").nth(1).wait_for()
-                page.wait_for_timeout(1000)
-                assert page.evaluate(OVERLAPS_JS) == []
-                page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js.png"), full_page=True)
+        page.goto(url + "/js?run=sample/smollm2-135m-mrtpo-demo")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").nth(1).wait_for()
+        page.wait_for_timeout(1000)
+        assert page.evaluate(OVERLAPS_JS) == []
+        page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js.png"), full_page=True)
 
-                page.goto(url + "/compare?" + urlencode([("run", n) for n in names]))
-                wait_for_script(page)
-                page.locator(".js-plotly-plot").first.wait_for()
-                page.wait_for_timeout(1000)
-                assert page.evaluate(OVERLAPS_JS) == []
-                drawn = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.map(d => d.name)")
-                assert drawn == names
-                page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_compare.png"), full_page=True)
-            except BaseException:
-                page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+        page.goto(url + "/compare?" + urlencode([("run", n) for n in names]))
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_timeout(1000)
+        assert page.evaluate(OVERLAPS_JS) == []
+        drawn = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullData.map(d => d.name)")
+        assert drawn == names
+        page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_compare.png"), full_page=True)
 
 
 def test_run_store_text_is_shown_as_text_never_markdown(tmp_path):
@@ -563,10 +546,10 @@ def playwright_or_skip():
     return sync_playwright
 
 
-def browser_page(pw):
-    """Chromium and a new page in it (1400 x 1000, 90 s timeouts): (browser, page)."""
+def browser_page(pw, width: int = 1400, height: int = 1000):
+    """Chromium and a new page in it (width x height, 90 s timeouts): (browser, page)."""
     browser = open_browser(pw)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(90000)
     return browser, page
 
@@ -638,19 +621,18 @@ def test_no_page_sends_a_request_outside_the_app(tmp_path):
 
 
 @contextlib.contextmanager
-def app_in_browser(tmp_path: Path, shot: str, runs: Path | None = None, width: int = 1400, height: int = 1000):
-    """`mrtpo app` on `runs` (an empty runs folder by default: the shipped runs only) and a Chromium page: yields
-    (url, page); a failure leaves a screenshot `browser_<shot>_failure.png` in test-artifacts/."""
+def app_in_browser(tmp_path: Path, shot: str, runs: Path | None = None, width: int = 1400, height: int = 1000,
+                   theme: str = "light"):
+    """`mrtpo app` on `runs` (an empty runs folder by default: the shipped runs only) with `theme` and a Chromium
+    page: yields (url, page); a failure leaves a screenshot `browser_<shot>_failure.png` in test-artifacts/."""
     sync_playwright = playwright_or_skip()
     runs = runs or tmp_path / "runs"
     runs.mkdir(exist_ok=True)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log", theme)
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         with sync_playwright() as pw:
-            browser = open_browser(pw)
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(90000)
+            browser, page = browser_page(pw, width, height)
             try:
                 yield url, page
             except BaseException:
