@@ -253,7 +253,10 @@ def rows_token_advantages(
     terms = [routing_weights[:, j, :] * a[:, j, None] for j in range(k)]  # K x (b, T)
     numerator = _weighted_sum(w, terms)  # (b, T)
     advantages = (numerator - stats.mu) / (stats.sigma + eps)
-    credit = w[None, :, None] * routing_weights * a[:, :, None] / (stats.sigma + eps)  # (b, K, T)
+    # credit = w[k, i, t] x c[i, k], one rounding after the pair's scale: the run store keeps c per pair and gives
+    # the credit back bitwise from the stored weights (core.run.credit_format.credit_scales)
+    scale = w[None, :] * a / (stats.sigma + eps)  # (b, K): c[i, k] = w_k a[k, i] / (sigma + eps)
+    credit = routing_weights * scale[:, :, None]  # (b, K, T)
     return advantages, credit
 
 
