@@ -177,3 +177,125 @@ def test_bench_store_pages_prints_every_page_of_a_200_step_run(capsys):
         assert read == (8 * 16 * 2 if title in ("Token credit", "JS divergence") else 0), (title, read)
     (run,) = [cells for cells in lines if len(cells) == 6]  # the run's row: written, on disk, index, sample, heatmap
     assert run[4].endswith("(32)")  # one sample's read: its 16 tokens x 2 rewards
+
+
+# ------------------------------------------------------------------- schema 3: credit and token text given back
+
+
+def test_credit_scales_by_hand():
+    """credit = weight x c per (sample, reward) in float32; a pair with no such c makes the whole step store credit."""
+    w = np.array([[[0.5, 2.0, 0.0], [1.0, 1.0, 1.0]]], dtype=np.float32)  # (S=1, K=2, T=3)
+    c = np.array([[np.float32(0.3), np.float32(-1.7)]], dtype=np.float32)
+    credit = w * c[:, :, None]
+    cells = np.ones(w.shape, dtype=bool)
+    scale = credit_format.credit_scales(w, credit, cells)
+    assert scale is not None and scale.dtype == np.float32
+    assert np.array_equal(w * scale[:, :, None], credit)
+    assert scale[0, 1] == np.float32(-1.7)  # weight 1: the scale is the credit itself
+    # all weights 0 and credit 0: scale 0; a pair that is not weight x one number: None
+    zero = credit_format.credit_scales(np.zeros((1, 1, 3), np.float32), np.zeros((1, 1, 3), np.float32),
+                                       np.ones((1, 1, 3), bool))
+    assert zero is not None and zero[0, 0] == 0
+    bad = credit.copy()
+    bad[0, 0, 1] += 0.25
+    assert credit_format.credit_scales(w, bad, cells) is None
+    # the cells past a sample's length are not looked at; NaN credit where the weight is NaN is kept
+    short = cells.copy()
+    short[0, 0, 2] = False
+    odd = credit.copy()
+    odd[0, 0, 2] = 99.0
+    assert credit_format.credit_scales(w, odd, short) is not None
+    wn = w.copy()
+    wn[0, 1, 0] = np.nan
+    assert credit_format.credit_scales(wn, wn * c[:, :, None], cells) is not None
+
+
+def test_the_trainers_credit_is_weight_times_the_pairs_scale_bitwise():
+    """`mrtpo_token_advantages` rounds credit once after the pair's scale, so the writer never stores it."""
+    import torch
+
+    from core.algos.advantages import mrtpo_token_advantages
+
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.randint(0, 2, (16, 4), generator=g).float()
+    rewards[:4, 3] = float("nan")
+    weights = torch.rand(16, 4, 50, generator=g) * 5
+    weights[:, :, 40:] = 0.0
+    for w_k in (None, [1.0, 0.5, 2.0, 0.3]):
+        _, credit = mrtpo_token_advantages(rewards, weights, group_size=4, weights=w_k)
+        w, cr = weights.numpy(), credit.numpy()
+        scale = credit_format.credit_scales(w, cr, np.ones(w.shape, bool))
+        assert scale is not None and np.array_equal(w * scale[:, :, None], cr)
+
+
+def test_tokens_are_slices_needs_contiguous_ranges_and_the_same_text():
+    rec = make_record(4, 10, 2, group_size=2, seed=6)
+    cs = record.credit_step(rec)
+    assert credit_format.tokens_are_slices(cs)
+    gap = record.credit_step(rec)
+    gap.start = gap.start.copy()
+    gap.start[3] += 1  # a range that does not start where the one before ended
+    gap.token = list(gap.token)
+    gap.token[3] = gap.token[3][1:]
+    assert not credit_format.tokens_are_slices(gap)
+    other = record.credit_step(rec)
+    other.token = list(other.token)
+    other.token[5] = "X" * len(other.token[5])  # same length, other text
+    assert not credit_format.tokens_are_slices(other)
+
+
+def test_schema_3_leaves_out_what_it_gives_back_and_keeps_what_it_cannot(tmp_path):
+    rec = make_record(8, 30, 3, group_size=4, seed=7)
+    store, path = _written(tmp_path, rec)
+    names = pq.ParquetFile(path).schema_arrow.names
+    assert "credit" not in names and "token" not in names and "start" not in names and "credit_scale" in names
+    assert pq.ParquetFile(path).metadata.metadata[b"mrtpo_schema_version"] == b"3"
+    _equal(store.credit(1), record.credit_frame(rec))
+    _equal(store.credit_tokens(1, samples=[5], rewards=[rec.reward_names[1]]),
+           record.credit_frame(rec).query(f"sample == 5 and reward == '{rec.reward_names[1]}'").reset_index(drop=True))
+    # credit that is not weight x one number per pair, token text that is not the response's slice: both stored
+    odd = record.credit_frame(rec)
+    odd["credit"] = odd["credit"] + np.float32(0.001) * odd["t"].astype(np.float32)
+    odd["token"] = odd["token"].astype(str).str.upper()
+    w = RunWriter.create(tmp_path, "odd", {"steps": 1, "reward_names": rec.reward_names})
+    path = w.write_credit(1, odd)
+    w.append_metrics({"step": 1})
+    assert {"credit", "token", "start"} <= set(pq.ParquetFile(path).schema_arrow.names)
+    _equal(RunStore(w.path).credit(1), odd)
+
+
+def _as_schema_2(path: Path) -> None:
+    """Rewrite a schema-3 file as schema 2 wrote it: `credit`, `token` and `start` stored, no `credit_scale`."""
+    import pyarrow as pa
+
+    pf = pq.ParquetFile(path)
+    meta = dict(pf.metadata.metadata)
+    long = credit_format.read_long(pf, 1)
+    tab = pf.read()
+    first = (tab["reward"].cast(pa.string()).to_numpy(zero_copy_only=False) == meta_rewards(meta)[0])
+    tab = tab.drop(["credit_scale"]).append_column("credit", pa.array(long["credit"].to_numpy(np.float32)))
+    tab = tab.append_column("token", pa.array(np.where(first, long["token"].astype(str), None).tolist(), pa.string()))
+    tab = tab.append_column("start", pa.array(long["start"].to_numpy(np.int32), mask=~first))
+    meta[b"mrtpo_schema_version"] = b"2"
+    with pq.ParquetWriter(path, tab.schema, store_schema=False) as out:
+        out.write_table(tab)
+        out.add_key_value_metadata(meta)
+
+
+def meta_rewards(meta: dict) -> list[str]:
+    import json
+
+    return json.loads(meta[credit_format.INDEX_KEY])["rewards"]
+
+
+def test_schema_2_files_open_as_they_are(tmp_path):
+    """Runs written before schema 3 (schema 2: credit, token text and start on every file) read the same."""
+    rec = make_record(8, 20, 3, group_size=4, seed=8)
+    store, path = _written(tmp_path, rec)
+    _as_schema_2(path)
+    pf = pq.ParquetFile(path)
+    assert pf.metadata.metadata[b"mrtpo_schema_version"] == b"2" and "credit" in pf.schema_arrow.names
+    store = RunStore(store.path)
+    _equal(store.credit(1), record.credit_frame(rec))
+    _equal(store.credit_tokens(1, samples=[3]), record.credit_frame(rec).query("sample == 3").reset_index(drop=True))
+    assert len(store.credit_index(1)) == 8 * 3 and store.warnings == []

@@ -56,7 +56,7 @@ def test_write_and_read_back(tmp_path):
     w.set_status(state="running", step=2)
 
     store = RunStore(tmp_path / "r1")
-    assert store.config()["schema_version"] == SCHEMA_VERSION == 2
+    assert store.config()["schema_version"] == SCHEMA_VERSION == 3
     assert store.reward_names() == ["a", "b"]
     assert store.status()["state"] == "running"  # our own pid is alive
     m = store.metrics()

@@ -86,10 +86,12 @@ CORRUPTIONS = {
     "credit-file-is-dir": lambda r: (credit_path(r, 2).unlink(), credit_path(r, 2).mkdir()),
     "metrics-is-dir": lambda r: ((r / "metrics.jsonl").unlink(), (r / "metrics.jsonl").mkdir()),
     "status-pid-huge": lambda r: _status(r, state="running", pid=2**80),
-    # schema 2: the index or a column gone, a column of another type, the index not JSON
+    # schema 3 (columnar): the index or a column gone, a column of another type, the index not JSON
     "credit-v2-no-index": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(
         {k: v for k, v in t.schema.metadata.items() if k != b"mrtpo_credit_index"})),
-    "credit-v2-no-token": lambda r: _credit_v2(r, lambda t: t.drop(["token"])),
+    "credit-v2-no-end": lambda r: _credit_v2(r, lambda t: t.drop(["end"])),
+    "credit-v2-no-credit": lambda r: _credit_v2(r, lambda t: t.drop(
+        [c for c in ("credit", "credit_scale") if c in t.column_names])),
     "credit-v2-text-sample": lambda r: _credit_v2(r, lambda t: t.set_column(
         0, "sample", pa.array(["x"] * t.num_rows))),
     "credit-v2-index-garbage": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(

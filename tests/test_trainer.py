@@ -8,12 +8,13 @@ import os
 import signal
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import torch
 
 from core.config import TrainConfig
 from core.run import lifecycle
-from core.run.store import CREDIT_COLUMNS, SCHEMA_VERSION, RunStore
+from core.run.store import CREDIT_COLUMNS, SCHEMA_VERSION, RunStore, credit_path
 
 pytestmark = pytest.mark.train  # whole training runs of the micro model in this process
 
@@ -100,6 +101,9 @@ def test_three_step_run_writes_a_complete_readable_store(make_cfg, tmp_path):
         assert tuple(frame.columns) == CREDIT_COLUMNS and len(frame) > 0
         assert (frame["step"] == step).all()
         check_credit_frame(frame, cfg, names)
+        # credit = weight x the pair's scale and tokens are slices of the response: given back, not stored
+        stored = pq.ParquetFile(credit_path(path, step)).schema_arrow.names
+        assert "credit_scale" in stored and not {"credit", "token", "start"} & set(stored)
 
     assert [p.name for p in store.checkpoints()] == ["step_000002", "step_000003"]
     ckpt = store.checkpoints()[-1]

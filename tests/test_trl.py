@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from core.choices import DEFAULT_RELEVANCE
 from core.config import ConfigError, TrainConfig
 from core.run import credit_choice
-from core.run.store import RunStore, list_runs
+from core.run.store import RunStore, credit_path, list_runs
 
 pytestmark = pytest.mark.trl  # the TRL integration (core.integrations.trl), most tests train with TRL
 
@@ -375,6 +376,11 @@ def test_trl_run_store_has_the_built_in_schema(trl_run, builtin_run):
     assert set(trl.config()) == set(ref.config()) and trl.config()["backend"] == "trl"
     assert set(trl.status()) == set(ref.status())
     assert trl.credit(1).dtypes.map(lambda d: d.name).to_dict() == ref.credit(1).dtypes.map(lambda d: d.name).to_dict()
+    # both trainers' credit is weight x the pair's scale and their tokens slices of the response: schema 3 gives
+    # them back, so neither file stores them
+    for store in (trl, ref):
+        names = pq.ParquetFile(credit_path(store.path, 1)).schema_arrow.names
+        assert "credit_scale" in names and not {"credit", "token", "start"} & set(names)
     # every metric of a built-in step except the phase TRL does not have (docs/CONTRACTS.md)
     assert set(ref.metrics().columns) - set(trl.metrics().columns) == {"time/logprobs"}
     assert set(trl.metrics().columns) <= set(ref.metrics().columns)

@@ -1,11 +1,15 @@
-"""The credit map's file format, `mrtpo_schema_version` 2 (docs/CONTRACTS.md, "Credit map, schema 2").
+"""The credit map's file format, `mrtpo_schema_version` 3 (docs/CONTRACTS.md, "Credit map, schema 3"); schema 2's
+files are read by the same code.
 
 One Parquet file per step. Its rows are (sample, reward, position), sorted in that order, and hold the
-numbers of that cell (distance, weight, credit, in_span, and the pair's score, group advantage and
+numbers of that cell (distance, weight, in_span, and the pair's score, group advantage, credit scale and
 distance_skipped, which Parquet's run-length encoding stores once per run). What belongs to a (sample,
-position) is stored once, on the row of the step's first reward (token id, text, offsets, total advantage:
-null on the other rewards' rows), and what belongs to a sample once, on its first row (prompt key, prompt,
-response). Row groups hold whole samples (about `ROW_GROUP_ROWS` rows each), and the file's metadata holds the
+position) is stored once, on the row of the step's first reward (token id, offsets, total advantage: null on
+the other rewards' rows), and what belongs to a sample once, on its first row (prompt key, prompt, response).
+Two columns of schema 2 are left out when they can be given back exactly: `credit`, when every (sample, reward)
+has a scale c with credit = weight x c on all its tokens in float32 (`credit_scales`; the trainers compute it so),
+and `token` and `start`, when every token's text is response[start:end] and starts where the one before it ended
+(`tokens_are_slices`); a file that needs them has them, and the readers fill them in either way. Row groups hold whole samples (about `ROW_GROUP_ROWS` rows each), and the file's metadata holds the
 step's index (per sample: group, prompt key, length, row group; per (sample, reward): score, group advantage,
 distance skipped), so a reader gets the index from the footer alone and one sample's rows from its row group.
 
@@ -28,11 +32,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-VERSION = 2
+VERSION = 3
+COLUMNAR_VERSIONS = ("2", "3")  # the versions this module reads (schema 2: `credit` and `token` always stored)
 INDEX_KEY = b"mrtpo_credit_index"
 ROW_GROUP_ROWS = 65536  # rows per row group (whole samples; a sample longer than this is one row group)
 
-# schema 2 columns and their Arrow types, in file order
+# schema 3's columns and their Arrow types, in file order (`credit`, `token`, `start`: only in a file that needs them;
+# `credit_scale`: only in a file without `credit`; schema 2 has `credit` and `token`, no `credit_scale`)
 SCHEMA = pa.schema([
     ("sample", pa.int32()),
     ("group", pa.int32()),
@@ -44,6 +50,7 @@ SCHEMA = pa.schema([
     ("in_span", pa.bool_()),
     ("score", pa.float32()),
     ("group_adv", pa.float32()),
+    ("credit_scale", pa.float32()),  # c[i, k]: credit = weight x c (float32), where `credit` is not stored
     ("distance_skipped", pa.bool_()),
     ("token_id", pa.int32()),  # this and the next four: on the first reward's rows only
     ("token", pa.string()),
@@ -57,6 +64,7 @@ SCHEMA = pa.schema([
 TOKEN_FIELDS = ("token_id", "token", "start", "end", "token_adv")
 SAMPLE_FIELDS = ("prompt_key", "prompt", "response")
 SPLIT_FLOATS = ("distance", "weight", "credit", "token_adv")  # BYTE_STREAM_SPLIT: noisy floats compress better
+DELTA_INTS = ("t", "start", "end")  # DELTA_BINARY_PACKED: positions that climb by small steps
 # schema 1's names of the columns schema 2 renamed (a schema-1 file, or a long frame written before the rename,
 # has these; the readers' frames use the new names)
 V1_NAMES = {"js": "distance", "js_skipped": "distance_skipped"}
@@ -204,9 +212,70 @@ def _texts(column: pd.Series, rows: np.ndarray) -> list[str]:
 # --------------------------------------------------------------------------------------------- writing
 
 
-def _null_take(values: pa.Array, index: np.ndarray, present: np.ndarray) -> pa.Array:
-    """values[index] where `present`, null elsewhere."""
-    return values.take(pa.array(index, type=pa.int64(), mask=~present))
+def credit_scales(weight: np.ndarray, credit: np.ndarray, cells: np.ndarray) -> np.ndarray | None:
+    """Per (sample, reward) the scale c[i, k] with credit[i, k, t] == float32(weight[i, k, t] * c[i, k]) on every
+    token t of the pair (NaN equal to NaN), or None when some pair has none (then `credit` is stored as it is).
+
+    The trainers compute credit[i, k, t] = w[k, i, t] * c[i, k] with c[i, k] = w_k a[k, i] / (sigma + eps)
+    (docs/METHOD.md, "Token advantages"; GRPO's and GDPO's weight is 1, so c is the credit itself). The scale is
+    found from the data: c0 = credit / weight at the pair's largest |weight| (c itself or a float32 neighbour of
+    it, since credit = weight x c rounded once), then c0 and its two neighbours are tried on all the pair's tokens.
+    A pair whose weights are all 0 takes c = 0 when its credit is all 0. weight, credit: (S, K, T) float32;
+    cells: (S, K, T) bool, the tokens (t < length)."""
+    S, K = weight.shape[:2]
+    if weight.size == 0:
+        return np.zeros((S, K), dtype=np.float32)
+    w = weight.astype(np.float32, copy=False)
+    c = credit.astype(np.float32, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mag = np.where(cells & np.isfinite(w), np.abs(w), -1.0)
+        at = mag.argmax(axis=2)[:, :, None]  # (S, K, 1) the largest |weight| of each pair
+        w_at = np.take_along_axis(w, at, 2)[:, :, 0]
+        c_at = np.take_along_axis(c, at, 2)[:, :, 0]
+        c0 = np.where(w_at != 0, c_at / np.where(w_at != 0, w_at, 1), np.float32(0)).astype(np.float32)
+        scale = np.full((S, K), np.nan, dtype=np.float32)
+        found = np.zeros((S, K), dtype=bool)
+        for cand in (c0, np.nextafter(c0, np.float32(np.inf)), np.nextafter(c0, np.float32(-np.inf))):
+            prod = w * cand[:, :, None]
+            same = (prod == c) | (np.isnan(prod) & np.isnan(c)) | ~cells
+            ok = same.all(axis=2) & ~found
+            scale[ok] = cand[ok]
+            found |= ok
+    return scale if found.all() else None
+
+
+def tokens_are_slices(cs: CreditStep) -> bool:
+    """True when every token's text is its sample's response[start:end]: the ranges of each sample run from 0 to
+    len(response) without gaps or overlaps (start[0] = 0, start[t] = end[t-1], end[-1] = len(response)), each
+    token is end - start characters long and the tokens joined are the response. Then the text is not stored
+    (`core.run.batch.decode_responses` makes tokens so)."""
+    S = len(cs.length)
+    n = int(cs.length.sum())
+    if n == 0:
+        return True
+    starts = cs.start.astype(np.int64)
+    ends = cs.end.astype(np.int64)
+    first = np.concatenate([[0], np.cumsum(cs.length)[:-1]]).astype(np.int64)
+    nonempty = cs.length > 0
+    lens = np.fromiter(map(len, cs.token), dtype=np.int64, count=n)
+    if not np.array_equal(lens, ends - starts):
+        return False
+    follows = np.ones(n, dtype=bool)
+    follows[1:] = starts[1:] == ends[:-1]
+    follows[first[nonempty]] = starts[first[nonempty]] == 0
+    if not follows.all():
+        return False
+    last = first + cs.length - 1
+    resp_len = np.fromiter(map(len, cs.response), dtype=np.int64, count=S)
+    if not np.array_equal(ends[last[nonempty]], resp_len[nonempty]) or (resp_len[~nonempty] != 0).any():
+        return False
+    return all("".join(cs.token[a:b]) == r for a, b, r in zip(first, first + cs.length, cs.response, strict=True))
+
+
+def _slices(response: list[str], sample_of: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[str]:
+    """response[sample_of[j]][start[j]:end[j]] for every j: the token texts a file without `token` gives back."""
+    return [response[s][a:b] for s, a, b in zip(sample_of.tolist(), start.tolist(), end.tolist(), strict=True)]
+
 
 
 def _index(cs: CreditStep, row_groups: np.ndarray) -> dict:
@@ -270,60 +339,105 @@ def summary_frame(summary: dict) -> pd.DataFrame:
     return frame.astype({c: "float64" for c in SUMMARY_STATS[2:]})
 
 
+def _sparse(values: np.ndarray, present: np.ndarray, dtype) -> pa.Array:
+    """An array of len(present) rows holding `values` in order on the rows where `present`, null elsewhere."""
+    full = np.zeros(len(present), dtype=dtype)
+    full[present] = values
+    return pa.array(full, mask=~present)
+
+
+def _sparse_text(values: list[str], present: np.ndarray) -> pa.Array:
+    """`_sparse` for text: a string array built from its buffers (offsets advance on the present rows only)."""
+    data = [v.encode() for v in values]
+    sizes = np.zeros(len(present), dtype=np.int64)
+    sizes[present] = [len(d) for d in data]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    if offsets[-1] >= 2**31:
+        raise ValueError(f"{offsets[-1]} bytes of text in one step's column; at most 2 GiB")
+    bitmap = np.packbits(present, bitorder="little")
+    return pa.Array.from_buffers(pa.string(), len(present), [pa.py_buffer(bitmap.tobytes()),
+                                 pa.py_buffer(offsets.astype(np.int32).tobytes()), pa.py_buffer(b"".join(data))],
+                                 null_count=int(len(present) - present.sum()))
+
+
 def table(cs: CreditStep) -> tuple[pa.Table, np.ndarray, dict]:
-    """The step's schema-2 table, the first row of each row group, and the index for the file's metadata."""
+    """The step's schema-3 table (without `credit`, `token`, `start` where they can be given back exactly), the
+    first row of each row group, and the index for the file's metadata. Rows in (sample, reward, t) order: the
+    (S, K, T) arrays' cells t < length in C order, so every column is a reshape or a boolean take of its array,
+    a pair's numbers are repeated over its `length` rows, and a token's numbers go to the first reward's rows."""
     S, K = len(cs.length), len(cs.reward_names)
     cells = cs._cells()
-    shape = cells.shape
-    si = np.broadcast_to(np.arange(S, dtype=np.int64)[:, None, None], shape)[cells]
-    kk = np.broadcast_to(np.arange(K, dtype=np.int32)[None, :, None], shape)[cells]
-    tt = np.broadcast_to(np.arange(shape[2], dtype=np.int32)[None, None, :], shape)[cells]
-    first = np.concatenate([[0], np.cumsum(cs.length)[:-1]]).astype(np.int64) if S else np.zeros(0, np.int64)
-    tok = first[si] + tt
-    on_token = kk == 0  # the first reward's rows carry the per-token columns
-    on_sample = on_token & (tt == 0)
+    L = cs.length.astype(np.int64)
+    full = S == 0 or bool((L == cells.shape[2]).all())
+
+    def flat(cube: np.ndarray, dtype) -> np.ndarray:  # the cells t < length, in (sample, reward, t) order
+        cube = cube.astype(dtype, copy=False)
+        return cube.reshape(-1) if full else cube[cells]
+
+    pair_rows = np.repeat(L, K)  # (S * K,) rows of each pair
+    n = int(pair_rows.sum())
+
+    def per_pair(a: np.ndarray, dtype) -> np.ndarray:
+        return np.repeat(a.astype(dtype, copy=False).reshape(-1), pair_rows)
+
+    pair_first = np.concatenate([[0], np.cumsum(pair_rows)[:-1]]).astype(np.int64) if S else np.zeros(0, np.int64)
+    tt = (np.arange(n, dtype=np.int64) - np.repeat(pair_first, pair_rows)).astype(np.int32)
+    kk = per_pair(np.broadcast_to(np.arange(K, dtype=np.int32)[None, :], (S, K)), np.int32)
+    on_token = kk == 0  # the first reward's rows carry the per-token columns, in token order
+    starts = pair_first[::K] if K else np.zeros(S, np.int64)  # (S,) each sample's first row
+    on_sample = np.zeros(n, dtype=bool)
+    on_sample[starts[L > 0]] = True
     # row groups: whole samples, about ROW_GROUP_ROWS rows each
-    sample_rows = cs.length * K
-    starts = np.concatenate([[0], np.cumsum(sample_rows)[:-1]]).astype(np.int64) if S else np.zeros(0, np.int64)
     group_of = starts // ROW_GROUP_ROWS  # (S,) samples starting in the same window share a row group
     _, first_sample = np.unique(group_of, return_index=True)
     row_group = np.searchsorted(first_sample, np.arange(S), side="right") - 1
     cols = {
-        "sample": pa.array(cs.sample.astype(np.int32)[si]),
-        "group": pa.array(cs.group.astype(np.int32)[si]),
+        "sample": pa.array(np.repeat(cs.sample.astype(np.int32), L * K)),
+        "group": pa.array(np.repeat(cs.group.astype(np.int32), L * K)),
         "reward": pa.DictionaryArray.from_arrays(pa.array(kk, pa.int32()), pa.array(cs.reward_names, pa.string())),
         "t": pa.array(tt),
-        "distance": pa.array(cs.distance[cells].astype(np.float32)),
-        "weight": pa.array(cs.weight[cells].astype(np.float32)),
-        "credit": pa.array(cs.credit[cells].astype(np.float32)),
-        "in_span": pa.array(cs.in_span[cells].astype(bool)),
-        "score": pa.array(cs.score.astype(np.float32)[si, kk]),
-        "group_adv": pa.array(cs.group_adv.astype(np.float32)[si, kk]),
-        "distance_skipped": pa.array(cs.distance_skipped.astype(bool)[si, kk]),
+        "distance": pa.array(flat(cs.distance, np.float32)),
+        "weight": pa.array(flat(cs.weight, np.float32)),
+        "credit": None,
+        "in_span": pa.array(flat(cs.in_span, bool)),
+        "score": pa.array(per_pair(cs.score, np.float32)),
+        "group_adv": pa.array(per_pair(cs.group_adv, np.float32)),
+        "credit_scale": None,
+        "distance_skipped": pa.array(per_pair(cs.distance_skipped, bool)),
     }
-    for name, values in (("token_id", pa.array(cs.token_id.astype(np.int32))),
-                         ("token", pa.array(list(cs.token), pa.string())),
-                         ("start", pa.array(cs.start.astype(np.int32))), ("end", pa.array(cs.end.astype(np.int32))),
-                         ("token_adv", pa.array(cs.token_adv.astype(np.float32)))):
-        cols[name] = _null_take(values, tok, on_token)
+    scale = credit_scales(cs.weight, cs.credit, cells)
+    if scale is None:
+        cols["credit"] = pa.array(flat(cs.credit, np.float32))
+        del cols["credit_scale"]
+    else:
+        cols["credit_scale"] = pa.array(per_pair(scale, np.float32))
+        del cols["credit"]
+    cols["token_id"] = _sparse(cs.token_id, on_token, np.int32)
+    if not tokens_are_slices(cs):  # else each token is response[start:end] with start the previous token's end
+        cols["token"] = _sparse_text(list(cs.token), on_token)
+        cols["start"] = _sparse(cs.start, on_token, np.int32)
+    cols["end"] = _sparse(cs.end, on_token, np.int32)
+    cols["token_adv"] = _sparse(cs.token_adv, on_token, np.float32)
+    kept = L > 0
     for name in SAMPLE_FIELDS:
-        cols[name] = _null_take(pa.array(list(getattr(cs, name)), pa.string()), si, on_sample)
+        cols[name] = _sparse_text([v for v, k in zip(getattr(cs, name), kept, strict=True) if k], on_sample)
     index = _index(cs, row_group)
-    tab = pa.table(cols, schema=SCHEMA)
+    tab = pa.table(cols, schema=pa.schema([SCHEMA.field(name) for name in cols]))
     return tab, starts[first_sample] if S else np.zeros(0, np.int64), index
 
 
 def write_bytes(cs: CreditStep, schema_key: bytes) -> bytes:
-    """The step's schema-2 Parquet file (zstd; row groups of whole samples; the index in the metadata)."""
+    """The step's schema-3 Parquet file (zstd; row groups of whole samples; the index in the metadata)."""
     tab, group_starts, index = table(cs)
     meta = {schema_key: str(VERSION).encode(), INDEX_KEY: json.dumps(index, separators=(",", ":")).encode()}
     sink = pa.BufferOutputStream()
-    dictionary = [c for c in SCHEMA.names if c not in SPLIT_FLOATS and c != "t"]
+    dictionary = [c for c in tab.column_names if c not in SPLIT_FLOATS + DELTA_INTS + ("token_id",)]
+    encoding = {**{c: "DELTA_BINARY_PACKED" for c in DELTA_INTS if c in tab.column_names},
+                **{c: "BYTE_STREAM_SPLIT" for c in SPLIT_FLOATS if c in tab.column_names}}
     # The index goes into the file's key-value metadata only (store_schema=False: no Arrow schema, which would
     # carry it a second time, base64-encoded); `reward` reads back as plain strings.
     with pq.ParquetWriter(sink, tab.schema, compression="zstd", use_dictionary=dictionary, store_schema=False,
-                          column_encoding={"t": "DELTA_BINARY_PACKED",
-                                           **dict.fromkeys(SPLIT_FLOATS, "BYTE_STREAM_SPLIT")}) as out:
+                          column_encoding=encoding) as out:
         bounds = [*group_starts.tolist(), tab.num_rows]
         if tab.num_rows == 0:
             out.write_table(tab)
@@ -336,8 +450,18 @@ def write_bytes(cs: CreditStep, schema_key: bytes) -> bytes:
 # --------------------------------------------------------------------------------------------- reading
 
 
+def _at(tab: pa.Table, name: str, rows: np.ndarray) -> np.ndarray:
+    """tab[name][rows] as numpy (rows where the column is not null: its integers stay integers)."""
+    return tab[name].combine_chunks().take(pa.array(rows, type=pa.int64())).to_numpy(zero_copy_only=False)
+
+
+def _empty(pf: pq.ParquetFile) -> pa.Table:
+    """No rows, with the file's columns."""
+    return pa.schema([SCHEMA.field(name) for name in pf.schema_arrow.names]).empty_table()
+
+
 def read_index(pf: pq.ParquetFile) -> dict:
-    """The step's index from a schema-2 file's metadata (KeyError / ValueError when absent or not JSON)."""
+    """The step's index from a schema-2 or -3 file's metadata (KeyError / ValueError when absent or not JSON)."""
     return json.loads((pf.metadata.metadata or {})[INDEX_KEY])  # the file's key-value metadata
 
 
@@ -387,7 +511,7 @@ def read_long(pf: pq.ParquetFile, step: int, samples=None, rewards=None) -> pd.D
     else:
         wanted = np.isin(all_samples, np.asarray(list(samples), dtype=np.int64))
     groups = sorted(set(row_group[wanted].tolist()))
-    tab = pf.read_row_groups(groups) if groups else SCHEMA.empty_table()
+    tab = pf.read_row_groups(groups) if groups else _empty(pf)
     if samples is not None:
         tab = tab.filter(pc.is_in(tab["sample"], pa.array(all_samples[wanted].astype(np.int32))))
     # per-token and per-sample columns from the first reward's rows, for every asked row
@@ -411,24 +535,46 @@ def read_long(pf: pq.ParquetFile, step: int, samples=None, rewards=None) -> pd.D
     out = {"step": np.full(len(rows), step, dtype=np.int32), "sample": sample_np[rows].astype(np.int32),
            "group": tab["group"].to_numpy()[rows].astype(np.int32)}
     sample_rank = np.searchsorted(scarrier, spos[rows])  # (rows,) which sample row carries the text
+    texts = {}
     for name in SAMPLE_FIELDS:  # categoricals over the samples' texts: each text is held once
         values = tab[name].combine_chunks().take(pa.array(scarrier)).to_numpy(zero_copy_only=False)
+        texts[name] = values
         uniq, inverse = np.unique(values.astype(object), return_inverse=True) if len(values) else ([], [])
         out[name] = pd.Categorical.from_codes(np.asarray(inverse, dtype=np.int64)[sample_rank], categories=list(uniq))
     out["reward"] = pd.Categorical.from_codes(k_np[rows], categories=names)
     for name in ("score", "group_adv"):
         out[name] = tab[name].to_numpy()[rows]
     out["t"] = t_np[rows].astype(np.int32)
+    tok_rows = np.flatnonzero(k_np == 0)  # the carrier rows, one per (sample, position) read, in (sample, t) order
+    if "start" not in tab.column_names:  # schema 3 with contiguous ranges: a token starts where the one before ended
+        ends = _at(tab, "end", tok_rows)
+        starts = np.zeros(len(tok_rows), dtype=np.int32)
+        starts[1:] = ends[:-1]
+        starts[t_np[tok_rows] == 0] = 0
+        full = np.zeros(len(k_np), dtype=np.int32)
+        full[tok_rows] = starts
+        tab = tab.append_column("start", pa.array(full))
     for name in TOKEN_FIELDS:
-        col = tab[name].combine_chunks().take(pa.array(pos[rows]))
         if name == "token":
-            enc = col.dictionary_encode()
-            out[name] = pd.Categorical.from_codes(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                                                  categories=enc.dictionary.to_pylist())
-        else:
-            out[name] = col.to_numpy(zero_copy_only=False)
-    for name in ("distance", "distance_skipped", "weight", "credit", "in_span"):
+            continue
+        out[name] = tab[name].combine_chunks().take(pa.array(pos[rows])).to_numpy(zero_copy_only=False)
+    if "token" in tab.column_names:
+        enc = tab["token"].combine_chunks().take(pa.array(pos[rows])).dictionary_encode()
+        out["token"] = pd.Categorical.from_codes(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                                                 categories=enc.dictionary.to_pylist())
+    else:  # schema 3 without `token`: each token's text is its response[start:end], sliced once per token
+        owner = np.searchsorted(scarrier, spos[tok_rows])
+        sliced = _slices(list(texts["response"]), owner, _at(tab, "start", tok_rows), _at(tab, "end", tok_rows))
+        codes, uniq = pd.factorize(pd.Series(sliced, dtype=object)) if sliced else (np.zeros(0, np.int64), [])
+        at = np.searchsorted(tok_rows, pos[rows])
+        out["token"] = pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64)[at], categories=list(uniq))
+    for name in ("distance", "distance_skipped", "weight", "in_span"):
         out[name] = tab[name].to_numpy(zero_copy_only=False)[rows]
+    if "credit" in tab.column_names:
+        out["credit"] = tab["credit"].to_numpy(zero_copy_only=False)[rows]
+    else:  # schema 3 without `credit`: credit = weight x the pair's scale, in float32 as the trainer computed it
+        out["credit"] = (out["weight"].astype(np.float32) * tab["credit_scale"].to_numpy(zero_copy_only=False)[rows]
+                         .astype(np.float32))
     order = ["step", "sample", "group", "prompt_key", "prompt", "response", "reward", "score", "group_adv", "t",
              "token_id", "token", "start", "end", "distance", "distance_skipped", "weight", "credit", "in_span",
              "token_adv"]

@@ -40,8 +40,10 @@ from core.run.train_log import crash_message, read_tail
 # so the app links its staging log only into the run its own trainer created (docs/CONTRACTS.md, status.json).
 LAUNCH_ID_ENV = "MRTPO_LAUNCH_ID"
 
-SCHEMA_VERSION = 2  # of the run store: config.json's schema_version and the credit files' mrtpo_schema_version
-READABLE_VERSIONS = (1, 2)  # 1: the long credit map (CREDIT_SCHEMA), read as it is; 2: `core.run.credit_format`
+SCHEMA_VERSION = 3  # of the run store: config.json's schema_version and the credit files' mrtpo_schema_version
+# 1: the long credit map (CREDIT_SCHEMA), read as it is; 2 and 3: `core.run.credit_format` (3 leaves out `credit` and
+# `token` where they can be given back exactly)
+READABLE_VERSIONS = (1, 2, 3)
 SCHEMA_KEY = b"mrtpo_schema_version"
 ACTIVE_STATES = ("starting", "running")
 FINAL_STATES = ("completed", "failed", "stopped")
@@ -326,7 +328,7 @@ class RunWriter:
         return doomed
 
     def write_credit(self, step: int, credit: CreditStep | pd.DataFrame) -> Path:
-        """Write the step's credit map atomically in schema 2 (`core.run.credit_format`); returns its path.
+        """Write the step's credit map atomically in schema 3 (`core.run.credit_format`); returns its path.
         `credit`: a `CreditStep` (what the trainers build) or a long frame of CREDIT_SCHEMA's columns (schema 1's
         `js` / `js_skipped` accepted for `distance` / `distance_skipped`)."""
         if isinstance(credit, pd.DataFrame):
@@ -808,7 +810,7 @@ class RunStore:
     def credit_tokens(self, step: int, samples: Iterable[int] | None = None,
                       rewards: Iterable[str] | None = None) -> pd.DataFrame:
         """The long credit map (CREDIT_SCHEMA's columns) of the samples and rewards asked (None: all) of `step`.
-        A schema-2 file is read only in the row groups that hold those samples; a schema-1 file is read whole
+        A schema-2 or -3 file is read only in the row groups that hold those samples; a schema-1 file is read whole
         and filtered. An empty frame with the schema's columns when missing or unreadable (with a warning)."""
         empty = CREDIT_SCHEMA.empty_table().to_pandas()
         pf, version = self._credit_file(step)
@@ -816,7 +818,7 @@ class RunStore:
             return empty
         samples = None if samples is None else [int(s) for s in samples]
         rewards = None if rewards is None else [str(r) for r in rewards]
-        if version != str(credit_format.VERSION):
+        if version not in credit_format.COLUMNAR_VERSIONS:
             frame = self._credit_v1(pf, step)
             if frame is None:
                 return empty
@@ -833,7 +835,7 @@ class RunStore:
             return frame
         except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, IndexError) as exc:
             self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) is not of schema "
-                       f"{credit_format.VERSION} ({exc.__class__.__name__}); skipped")
+                       f"{version} ({exc.__class__.__name__}); skipped")
             return empty
 
     def credit(self, step: int) -> pd.DataFrame:
@@ -845,13 +847,13 @@ class RunStore:
     def credit_index(self, step: int) -> pd.DataFrame:
         """The step's index, one row per (sample, reward): sample, group, prompt_key, length (tokens), reward,
         score (NaN: does not apply), group_adv, applicable, distance_skipped, abs_credit_max, abs_token_adv_max
-        (`credit_format.INDEX_COLUMNS`). Schema 2: from the file's footer alone; schema 1: from the whole file."""
+        (`credit_format.INDEX_COLUMNS`). Schemas 2 and 3: from the file's footer alone; schema 1: from the whole file."""
         columns = credit_format.INDEX_COLUMNS
         empty = pd.DataFrame({c: [] for c in columns})
         pf, version = self._credit_file(step)
         if pf is None:
             return empty
-        if version == str(credit_format.VERSION):
+        if version in credit_format.COLUMNAR_VERSIONS:
             try:
                 return credit_format.index_frame(credit_format.read_index(pf))
             except (KeyError, ValueError, TypeError) as exc:
@@ -877,12 +879,12 @@ class RunStore:
 
     def credit_summary(self, step: int) -> pd.DataFrame:
         """The step's distances in and out of the verifiers' spans, per reward: one row per (reward, where) with
-        n, mean, min, quartiles, max and box-plot fences (`credit_format.distance_summary`). Schema 2: from the
+        n, mean, min, quartiles, max and box-plot fences (`credit_format.distance_summary`). Schemas 2 and 3: from the
         footer; schema 1: from the whole file."""
         pf, version = self._credit_file(step)
         if pf is None:
             return credit_format.summary_frame({})
-        if version == str(credit_format.VERSION):
+        if version in credit_format.COLUMNAR_VERSIONS:
             try:
                 return credit_format.summary_frame(credit_format.read_index(pf)["distance_summary"])
             except (KeyError, ValueError, TypeError) as exc:
