@@ -353,12 +353,15 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[
     O(T): with c_j the text of the first j ids, token j's step needs only len(c_j) - len(c_{j-1}) and the
     common prefix of c_{j-1} and c_j, and both are read from two short windows that start at the same id w
     (c_x = P + decode(ids[w:x]) for x = j-1, j, P the same text), decoded together in one call of the
-    tokenizer's Rust backend (`_window_steps`). When the lengths so found do not add up to the decoded text
+    tokenizer's Rust backend (`_window_steps`). With a byte-level tokenizer an id that is whole UTF-8 appends
+    its own text, read once per id from a cache, and only the ids of split characters decode windows
+    (`_byte_level_pieces`, `_piece_steps`). When the lengths so found do not add up to the decoded text
     (a tokenizer whose decoding is not local), it falls back to the reference, so the result is always the
     reference's.
     """
     ids = [int(x) for x in token_ids]
-    steps = _window_steps(tokenizer, ids)
+    pieces = _byte_level_pieces(tokenizer, ids)
+    steps = _window_steps(tokenizer, ids) if pieces is None else _piece_steps(tokenizer, ids, pieces)
     if steps is None:
         return decode_with_offsets_reference(tokenizer, ids)
     text = _decode_text(tokenizer, ids)
@@ -370,6 +373,68 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int]) -> tuple[str, list[
 
 DECODE_CONTEXT = 6  # ids of left context in every window (a rewrite reaches back at most 3 byte tokens)
 DECODE_BLOCK = 16  # steps that share one window start
+
+
+_PIECES_ATTR = "_mrtpo_byte_level_pieces"  # per tokenizer: id -> its text alone, or None where it is not whole
+
+
+def _byte_level_pieces(tokenizer, ids: list[int]) -> list[str | None] | None:
+    """Each id's text alone where it is whole UTF-8, None where it is not; None when the tokenizer is not byte-level.
+
+    Byte-level means the decoder is `tokenizers`' ByteLevel alone (the text is the ids' bytes read as UTF-8, a
+    broken sequence read as U+FFFD) and no cleanup of spaces. A whole id (its text alone has no U+FFFD) then
+    appends its text to any prefix: a prefix ending in a broken sequence reads it as one U+FFFD whether the input
+    ends there or a whole character follows, so c_j = c_{j-1} + piece_j. The texts are kept on the tokenizer:
+    one decode per id the first time it is seen."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return None
+    try:
+        from tokenizers import decoders
+    except ImportError:  # pragma: no cover -- transformers' fast tokenizers need tokenizers
+        return None
+    if not isinstance(backend.decoder, decoders.ByteLevel):
+        return None
+    cache = tokenizer.__dict__.setdefault(_PIECES_ATTR, {})
+    pieces: list[str | None] = []
+    for i in ids:
+        piece = cache.get(i, False)
+        if piece is False:
+            text = backend.decode([i], skip_special_tokens=True)
+            piece = cache[i] = None if "\ufffd" in text else text
+        pieces.append(piece)
+    return pieces
+
+
+def _piece_steps(tokenizer, ids: list[int], pieces: list[str | None]) -> tuple[list[int], list[int]]:
+    """`_window_steps` for a byte-level tokenizer: a whole id's step is read from its text (common_j =
+    len(c_{j-1}), len(c_j) = len(c_{j-1}) + len(piece_j)); only the ids that are not whole (bytes of a character
+    split over ids) decode two windows, D_{j-1} and D_j from w = max(0, j - 1 - DECODE_CONTEXT), as there."""
+    backend = tokenizer.backend_tokenizer
+    windows: list[list[int]] = []
+    for j, piece in enumerate(pieces, start=1):
+        if piece is None:
+            w = max(0, j - 1 - DECODE_CONTEXT)
+            windows += [ids[w:j - 1], ids[w:j]]
+    texts = [backend.decode(w, skip_special_tokens=True) for w in windows]
+    lengths, commons = [], []
+    cur = 0
+    h = 0
+    for piece in pieces:
+        if piece is not None:
+            commons.append(cur)
+            cur += len(piece)
+        else:
+            prev_text, d = texts[h], texts[h + 1]
+            h += 2
+            lcp = 0
+            limit = min(len(prev_text), len(d))
+            while lcp < limit and prev_text[lcp] == d[lcp]:
+                lcp += 1
+            commons.append(cur - len(prev_text) + lcp)
+            cur += len(d) - len(prev_text)
+        lengths.append(cur)
+    return lengths, commons
 
 
 def _decode_text(tokenizer, ids: list[int]) -> str:

@@ -77,3 +77,40 @@ def test_a_long_response(name, request):
     assert (text, offsets) == decode_with_offsets_reference(tok, seq)
     assert len(offsets) == 1024 and offsets[-1] == (len(text), len(text))
     assert "".join(text[a:b] for a, b in offsets) == text
+
+
+def test_byte_level_ids_of_whole_characters_decode_no_window(byte_level, monkeypatch):
+    """With a byte-level tokenizer an id that is whole UTF-8 appends its own text (a per-id cache): plain text
+    decodes no window at all, and a response with characters split over byte ids decodes two windows for each
+    id of a split character only; the offsets are the reference's either way."""
+    import core.model as model
+
+    plain = byte_level("The river runs steady under a bridge, and light falls on water.\n" * 20,
+                       add_special_tokens=False)["input_ids"] + [byte_level.eos_token_id]
+    mixed = byte_level(TEXT, add_special_tokens=False)["input_ids"]
+    split = [i for i in mixed if "\ufffd" in byte_level.backend_tokenizer.decode([i])]
+    assert split and len(split) < len(mixed) // 2
+    expected = {id(seq): decode_with_offsets_reference(byte_level, seq) for seq in (plain, mixed)}
+    decoded = []
+    monkeypatch.setattr(model, "_window_steps", lambda *a: pytest.fail("the block windows on a byte-level tokenizer"))
+    backend = byte_level.backend_tokenizer
+    monkeypatch.setattr(byte_level, "_tokenizer", _Counting(backend, decoded))
+    assert decode_with_offsets(byte_level, plain) == expected[id(plain)] and decoded == [plain]  # the text only
+    decoded.clear()
+    assert decode_with_offsets(byte_level, mixed) == expected[id(mixed)]
+    assert len(decoded) == 2 * len(split) + 1 and decoded[-1] == mixed
+
+
+class _Counting:
+    """A tokenizer backend that records what it decodes but single ids (those are the per-id cache's)."""
+
+    def __init__(self, backend, seen: list):
+        self._backend, self._seen = backend, seen
+
+    def decode(self, ids, skip_special_tokens=True):
+        if len(ids) != 1:
+            self._seen.append(list(ids))
+        return self._backend.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
