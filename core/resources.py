@@ -299,8 +299,9 @@ def _ratio(value: Any, default: Any) -> float:
 
 # ----------------------------------------------------------------------------------------------- disk
 
-CELL_BYTES = 13  # on disk per (sample, reward, token) of a credit map (`mrtpo bench store`, noisy floats: 13.2)
-TOKEN_BYTES = 20  # per (sample, token): id, text, offsets, total advantage, and ~4 characters of response text
+# schema 3 on noisy floats (`mrtpo bench store`, 512x1024x5: 6.8 per cell + 7.8 per token = 8.5 per cell in all)
+CELL_BYTES = 7  # on disk per (sample, reward, token) of a credit map: distance, weight, in_span
+TOKEN_BYTES = 8  # per (sample, token): id, end offset, total advantage, and ~4 characters of response text
 METRICS_LINE_BYTES = 8192  # one metrics.jsonl line (the shipped runs: 2-8 KB)
 
 
@@ -319,7 +320,7 @@ def disk_estimate(cfg: Any, n_rewards: int, parameters: int | None = None) -> di
     """Bytes a run leaves on disk, by term (docs/CONTRACTS.md, "What a run stores"); `total` is their sum:
 
     S = stored_samples(cfg), T = max_new_tokens (the longest response), K = n_rewards (e.g. 20 steps, credit_every
-    10: steps 1, 11 and 20 store a credit map, 3 x 32 x 100 x (13 x 2 + 20) = 441,600 bytes),
+    10: steps 1, 11 and 20 store a credit map, 3 x 32 x 100 x (7 x 2 + 8) = 211,200 bytes),
     n_c = steps storing a credit map (step 1, every credit_every-th after it, the last), P = parameters;
       credit      = n_c S T (CELL_BYTES K + TOKEN_BYTES)       the credit maps (an upper bound: T is the longest)
       metrics     = steps METRICS_LINE_BYTES
@@ -329,7 +330,7 @@ def disk_estimate(cfg: Any, n_rewards: int, parameters: int | None = None) -> di
     >>> c = C(prompts_per_step=4, group_size=8, credit_samples=0, credit_every=10, steps=20, max_new_tokens=100,
     ...       checkpoint_every=0, keep_checkpoints=3, backend="builtin")
     >>> disk_estimate(c, 2, 1000)
-    {'credit': 441600, 'metrics': 163840, 'checkpoints': 12000, 'total': 617440}
+    {'credit': 211200, 'metrics': 163840, 'checkpoints': 12000, 'total': 387040}
     """
     from core.run.credit_choice import stores_credit
 

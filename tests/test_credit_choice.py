@@ -68,6 +68,6 @@ def test_disk_estimate_by_hand():
                       max_new_tokens=20, checkpoint_every=4, keep_checkpoints=2)
     assert stored_samples(cfg) == 8  # 10 rounded down to whole groups of 4
     est = disk_estimate(cfg, 3, parameters=100)
-    # steps 1, 6, 11, 12 store credit: 4 x 8 x 20 x (13 x 3 + 20); checkpoints at 4, 8, 12, two kept
-    assert est == {"credit": 4 * 8 * 20 * 59, "metrics": 12 * 8192, "checkpoints": 2 * 4 * 100 * 3,
-                   "total": 4 * 8 * 20 * 59 + 12 * 8192 + 2400}
+    # steps 1, 6, 11, 12 store credit: 4 x 8 x 20 x (7 x 3 + 8); checkpoints at 4, 8, 12, two kept
+    assert est == {"credit": 4 * 8 * 20 * 29, "metrics": 12 * 8192, "checkpoints": 2 * 4 * 100 * 3,
+                   "total": 4 * 8 * 20 * 29 + 12 * 8192 + 2400}

@@ -3,7 +3,7 @@
 - `StepRecord`: everything one step produced, in one value;
 - `step_metrics(record)`: the metrics line (`reward/...`, `adv/...`, `loss/...`, `policy/...`,
   `js/...`, `span/...`, `time/...`, `response/length`);
-- `credit_step(record, samples)`: the credit map as columns (what the run store writes, schema 2);
+- `credit_step(record, samples)`: the credit map as columns (what the run store writes, schema 3);
 - `credit_frame(record)`: the same as the long frame, one row per (sample, reward, response token);
 - `reward_metrics`: reward means and the all-satisfied rate (training and held-out evaluation);
 - `summary_line`: the one line per step the terminal shows.
