@@ -3,6 +3,7 @@ rest of the step, the index comes from the footer, and schema-1 stores (the ship
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -277,15 +278,14 @@ def _as_schema_2(path: Path) -> None:
     tab = tab.append_column("token", pa.array(np.where(first, long["token"].astype(str), None).tolist(), pa.string()))
     tab = tab.append_column("start", pa.array(long["start"].to_numpy(np.int32), mask=~first))
     meta[b"mrtpo_schema_version"] = b"2"
+    meta[credit_format.INDEX_KEY] = json.dumps(credit_format.unpack_index(meta[credit_format.INDEX_KEY])).encode()
     with pq.ParquetWriter(path, tab.schema, store_schema=False) as out:
         out.write_table(tab)
         out.add_key_value_metadata(meta)
 
 
 def meta_rewards(meta: dict) -> list[str]:
-    import json
-
-    return json.loads(meta[credit_format.INDEX_KEY])["rewards"]
+    return credit_format.unpack_index(meta[credit_format.INDEX_KEY])["rewards"]
 
 
 def test_schema_2_files_open_as_they_are(tmp_path):

@@ -96,6 +96,8 @@ CORRUPTIONS = {
         0, "sample", pa.array(["x"] * t.num_rows))),
     "credit-v2-index-garbage": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(
         {**t.schema.metadata, b"mrtpo_credit_index": b"{not json"})),
+    "credit-v3-index-not-zstd": lambda r: _credit_v2(r, lambda t: t.replace_schema_metadata(
+        {**t.schema.metadata, b"mrtpo_credit_index": b"zstd:99:bm90IHpzdGQ="})),
     # token positions no response has (issue 29 item 5: a negative t broke the pages, 2**31 - 1 asked for 16 GiB)
     "credit-t-negative": lambda r: _credit(r, lambda f: _table(f.assign(t=-1 - f["t"]))),
     "credit-t-huge": lambda r: _credit(r, lambda f: _table(f.assign(t=f["t"].where(f.index != 0, 2**31 - 1)))),
