@@ -148,13 +148,13 @@ def worker(size: str, folder: str) -> dict:
     row["peak_measured"] = _reset_peak()
     stage = "build"
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         frame = record.credit_step(rec) if hasattr(record, "credit_step") else record.credit_frame(rec)
-        row["build_s"] = time.perf_counter() - start
+        row["build_s"], row["build_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
         stage = "write"
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         path = writer.write_credit(1, frame)
-        row["write_s"] = time.perf_counter() - start
+        row["write_s"], row["write_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
         row["peak_mb"] = (_mem_kb("VmHWM") - base) / 1024
         del frame
         writer.append_metrics({"step": 1})
@@ -330,12 +330,15 @@ def _fmt(row: dict, key: str, spec: str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| samples x tokens x rewards | build s | write s | peak MB | on disk MB | B/(sample, reward, token) "
-            "| read step s | read step MB | index s | one sample s | one reward of it s | note |")
-    lines = [head, "|" + "---|" * 12]
+    head = ("| samples x tokens x rewards | build s | write s | build + write CPU s | peak MB | on disk MB "
+            "| B/(sample, reward, token) | read step s | read step MB | index s | one sample s | one reward of it s "
+            "| note |")
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
+        cpu = r["build_cpu_s"] + r["write_cpu_s"] if "write_cpu_s" in r else None
         lines.append(" | ".join([
-            f"| {r['size']}", _fmt(r, "build_s", ".2f"), _fmt(r, "write_s", ".2f"), _fmt(r, "peak_mb", ".0f"),
+            f"| {r['size']}", _fmt(r, "build_s", ".2f"), _fmt(r, "write_s", ".2f"),
+            "-" if cpu is None else f"{cpu:.2f}", _fmt(r, "peak_mb", ".0f"),
             f"{r['bytes'] / 1e6:.1f}" if "bytes" in r else "-", _fmt(r, "bytes_per_cell", ".2f"),
             _fmt(r, "read_step_s", ".2f"), _fmt(r, "read_step_mb", ".0f"), _fmt(r, "index_s", ".3f"),
             _fmt(r, "read_sample_s", ".3f"), _fmt(r, "read_pair_s", ".3f"),
