@@ -307,18 +307,32 @@ def chart_keys(at: AppTest) -> list[str]:
     return [c.key for c in charts(at)]
 
 
+def open_view(at: AppTest, page_name: str, label: str) -> AppTest:
+    """Click the tab `label` of a page's view tabs (`ui.view_tabs`)."""
+    at.session_state[f"{page_name}_view"] = label
+    return at.run()
+
+
 def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs_dir):
     # regression: the KL panel plotted ~1e-9 rounding noise and the clip fraction a flat 0
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert chart_keys(at) == ["fig_rewards", "fig_loss", "fig_entropy", "fig_js", "fig_span", "fig_time",
-                              "fig_length", "fig_eval"]
+    assert chart_keys(at) == ["fig_rewards", "fig_eval"]  # the open tab's figures only (issue 26: every page quick)
+    assert [t.label for t in at.tabs] == ["Rewards", "Loss, KL, entropy", "Credit routing: JS and spans",
+                                          "Step time and length", "More panels"]
+    assert open_view(at, "curves", "Loss, KL, entropy") and chart_keys(at) == ["fig_loss", "fig_entropy"]
+    assert at.query_params["view"] == "optimisation"
     captions = " ".join(c.value for c in at.caption)
     assert "kl_beta = 0" in captions and "inner_epochs = 1" in captions
+    assert chart_keys(open_view(at, "curves", "Credit routing: JS and spans")) == ["fig_js", "fig_span"]
+    assert chart_keys(open_view(at, "curves", "Step time and length")) == ["fig_time", "fig_length"]
     assert at.multiselect[0].value == [run_path(runs_dir, "mrtpo-demo")]
     at.multiselect[0].set_value([run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]).run()
-    assert not at.exception and len(charts(at)) == 8
-    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"))
-    assert {"fig_kl", "fig_clip"} <= set(chart_keys(at))
+    assert not at.exception and len(charts(at)) == 2
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"), query={"view": "optimisation"})
+    assert chart_keys(at) == ["fig_loss", "fig_kl", "fig_entropy", "fig_clip"]  # a link opens its tab
+    bad = page("curves", runs_dir, query={"view": "nope"})
+    assert chart_keys(bad) == ["fig_rewards", "fig_eval"] and any("view `'nope'`" in w.value for w in bad.warning), [
+        w.value for w in bad.warning]
 
 
 def test_curves_controls_smooth_change_the_x_axis_and_export_the_series(runs_dir):
@@ -454,9 +468,11 @@ def test_token_credit_warns_on_a_corrupt_credit_map(runs_dir):
 
 def test_js_page(runs_dir):
     at = page("js", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert len(charts(at)) == 3  # per position, in/out of spans, replay over training (one figure)
+    assert chart_keys(at) == ["fig_js_positions"]  # per position; in/out of spans and over training in other tabs
     assert any("was not computed" in c.value and "group advantage of 0" in c.value for c in at.caption)
-    table = next(d.value for d in at.dataframe if "js_in" in d.value.columns)  # after the sample's specificity tables
+    assert chart_keys(open_view(at, "js", "Over training")) == ["fig_js_training"]
+    assert chart_keys(open_view(at, "js", "This step: in vs out of spans")) == ["fig_js_inout"]
+    table = next(d.value for d in at.dataframe if "js_in" in d.value.columns)
     assert table["reward"].tolist() == list(DEFAULT_REWARDS)
     both = table.dropna(subset=["js_in", "js_out"])  # the lowercase verifier inspects every token: no "out"
     assert len(both) == 3 and (both["js_in"] > both["js_out"]).all()  # the synthetic JS peaks inside spans
@@ -481,6 +497,10 @@ def test_debugger_ranks_disagreement_and_opens_token_credit(runs_dir):
 
 def test_verifier_playground(runs_dir):
     at = page("debugger", runs_dir)
+    assert charts(at) and not at.text_area  # the run tab is open: the playground does not run (issue 26)
+    open_view(at, "debugger", "Verifier playground")
+    assert not charts(at) and at.query_params["view"] == "playground"  # the run tab's figures are not sent
+    assert page("debugger", runs_dir, query={"view": "playground"}).text_area  # the link opens the playground
     args = at.text_area(key="play_args_keywords:existence")
     args.set_value('{"keywords": ["river"]}')
     at.text_area(key="play_text").set_value("The river, the River.").run()
@@ -616,7 +636,9 @@ def test_pages_read_the_index_and_the_shown_sample_only(name, shape, tmp_path, m
         assert not at.exception
     elif name == "js":
         assert at.selectbox(key="js_sample").value == sample
-        assert len(at.get("plotly_chart")) >= 2  # the sample's positions and the step's in / out distributions
+        assert chart_keys(at) == ["fig_js_positions"]  # the open tab's figure only
+        assert chart_keys(open_view(at, "js", "This step: in vs out of spans")) == ["fig_js_inout"]
+        assert at.query_params["view"] == "step" and at.query_params["sample"] == str(sample)
     elif name == "debugger":
         table = at.dataframe[0].value  # the disagreement table, from the steps' indexes
         assert len(table) and set(table["step"]) <= {1, 2, 3}
@@ -720,7 +742,7 @@ def test_ten_rewards_have_ten_colours_and_each_the_same_on_every_page(tmp_path, 
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
     seen = {}
     for name in ("curves", "js", "debugger"):
-        at = page(name, tmp_path, query={"run": "ten"})
+        at = page(name, tmp_path, query={"run": "ten", **({"view": "training"} if name == "js" else {})})
         colours = reward_line_colours(at, TEN_REWARDS)
         assert set(colours) == set(TEN_REWARDS), (name, colours)
         assert all(len(c) == 1 for c in colours.values()), (name, colours)  # one colour per reward on a page
