@@ -324,10 +324,17 @@ def test_colours_and_legends_on_both_themes(tmp_path, theme):
 
         page.goto(url + "/js?run=sample/smollm2-135m-mrtpo-demo")
         wait_for_script(page)
-        page.locator(".js-plotly-plot").nth(1).wait_for()
+        page.locator(".js-plotly-plot").first.wait_for()
         page.wait_for_timeout(1000)
         assert page.evaluate(OVERLAPS_JS) == []
         page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js.png"), full_page=True)
+        page.get_by_role("tab", name="This step: in vs out of spans").click()  # the box plots: only now drawn
+        page.wait_for_url("**view=step**")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_timeout(1000)
+        assert page.evaluate(OVERLAPS_JS) == []
+        page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js_step.png"), full_page=True)
 
         page.goto(url + "/compare?" + urlencode([("run", n) for n in names]))
         wait_for_script(page)
@@ -804,8 +811,19 @@ def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
         page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
         page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
         wait_for_script(page)
-        page.locator(".js-plotly-plot").nth(4).wait_for()
+        page.locator(".js-plotly-plot").first.wait_for()
         page.wait_for_timeout(1500)
+        assert page.evaluate(CUT_LEGENDS_JS) == []
+        assert page.evaluate(OVERLAPS_JS) == []
+        # the half-width per-reward panels are in their own tab, drawn when it is opened (issue 26: every page quick)
+        drawn = page.locator(".js-plotly-plot").count()
+        page.get_by_role("tab", name="Credit routing: JS and spans").click()
+        page.wait_for_url("**view=routing**")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").nth(1).wait_for()
+        page.wait_for_timeout(1500)
+        titles = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].map(e => e.textContent)")
+        assert drawn <= 2 and len(titles) == 2 and titles[0].startswith("Mean JS distance"), titles
         assert page.evaluate(CUT_LEGENDS_JS) == []
         assert page.evaluate(OVERLAPS_JS) == []
 
