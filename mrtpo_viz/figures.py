@@ -16,12 +16,17 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from mrtpo_viz.analysis import BAND_HI, BAND_LO, ema
-from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, reward_colors, skipped_rewards
+from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, palette_colors, reward_colors, skipped_rewards
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 OTHER_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-# One colour per run where runs are compared (distinct hues that stay visible on light and dark backgrounds).
-RUN_PALETTE = ("#1f77b4", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d")
+# One colour per run where runs are compared (distinct hues that stay visible on light and dark backgrounds); a
+# run's colour is fixed by its name (`run_colors`).
+RUN_PALETTE = ("#1f77b4", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#17becf",
+               "#bcbd22")
+# A per-reward figure with at least this many rewards is drawn as small multiples (one small panel per reward,
+# `small_multiples`): ten lines in [0, 1] in one panel cross too often to be read.
+SMALL_MULTIPLES_FROM = 5
 # The colour of text: Streamlit's plotly theme replaces this placeholder in the browser with its text colour,
 # near black on the light theme and near white on the dark one (streamlit.elements.lib.streamlit_plotly_theme
 # GRAY_90; a test checks the value). Outside Streamlit it is a very dark blue, readable on white. Lines that
@@ -55,6 +60,13 @@ def legend_rows(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
             rows, used = rows + 1, 0
         used += w
     return rows
+
+
+def run_colors(runs: Sequence[str]) -> dict[str, str]:
+    """The colour of each run (or seed group) of a view, fixed by its name: `heatmap.palette_colors(runs,
+    RUN_PALETTE)`. The same run has the same colour on every page, in every session and beside any other runs,
+    unless a run of the view wants the same colour (then the later by name moves, in name order, to a free one)."""
+    return palette_colors(runs, RUN_PALETTE)
 
 
 def _white(fig: go.Figure) -> go.Figure:
@@ -129,7 +141,7 @@ def metric_lines(
     color_by: str = "key",
 ) -> go.Figure:
     """One line per (run, metric key): by default colour by key and dash style by run; `color_by="run"`: one
-    colour per run (RUN_PALETTE) and one dash style per key, for comparing runs.
+    colour per run (`run_colors`: fixed by the run's name) and one dash style per key, for comparing runs.
 
     series: metric keys, or {key: legend label}. Keys a run does not have (or has only NaN for) are skipped;
     a figure with nothing to draw says so instead of showing empty axes.
@@ -150,6 +162,7 @@ def metric_lines(
         colors.setdefault(key, OTHER_PALETTE[i % len(OTHER_PALETTE)])
     fig = go.Figure()
     multi = len(metrics_by_run) > 1
+    by_run = run_colors(list(metrics_by_run)) if color_by == "run" else {}
     for r, (run, df) in enumerate(metrics_by_run.items()):
         if df is None or df.empty or x not in df.columns:
             continue
@@ -160,7 +173,7 @@ def metric_lines(
             if y.isna().all():
                 continue
             if color_by == "run":
-                color, dash = RUN_PALETTE[r % len(RUN_PALETTE)], RUN_DASHES[j % len(RUN_DASHES)]
+                color, dash = by_run[run], RUN_DASHES[j % len(RUN_DASHES)]
                 name = run if len(labels) == 1 else f"{run} · {label}"
             else:
                 color, dash = colors[key], RUN_DASHES[r % len(RUN_DASHES)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -172,8 +173,25 @@ def test_x_axis_log_scale_and_one_colour_per_run():
                                color_by="run")
     assert list(fig.data[0].x) == [32, 64, 96, 128] and list(fig.data[1].x) == [16, 32, 48, 64]
     assert fig.layout.xaxis.title.text == figures.X_TITLES["samples"] and fig.layout.yaxis.type == "log"
-    assert [tr.line.color for tr in fig.data] == list(figures.RUN_PALETTE[:2])
+    assert [tr.line.color for tr in fig.data] == [figures.run_colors(["a", "b"])[r] for r in ("a", "b")]
     assert [tr.name for tr in fig.data] == ["a", "b"]
+
+
+def test_a_run_keeps_its_colour_on_every_figure_and_beside_any_other_runs():
+    # issue 26: a persistent colour per run (by its name), not by its position among the chosen runs
+    df = metrics_frame()
+    n = len(figures.RUN_PALETTE)
+    slot = {r: zlib.crc32(r.encode()) % n for r in ("study-mrtpo-s0", "study-grpo-s0", "study-gdpo-s2")}
+    assert len(set(slot.values())) == 3  # no two of them want the same colour
+    alone = figures.metric_lines({"study-grpo-s0": df}, ["reward/all_satisfied"], "t", color_by="run")
+    both = figures.metric_lines({"study-mrtpo-s0": df, "study-grpo-s0": df}, ["reward/all_satisfied"], "t",
+                                color_by="run")
+    own = figures.RUN_PALETTE[slot["study-grpo-s0"]]
+    assert alone.data[0].line.color == both.data[1].line.color == own  # was RUN_PALETTE[0], then [1]
+    # a view of more runs than one colour each would allow still gives distinct colours up to the palette's size
+    many = [f"run-{i}" for i in range(n)]
+    assert len(set(figures.run_colors(many).values())) == n
+    assert figures.run_colors(many[::-1]) == figures.run_colors(many)
 
 
 def test_loss_figure_leaves_out_the_kl_term_without_a_reference_model():
