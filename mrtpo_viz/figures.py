@@ -274,13 +274,72 @@ def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[d
     return series, colors
 
 
+def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, row_px: int = 260,
+                    legend: bool = True, y_range: Sequence[float] | None = None) -> go.Figure:
+    """Figures of `metric_lines` (or any figure of traces) as one figure of small panels ({panel title: figure}),
+    `cols` per row, in order. One x axis for all: zooming or panning one panel moves every panel (`matches="x"`),
+    and a browser draws one figure of n panels much faster than n figures. Each line name has one legend entry
+    (legendgroup: a click toggles it in every panel); `legend=False`: none (each panel's title names its only
+    line). A panel without data says so. `y_range`: the same y range for every panel (rates in [0, 1]); the
+    traces' `meta` is kept, so `plotted_series` reads the panels' data from the result."""
+    titles = list(parts)
+    rows = max(1, -(-len(titles) // cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
+                        vertical_spacing=min(0.3, 0.12 * 3 / max(rows, 1)) if rows > 1 else 0.1)
+    fig.update_annotations(font_size=13)  # the panel titles
+    shown: set[str] = set()
+    for i, part in enumerate(parts.values()):
+        row, col = i // cols + 1, i % cols + 1
+        for tr in part.data:
+            name = str(tr.name or "")
+            tr.legendgroup = tr.legendgroup or name
+            tr.showlegend = legend and tr.showlegend is not False and name not in shown
+            if tr.showlegend:
+                shown.add(name)
+            fig.add_trace(tr, row=row, col=col)
+        if part.layout.barmode:
+            fig.update_layout(barmode=part.layout.barmode)
+        fig.update_yaxes(title_text=part.layout.yaxis.title.text, type=part.layout.yaxis.type, row=row, col=col)
+        if not part.data:
+            axis = i + 1 if i else ""
+            fig.add_annotation(text="no data", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
+                               xref=f"x{axis} domain", yref=f"y{axis} domain")
+        for note in part.layout.annotations:  # e.g. "log axis: n values <= 0 not drawn", in its panel's corner
+            if note.xref == "paper":
+                axis = i + 1 if i else ""
+                fig.add_annotation(note.update(xref=f"x{axis} domain", yref=f"y{axis} domain"))
+    first = next(iter(parts.values()), None)
+    x_title = first.layout.xaxis.title.text if first is not None else "step"
+    _layout(fig, title, "", "", height=rows * row_px + 70)
+    fig.update_layout(margin=dict(t=70))  # the figure's title above the first row's panel titles
+    fig.update_xaxes(matches="x", showticklabels=True)
+    for col in range(1, cols + 1):  # the x title under each column's lowest panel
+        last_row = max(r for r in range(1, rows + 1) if (r - 1) * cols + col <= len(titles)) \
+            if col <= len(titles) else None
+        if last_row:
+            fig.update_xaxes(title_text=x_title, row=last_row, col=col)
+    if y_range is not None:
+        fig.update_yaxes(range=list(y_range))
+    if any(tr.x is not None and len(tr.x) and isinstance(tr.x[0], (int, np.integer)) for tr in fig.data):
+        _integer_steps(fig)
+    return fig
+
+
 def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str],
                   source: str = "train", **style) -> go.Figure:
     """Mean reward per step, one line per reward plus the all-satisfied rate (text colour, thicker).
-    `style`: metric_lines' keyword options (x, smooth, color_by)."""
+    `style`: metric_lines' keyword options (x, smooth, log_y). With SMALL_MULTIPLES_FROM rewards or more, one
+    small panel per reward (the all-satisfied rate first) sharing one x axis (`small_multiples`): one line per
+    run in each, coloured by run (`run_colors`) when several runs are drawn, else in the reward's colour."""
     series, colors = reward_series(reward_names, source)
     title = ("Rewards (mean over samples) and all-satisfied rate" if source == "train"
              else "Held-out eval: rewards and all-satisfied rate (sampled, at checkpoints)")
+    if len(reward_names) >= SMALL_MULTIPLES_FROM:
+        several = len(metrics_by_run) > 1
+        keys = [*list(series)[-1:], *list(series)[:-1]]  # the all-satisfied rate first
+        parts = {series[k]: metric_lines(metrics_by_run, {k: series[k]}, series[k], "", colors,
+                                         color_by="run" if several else "key", **style) for k in keys}
+        return small_multiples(parts, title, cols=4, row_px=210, legend=several, y_range=(-0.03, 1.03))
     fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420, **style)
     if fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])

@@ -18,7 +18,7 @@ from helpers import start_stand_in
 from streamlit.testing.v1 import AppTest
 
 from core.run.store import RunStore, read_notes
-from mrtpo_viz import launcher, ui
+from mrtpo_viz import figures, launcher, ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 pytestmark = pytest.mark.app  # every test runs app pages through Streamlit AppTest
@@ -749,6 +749,27 @@ def test_ten_rewards_have_ten_colours_and_each_the_same_on_every_page(tmp_path, 
         assert len({next(iter(c)) for c in colours.values()}) == 10, (name, colours)  # ten rewards, ten colours
         seen[name] = {r: next(iter(c)) for r, c in colours.items()}
     assert seen["curves"] == seen["js"] == seen["debugger"]
+
+
+def test_ten_rewards_are_small_multiples_sharing_one_x_axis(tmp_path, monkeypatch):
+    # issue 26: a readable 10-reward curves panel (ten lines in [0, 1] in one panel crossed everywhere): one small
+    # panel per reward, the all-satisfied rate first, zoomed together; several runs: one colour per run
+    write_synthetic_run(tmp_path, "ten", steps=3, rewards=TEN_REWARDS, n_tokens=4)
+    write_synthetic_run(tmp_path, "ten-b", steps=3, rewards=TEN_REWARDS, n_tokens=4, seed=1)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page("curves", tmp_path, query={"run": "ten"})
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_rewards")
+    panels = [a["text"] for a in fig["layout"]["annotations"]]
+    assert panels == ["all satisfied", *TEN_REWARDS]
+    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
+    assert len(axes) >= 11 and all(fig["layout"][a].get("matches") == "x" for a in axes)
+    assert not any(t.get("showlegend", True) for t in fig["data"])  # each panel's title names its line
+    at = page("curves", tmp_path, query={"run": ["ten", "ten-b"]})
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_rewards")
+    legend = [t["name"] for t in fig["data"] if t.get("showlegend", True)]
+    assert legend == ["ten", "ten-b"]  # one entry per run, toggling it in every panel
+    run_colour = {t["name"]: t["line"]["color"] for t in fig["data"]}
+    assert run_colour == figures.run_colors(["ten", "ten-b"])
 
 
 def test_a_new_tab_opened_right_after_start_shows_the_new_run(tmp_path, monkeypatch):

@@ -795,6 +795,9 @@ CUT_LEGENDS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(
 # {trace name: line colour} of the first figure.
 FIRST_FIGURE_COLOURS_JS = """() => Object.fromEntries(document.querySelector('.js-plotly-plot')._fullData
     .map(d => [d.name, d.line && d.line.color]))"""
+# The x range of every x axis of the first figure (its small multiples), and how many there are.
+X_RANGES_JS = """() => { const l = document.querySelector('.js-plotly-plot')._fullLayout;
+    return Object.keys(l).filter(k => /^xaxis\\d*$/.test(k)).map(k => l[k].range.map(v => Math.round(v))); }"""
 STUDY_RUNS = ("sample/study-v2-mrtpo-swap-s0", "sample/study-v2-mrtpo-swap-specific-s0", "sample/study-v2-mrtpo-replay-s0")
 
 
@@ -809,6 +812,19 @@ def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
         rewards = {n: c for n, c in colours.items() if n != "all satisfied"}
         assert len(rewards) == 10 and len(set(rewards.values())) == 10, colours
         page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
+        # one small panel per reward, zoomed together: a drag across the first panel zooms all eleven
+        ranges = page.evaluate(X_RANGES_JS)
+        assert len(ranges) == 11 and len({tuple(r) for r in ranges}) == 1, ranges
+        box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.3, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
+        page.mouse.up()
+        page.wait_for_timeout(800)
+        zoomed = page.evaluate(X_RANGES_JS)
+        assert zoomed[0] != ranges[0] and len({tuple(r) for r in zoomed}) == 1, (ranges, zoomed)
         page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
         wait_for_script(page)
         page.locator(".js-plotly-plot").first.wait_for()

@@ -503,3 +503,30 @@ def test_metrics_by_name_or_glob_pattern():
     assert analysis.match_metrics(cols, ["*"])[:1] == ["span/a:b/overlap"]  # never the x axes or band columns
     assert "reward/all_satisfied::lo" not in analysis.match_metrics(cols, ["*"])
     assert analysis.match_metrics(cols, ["nothing/*"]) == []
+
+
+def test_small_multiples_share_one_x_axis_keep_the_data_and_name_each_line_once():
+    df = metrics_frame()
+    parts = {k: figures.metric_lines({"a": df, "b": df}, [k], k, color_by="run")
+             for k in ("reward/all_satisfied", "loss/policy", "loss/total")}
+    fig = figures.small_multiples(parts, "three", cols=2)
+    assert [a.text for a in fig.layout.annotations] == list(parts)
+    axes = [fig.layout[k] for k in fig.layout if k.startswith("xaxis")]
+    assert len(axes) == 4 and all(ax.matches == "x" for ax in axes)  # 2 x 2 grid, the empty cell's axis too
+    assert [tr.name for tr in fig.data if tr.showlegend] == ["a", "b"]  # one legend entry per run
+    assert {tr.legendgroup for tr in fig.data} == {"a", "b"}  # a click toggles the run in every panel
+    pd.testing.assert_frame_equal(figures.plotted_series({"x": fig}).drop(columns="figure"),
+                                  pd.concat([figures.plotted_series({"x": p}) for p in parts.values()],
+                                            ignore_index=True).drop(columns="figure"))
+    assert not any(tr.showlegend for tr in figures.small_multiples(parts, "t", legend=False).data)
+
+
+def test_ten_reward_curves_are_one_small_panel_per_reward():
+    names = [f"family:r{i}" for i in range(10)]
+    df = pd.DataFrame({"step": [1, 2, 3], "reward/all_satisfied": [0.1, 0.2, 0.3],
+                       **{f"reward/{n}": [0.5, 0.6, 0.7] for n in names}})
+    fig = figures.reward_curves({"run": df}, names)
+    assert [a.text for a in fig.layout.annotations] == ["all satisfied", *names]
+    assert {tr.line.color for tr in fig.data if tr.name != "all satisfied"} == set(reward_colors(names).values())
+    few = figures.reward_curves({"run": df}, names[:4])
+    assert not few.layout.annotations and len(few.data) == 5  # four rewards: one panel, as before
