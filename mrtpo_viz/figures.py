@@ -281,7 +281,7 @@ def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, r
     and a browser draws one figure of n panels much faster than n figures. Each line name has one legend entry
     (legendgroup: a click toggles it in every panel); `legend=False`: none (each panel's title names its only
     line). A panel without data says so. `y_range`: the same y range for every panel (rates in [0, 1]); the
-    traces' `meta` is kept, so `plotted_series` reads the panels' data from the result."""
+    traces' `meta` is kept, so `plotted_series` reads the panels' data from the result. `parts` are not changed."""
     titles = list(parts)
     rows = max(1, -(-len(titles) // cols))
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
@@ -291,6 +291,7 @@ def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, r
     for i, part in enumerate(parts.values()):
         row, col = i // cols + 1, i % cols + 1
         for tr in part.data:
+            tr = type(tr)(tr)  # a copy: the parts may be cached and shown elsewhere
             name = str(tr.name or "")
             tr.legendgroup = tr.legendgroup or name
             tr.showlegend = legend and tr.showlegend is not False and name not in shown
@@ -307,7 +308,7 @@ def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, r
         for note in part.layout.annotations:  # e.g. "log axis: n values <= 0 not drawn", in its panel's corner
             if note.xref == "paper":
                 axis = i + 1 if i else ""
-                fig.add_annotation(note.update(xref=f"x{axis} domain", yref=f"y{axis} domain"))
+                fig.add_annotation(go.layout.Annotation(note).update(xref=f"x{axis} domain", yref=f"y{axis} domain"))
     first = next(iter(parts.values()), None)
     x_title = first.layout.xaxis.title.text if first is not None else "step"
     _layout(fig, title, "", "", height=rows * row_px + 70)

@@ -313,26 +313,40 @@ def open_view(at: AppTest, page_name: str, label: str) -> AppTest:
     return at.run()
 
 
+def panel_titles(at: AppTest, key: str) -> list[str]:
+    """The panel titles of the figure `key` (a figure of small panels: `figures.small_multiples`)."""
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == key)
+    return [a["text"] for a in fig["layout"].get("annotations", [])]
+
+
 def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs_dir):
     # regression: the KL panel plotted ~1e-9 rounding noise and the clip fraction a flat 0
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
     assert chart_keys(at) == ["fig_rewards", "fig_eval"]  # the open tab's figures only (issue 26: every page quick)
     assert [t.label for t in at.tabs] == ["Rewards", "Loss, KL, entropy", "Credit routing: JS and spans",
                                           "Step time and length", "More panels"]
-    assert open_view(at, "curves", "Loss, KL, entropy") and chart_keys(at) == ["fig_loss", "fig_entropy"]
+    # a tab's half-width panels: one figure of small panels sharing one x axis (issue 26: zoom shared)
+    assert open_view(at, "curves", "Loss, KL, entropy") and chart_keys(at) == ["fig_optimisation"]
+    assert panel_titles(at, "fig_optimisation") == ["Loss parts", "Entropy"]
     assert at.query_params["view"] == "optimisation"
     captions = " ".join(c.value for c in at.caption)
     assert "kl_beta = 0" in captions and "inner_epochs = 1" in captions
-    assert chart_keys(open_view(at, "curves", "Credit routing: JS and spans")) == ["fig_js", "fig_span"]
-    assert chart_keys(open_view(at, "curves", "Step time and length")) == ["fig_time", "fig_length"]
+    open_view(at, "curves", "Credit routing: JS and spans")
+    assert panel_titles(at, "fig_routing") == ["Mean JS distance per reward",
+                                               "Span agreement: routing mass inside verifier spans"]
+    open_view(at, "curves", "Step time and length")
+    assert panel_titles(at, "fig_speed") == ["Step time split", "Response length"]
     assert at.multiselect[0].value == [run_path(runs_dir, "mrtpo-demo")]
     at.multiselect[0].set_value([run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]).run()
-    assert not at.exception and len(charts(at)) == 2
+    assert not at.exception and chart_keys(at) == ["fig_speed"]
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"), query={"view": "optimisation"})
-    assert chart_keys(at) == ["fig_loss", "fig_kl", "fig_entropy", "fig_clip"]  # a link opens its tab
+    assert panel_titles(at, "fig_optimisation") == ["Loss parts", "KL", "Entropy", "Clip fraction"]  # a link
     bad = page("curves", runs_dir, query={"view": "nope"})
     assert chart_keys(bad) == ["fig_rewards", "fig_eval"] and any("view `'nope'`" in w.value for w in bad.warning), [
         w.value for w in bad.warning]
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_optimisation")
+    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
+    assert len(axes) == 4 and all(fig["layout"][a].get("matches") == "x" for a in axes)
 
 
 def test_curves_controls_smooth_change_the_x_axis_and_export_the_series(runs_dir):
@@ -545,7 +559,13 @@ def test_compare_any_quantity_one_colour_per_run(runs_dir):
     assert [t["name"] for t in fig["data"]] == ["mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval"]
     assert len({t["line"]["color"] for t in fig["data"]}) == 4  # all satisfied only: one colour per run
     at.selectbox(key="compare_metric").set_value("reward (one panel per reward)").run()
-    assert len(charts(at)) == len(DEFAULT_REWARDS)  # one panel per reward
+    # one panel per reward, in one figure whose panels zoom together (issue 26: zoom shared)
+    assert chart_keys(at) == ["fig_compare_panels"]
+    assert panel_titles(at, "fig_compare_panels") == list(DEFAULT_REWARDS)
+    fig = json.loads(charts(at)[0].proto.spec)
+    assert all(fig["layout"][a].get("matches") == "x" for a in fig["layout"] if a.startswith("xaxis"))
+    assert [t["name"] for t in fig["data"] if t.get("showlegend", True)] == [
+        "mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval"]  # each run once in the legend
     for quantity in ("entropy", "KL to the rollout policy", "response length",
                      "span overlap: routing mass in spans (per reward)"):
         at.selectbox(key="compare_metric").set_value(quantity).run()
@@ -913,15 +933,15 @@ def test_any_logged_metric_by_name_or_pattern_on_curves_and_compare(runs_dir):
     runs = [run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]
     at = page("compare", runs_dir, mrtpo_runs=runs, query={"metric": "any logged metric (name or pattern)",
                                                           "pattern": "span/*/auc, time/replay"})
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts(at)]
+    titles = panel_titles(at, "fig_compare_panels")
     assert sorted(titles) == sorted([f"span/{r}/auc" for r in DEFAULT_REWARDS] + ["time/replay"])
     assert at.query_params["pattern"] == "span/*/auc, time/replay"
     at.text_input(key="compare_pattern").set_value("no/such/*").run()
     assert not charts(at) and any("No logged metric" in i.value for i in at.info)
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"),
               query={"metrics": "js/*/max, nothing/*"})
-    assert "fig_pattern_js/*/max" in chart_keys(at)
-    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_pattern_js/*/max")
+    assert panel_titles(at, "fig_more") == ["js/*/max"]
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_more")
     assert sorted(t["name"] for t in fig["data"]) == sorted(f"js/{r}/max" for r in DEFAULT_REWARDS)
     assert any("nothing/*" in c.value and "no logged metric" in c.value for c in at.caption)
 

@@ -509,7 +509,9 @@ def test_small_multiples_share_one_x_axis_keep_the_data_and_name_each_line_once(
     df = metrics_frame()
     parts = {k: figures.metric_lines({"a": df, "b": df}, [k], k, color_by="run")
              for k in ("reward/all_satisfied", "loss/policy", "loss/total")}
+    before = [p.to_json() for p in parts.values()]
     fig = figures.small_multiples(parts, "three", cols=2)
+    assert [p.to_json() for p in parts.values()] == before  # the parts (cached figures) are left as they were
     assert [a.text for a in fig.layout.annotations] == list(parts)
     axes = [fig.layout[k] for k in fig.layout if k.startswith("xaxis")]
     assert len(axes) == 4 and all(ax.matches == "x" for ax in axes)  # 2 x 2 grid, the empty cell's axis too

@@ -4,7 +4,8 @@ one or several runs (panels whose quantity a run does not have are left out, wit
 and a band), more panels of any logged metric by name or glob pattern (`span/*/overlap`, `time/replay`) and a CSV of
 the plotted series. The panels are grouped in tabs (`panels.CURVE_VIEWS`: rewards; loss, KL, entropy; credit
 routing; step time and length; more panels) and only the open tab's figures are built and drawn (`ui.view_tabs`;
-link parameter view=).
+link parameter view=); a tab's half-width panels are one figure of small panels sharing one x axis (a zoom or pan
+in one moves them all: `figures.small_multiples`).
 
 While a chosen run is active only its progress line is live (`ui.follow_runs`: a fragment polls the run's status
 every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when a
@@ -99,20 +100,16 @@ for label, warnings in problems.items():
 with tab:
     if view == "more" and not patterns:
         st.info("Type metric names or glob patterns above (e.g. `span/*/overlap, time/replay`): one panel each.")
-    row = None
+    half = {}  # the view's half-width panels: one figure of small panels, zoomed together
     for name, (panel, fig) in drawn.items():
         if panel.full:
             st.plotly_chart(fig, key=f"fig_{name}")
-            row = None
-            continue
-        if row is None:
-            row = iter(st.columns(2))
-        try:
-            col = next(row)
-        except StopIteration:
-            row = iter(st.columns(2))
-            col = next(row)
-        col.plotly_chart(fig, key=f"fig_{name}")
+        else:
+            half[fig.layout.title.text] = fig
+    if half:
+        st.plotly_chart(ui.cached_figure(("curves_view", key, tuple(labels.items())),
+                                         lambda: figures.small_multiples(half, VIEWS[view], cols=2, row_px=340)),
+                        key=f"fig_{view}")
     for why in hidden:
         st.caption(f"Not shown — {why}.")
     st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
