@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,7 @@ import pytest
 from helpers import start_stand_in
 from streamlit.testing.v1 import AppTest
 
-from core.run.store import RunStore, read_notes
+from core.run.store import RunStore, RunStoreError, read_notes
 from mrtpo_viz import figures, launcher, ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
@@ -168,7 +169,49 @@ def test_resume_is_offered_only_for_a_stopped_run_with_a_checkpoint(tmp_path, mo
     assert resume.disabled and "no complete checkpoint" in resume.help
     write_synthetic_run(tmp_path, "done", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
     at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "done"))
-    assert "only a stopped, failed or crashed run" in next(b for b in at.button if b.label == "Resume").help
+    assert "no complete checkpoint" in next(b for b in at.button if b.label == "Resume").help
+    write_synthetic_run(tmp_path, "live", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
+                        pid=os.getpid())
+    at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "live"))
+    assert "only a stopped, failed, crashed or completed run" in next(
+        b for b in at.button if b.label == "Resume").help
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.train
+def test_a_completed_run_is_extended_with_more_steps_from_the_runs_page(tmp_path, monkeypatch, micro_model,
+                                                                         prompt_file):
+    """Issue 26: a completed run can be extended (Resume with more steps). A real 1-step run of the built-in
+    trainer, then Resume on the Runs page up to step 2: a trainer child process continues it from its last
+    checkpoint and the run completes 2 steps, its first step kept."""
+    from core.config import TrainConfig
+    from core.run import lifecycle
+
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    path = lifecycle.train(TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), runs_dir=str(tmp_path),
+                                       run_name="short", group_size=2, prompts_per_step=2, max_new_tokens=6, steps=1,
+                                       device="cpu"), out=open(os.devnull, "w"))
+    first = RunStore(path).metrics().iloc[0].to_dict()
+    at = page("runs", tmp_path, mrtpo_run=str(path))
+    box = at.number_input(key=f"resume_steps_{path}")
+    assert box.label == "Extend to step" and box.value == 2 and box.min == 2 and not box.disabled
+    with pytest.raises(RunStoreError, match="more steps than that"):
+        launcher.resume_run(path, steps=1)
+    next(b for b in at.button if b.label == "Resume").click()
+    at.run()
+    assert any(s.value.startswith("Extended short to 2 steps") for s in at.success), [e.value for e in at.error]
+    deadline = time.time() + 240
+    while time.time() < deadline and launcher.run_state(path)["state"] in ("completed", "starting", "running"):
+        st = launcher.run_state(path)
+        if st["state"] == "completed" and st["step"] == 2:
+            break
+        time.sleep(0.5)
+    st = launcher.run_state(path)
+    assert st["state"] == "completed" and st["step"] == 2 and st["total_steps"] == 2, st
+    metrics = RunStore(path).metrics()
+    assert metrics["step"].tolist() == [1, 2] and metrics.iloc[0]["loss/total"] == first["loss/total"]
+    assert "resuming short from step 1" in RunStore(path).log_tail(400)
 
 
 def test_launch_form_shows_errors_next_to_fields_and_starts_nothing(runs_dir):
