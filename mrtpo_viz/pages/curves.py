@@ -57,8 +57,9 @@ paths = [str(r.path) for r in chosen]
 labels = {str(r.path): loaders.run_label(r) for r in chosen}
 
 
-def build() -> tuple[dict, list[str], dict[str, list[str]]]:
-    """(figures by panel name, reasons of the panels left out, warnings by run)."""
+def build() -> tuple[dict, object, list[str], dict[str, list[str]]]:
+    """(figures by panel name, the view's half-width panels as one figure of small panels zoomed together
+    (`figures.small_multiples`; None without any), reasons of the panels left out, warnings by run)."""
     metrics, configs, rewards, problems = {}, {}, [], {}
     for p in paths:
         df, warnings = loaders.metrics(p)
@@ -83,33 +84,30 @@ def build() -> tuple[dict, list[str], dict[str, list[str]]]:
             continue
         fig = figures.metric_lines(metrics, keys, pattern, x=style["x"], smooth=style["smooth"], log_y=style["log_y"])
         drawn[f"pattern_{pattern}"] = (panels.Panel(f"pattern_{pattern}", lambda *a, f=fig, **k: f), fig)
-    return drawn, hidden, problems
+    half = {fig.layout.title.text: fig for panel, fig in drawn.values() if not panel.full}
+    combined = figures.small_multiples(half, VIEWS[view], cols=2, row_px=340) if half else None
+    return drawn, combined, hidden, problems
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def built(key: tuple, run_labels: tuple) -> tuple[dict, list[str], dict[str, list[str]]]:
+def built(key: tuple, run_labels: tuple) -> tuple[dict, object, list[str], dict[str, list[str]]]:
     """`build()` once per signature and run labels, for every session (the figures are only read)."""
     return build()
 
 
 key = ui.follow_runs(paths, labels, PAGE, extra=(*sorted(style.items()), view, *patterns))
-drawn, hidden, problems = built(key, tuple(labels.items()))
+drawn, combined, hidden, problems = built(key, tuple(labels.items()))
 for label, warnings in problems.items():
     ui.show_warnings(label, warnings)
 
 with tab:
     if view == "more" and not patterns:
         st.info("Type metric names or glob patterns above (e.g. `span/*/overlap, time/replay`): one panel each.")
-    half = {}  # the view's half-width panels: one figure of small panels, zoomed together
-    for name, (panel, fig) in drawn.items():
+    for name, (panel, fig) in drawn.items():  # the full-width panels, then the others as one figure
         if panel.full:
             st.plotly_chart(fig, key=f"fig_{name}")
-        else:
-            half[fig.layout.title.text] = fig
-    if half:
-        st.plotly_chart(ui.cached_figure(("curves_view", key, tuple(labels.items())),
-                                         lambda: figures.small_multiples(half, VIEWS[view], cols=2, row_px=340)),
-                        key=f"fig_{view}")
+    if combined is not None:
+        st.plotly_chart(combined, key=f"fig_{view}")
     for why in hidden:
         st.caption(f"Not shown — {why}.")
     st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
