@@ -37,8 +37,10 @@ venv: $(STAMP) $(BYTECODE)
 
 trl: $(TRL_STAMP)
 
+# APP_ARGS: options for `mrtpo app` (`make demo APP_ARGS="--port 8502 --headless"`).
+APP_ARGS ?=
 demo: $(STAMP) $(BYTECODE)
-	$(PY) -m core.cli app
+	$(PY) -m core.cli app $(APP_ARGS)
 
 test: $(TRL_STAMP) $(BYTECODE)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q

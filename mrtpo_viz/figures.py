@@ -16,12 +16,17 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from mrtpo_viz.analysis import BAND_HI, BAND_LO, ema
-from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, reward_colors, skipped_rewards
+from mrtpo_viz.heatmap import JS_SKIPPED_TEXT, REWARD_PALETTE, palette_colors, reward_colors, skipped_rewards
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 OTHER_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-# One colour per run where runs are compared (distinct hues that stay visible on light and dark backgrounds).
-RUN_PALETTE = ("#1f77b4", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d")
+# One colour per run where runs are compared (distinct hues that stay visible on light and dark backgrounds); a
+# run's colour is fixed by its name (`run_colors`).
+RUN_PALETTE = ("#1f77b4", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#17becf",
+               "#bcbd22")
+# A per-reward figure with at least this many rewards is drawn as small multiples (one small panel per reward,
+# `small_multiples`): ten lines in [0, 1] in one panel cross too often to be read.
+SMALL_MULTIPLES_FROM = 5
 # The colour of text: Streamlit's plotly theme replaces this placeholder in the browser with its text colour,
 # near black on the light theme and near white on the dark one (streamlit.elements.lib.streamlit_plotly_theme
 # GRAY_90; a test checks the value). Outside Streamlit it is a very dark blue, readable on white. Lines that
@@ -55,6 +60,13 @@ def legend_rows(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
             rows, used = rows + 1, 0
         used += w
     return rows
+
+
+def run_colors(runs: Sequence[str]) -> dict[str, str]:
+    """The colour of each run (or seed group) of a view, fixed by its name: `heatmap.palette_colors(runs,
+    RUN_PALETTE)`. The same run has the same colour on every page, in every session and beside any other runs,
+    unless a run of the view wants the same colour (then the later by name moves, in name order, to a free one)."""
+    return palette_colors(runs, RUN_PALETTE)
 
 
 def _white(fig: go.Figure) -> go.Figure:
@@ -129,7 +141,7 @@ def metric_lines(
     color_by: str = "key",
 ) -> go.Figure:
     """One line per (run, metric key): by default colour by key and dash style by run; `color_by="run"`: one
-    colour per run (RUN_PALETTE) and one dash style per key, for comparing runs.
+    colour per run (`run_colors`: fixed by the run's name) and one dash style per key, for comparing runs.
 
     series: metric keys, or {key: legend label}. Keys a run does not have (or has only NaN for) are skipped;
     a figure with nothing to draw says so instead of showing empty axes.
@@ -150,6 +162,7 @@ def metric_lines(
         colors.setdefault(key, OTHER_PALETTE[i % len(OTHER_PALETTE)])
     fig = go.Figure()
     multi = len(metrics_by_run) > 1
+    by_run = run_colors(list(metrics_by_run)) if color_by == "run" else {}
     for r, (run, df) in enumerate(metrics_by_run.items()):
         if df is None or df.empty or x not in df.columns:
             continue
@@ -160,7 +173,7 @@ def metric_lines(
             if y.isna().all():
                 continue
             if color_by == "run":
-                color, dash = RUN_PALETTE[r % len(RUN_PALETTE)], RUN_DASHES[j % len(RUN_DASHES)]
+                color, dash = by_run[run], RUN_DASHES[j % len(RUN_DASHES)]
                 name = run if len(labels) == 1 else f"{run} · {label}"
             else:
                 color, dash = colors[key], RUN_DASHES[r % len(RUN_DASHES)]
@@ -261,13 +274,73 @@ def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[d
     return series, colors
 
 
+def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, row_px: int = 260,
+                    legend: bool = True, y_range: Sequence[float] | None = None) -> go.Figure:
+    """Figures of `metric_lines` (or any figure of traces) as one figure of small panels ({panel title: figure}),
+    `cols` per row, in order. One x axis for all: zooming or panning one panel moves every panel (`matches="x"`),
+    and a browser draws one figure of n panels much faster than n figures. Each line name has one legend entry
+    (legendgroup: a click toggles it in every panel); `legend=False`: none (each panel's title names its only
+    line). A panel without data says so. `y_range`: the same y range for every panel (rates in [0, 1]); the
+    traces' `meta` is kept, so `plotted_series` reads the panels' data from the result. `parts` are not changed."""
+    titles = list(parts)
+    rows = max(1, -(-len(titles) // cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
+                        vertical_spacing=min(0.3, 0.12 * 3 / max(rows, 1)) if rows > 1 else 0.1)
+    fig.update_annotations(font_size=13)  # the panel titles
+    shown: set[str] = set()
+    for i, part in enumerate(parts.values()):
+        row, col = i // cols + 1, i % cols + 1
+        for tr in part.data:
+            tr = type(tr)(tr)  # a copy: the parts may be cached and shown elsewhere
+            name = str(tr.name or "")
+            tr.legendgroup = tr.legendgroup or name
+            tr.showlegend = legend and tr.showlegend is not False and name not in shown
+            if tr.showlegend:
+                shown.add(name)
+            fig.add_trace(tr, row=row, col=col)
+        if part.layout.barmode:
+            fig.update_layout(barmode=part.layout.barmode)
+        fig.update_yaxes(title_text=part.layout.yaxis.title.text, type=part.layout.yaxis.type, row=row, col=col)
+        if not part.data:
+            axis = i + 1 if i else ""
+            fig.add_annotation(text="no data", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
+                               xref=f"x{axis} domain", yref=f"y{axis} domain")
+        for note in part.layout.annotations:  # e.g. "log axis: n values <= 0 not drawn", in its panel's corner
+            if note.xref == "paper":
+                axis = i + 1 if i else ""
+                fig.add_annotation(go.layout.Annotation(note).update(xref=f"x{axis} domain", yref=f"y{axis} domain"))
+    first = next(iter(parts.values()), None)
+    x_title = first.layout.xaxis.title.text if first is not None else "step"
+    _layout(fig, title, "", "", height=rows * row_px + 70)
+    fig.update_layout(margin=dict(t=70))  # the figure's title above the first row's panel titles
+    fig.update_xaxes(matches="x", showticklabels=True)
+    for col in range(1, cols + 1):  # the x title under each column's lowest panel
+        last_row = max(r for r in range(1, rows + 1) if (r - 1) * cols + col <= len(titles)) \
+            if col <= len(titles) else None
+        if last_row:
+            fig.update_xaxes(title_text=x_title, row=last_row, col=col)
+    if y_range is not None:
+        fig.update_yaxes(range=list(y_range))
+    if any(tr.x is not None and len(tr.x) and isinstance(tr.x[0], (int, np.integer)) for tr in fig.data):
+        _integer_steps(fig)
+    return fig
+
+
 def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str],
                   source: str = "train", **style) -> go.Figure:
     """Mean reward per step, one line per reward plus the all-satisfied rate (text colour, thicker).
-    `style`: metric_lines' keyword options (x, smooth, color_by)."""
+    `style`: metric_lines' keyword options (x, smooth, log_y). With SMALL_MULTIPLES_FROM rewards or more, one
+    small panel per reward (the all-satisfied rate first) sharing one x axis (`small_multiples`): one line per
+    run in each, coloured by run (`run_colors`) when several runs are drawn, else in the reward's colour."""
     series, colors = reward_series(reward_names, source)
     title = ("Rewards (mean over samples) and all-satisfied rate" if source == "train"
              else "Held-out eval: rewards and all-satisfied rate (sampled, at checkpoints)")
+    if len(reward_names) >= SMALL_MULTIPLES_FROM:
+        several = len(metrics_by_run) > 1
+        keys = [*list(series)[-1:], *list(series)[:-1]]  # the all-satisfied rate first
+        parts = {series[k]: metric_lines(metrics_by_run, {k: series[k]}, series[k], "", colors,
+                                         color_by="run" if several else "key", **style) for k in keys}
+        return small_multiples(parts, title, cols=4, row_px=210, legend=several, y_range=(-0.03, 1.03))
     fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420, **style)
     if fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])

@@ -94,34 +94,41 @@ _CSS = """
 
 
 def reward_colors(reward_names: Sequence[str]) -> dict[str, str]:
-    """The colour of each reward in one view (a page's figures and heatmaps): the one function that owns them.
+    """The colour of each reward in one view (a page's figures and heatmaps): the one function that owns them,
+    `palette_colors(reward_names, REWARD_PALETTE)`: the same on every page and in every run, distinct in a view
+    of at most len(REWARD_PALETTE) rewards."""
+    return palette_colors(reward_names, REWARD_PALETTE)
 
-    A reward's own colour is `REWARD_PALETTE[crc32(name) % len(REWARD_PALETTE)]`, the same on every page and in
-    every run. In a view where several rewards want the same colour, the first by name keeps it and the others,
-    in name order, take the next colour of the palette that no reward of the view wants or has taken; so a
-    reward whose own colour no other reward of the view wants always has it, and the colours of a view are
-    distinct while it has at most len(REWARD_PALETTE) rewards (beyond that they repeat). The result does not
-    depend on the order of `reward_names`: every page that shows the same rewards gives each the same colour.
+
+def palette_colors(names: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
+    """A colour for each name of one view, fixed by the name (rewards: `reward_colors`; runs: `figures.run_colors`).
+
+    A name's own colour is `palette[crc32(name) % len(palette)]`, the same on every page, in every session and
+    whatever else is shown. In a view where several names want the same colour, the first by name keeps it and
+    the others, in name order, take the next colour of the palette that no name of the view wants or has taken;
+    so a name whose own colour no other name of the view wants always has it, and the colours of a view are
+    distinct while it has at most len(palette) names (beyond that they repeat). The result does not depend on
+    the order of `names`: every page that shows the same names gives each the same colour.
     """
-    n = len(REWARD_PALETTE)
-    names = sorted(set(reward_names))
-    own = {name: zlib.crc32(name.encode("utf-8")) % n for name in names}
+    n = len(palette)
+    names_sorted = sorted(set(names))
+    own = {name: zlib.crc32(name.encode("utf-8")) % n for name in names_sorted}
     slot_of: dict[str, int] = {}
-    for name in names:  # first pass: each wanted colour to the first reward (by name) that wants it
+    for name in names_sorted:  # first pass: each wanted colour to the first name that wants it
         if own[name] not in slot_of.values():
             slot_of[name] = own[name]
     used = set(slot_of.values())
-    for name in names:  # second pass: the others, each to the next colour nobody has
+    for name in names_sorted:  # second pass: the others, each to the next colour nobody has
         if name in slot_of:
             continue
         if len(used) == n:
-            used = set()  # more rewards than colours: colours repeat
+            used = set()  # more names than colours: colours repeat
         slot = own[name]
         while slot in used:
             slot = (slot + 1) % n
         slot_of[name] = slot
         used.add(slot)
-    return {name: REWARD_PALETTE[slot_of[name]] for name in dict.fromkeys(reward_names)}
+    return {name: palette[slot_of[name]] for name in dict.fromkeys(names)}
 
 
 def diverging_rgb(value: float, scale: float) -> tuple[int, int, int]:

@@ -95,14 +95,28 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
+# The views of Training curves ({id: (tab label, panel names)}): a page draws the open view's panels only. "more":
+# the panels of metrics asked for by name or pattern.
+CURVE_VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rewards": ("Rewards", ("rewards", "eval")),
+    "optimisation": ("Loss, KL, entropy", ("loss", "kl", "entropy", "clip")),
+    "routing": ("Credit routing: JS and spans", ("js", "span")),
+    "speed": ("Step time and length", ("time", "length")),
+    "more": ("More panels", ()),
+}
+
+
 def build_panels(metrics: Metrics, rewards: Sequence[str], configs: Mapping[str, Mapping], *, x: str = "step",
-                 smooth: float = 0.0, log_y: bool = False) -> tuple[dict[str, tuple[Panel, go.Figure]], list[str]]:
+                 smooth: float = 0.0, log_y: bool = False, only: Sequence[str] | None = None,
+                 ) -> tuple[dict[str, tuple[Panel, go.Figure]], list[str]]:
     """The figures of the panels that some chosen run has ({panel name: (panel, figure)}, in PANELS order) and
-    the reasons of those left out. `metrics` and `configs` are keyed by run label; a panel draws only its runs.
-    The eval panel is drawn when some run logged eval metrics."""
+    the reasons of those left out; `only`: these panels alone (a view's), None: all. `metrics` and `configs` are
+    keyed by run label; a panel draws only its runs. The eval panel is drawn when some run logged eval metrics."""
     out: dict[str, tuple[Panel, go.Figure]] = {}
     hidden: list[str] = []
     for panel in PANELS:
+        if only is not None and panel.name not in only:
+            continue
         runs = [run for run in metrics if panel.active(configs.get(run, {}))]
         if panel.name == "eval":
             runs = [run for run in runs if has_eval(metrics[run])]

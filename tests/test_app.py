@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,8 +18,8 @@ import pytest
 from helpers import start_stand_in
 from streamlit.testing.v1 import AppTest
 
-from core.run.store import RunStore, read_notes
-from mrtpo_viz import launcher, ui
+from core.run.store import RunStore, RunStoreError, read_notes
+from mrtpo_viz import figures, launcher, ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 pytestmark = pytest.mark.app  # every test runs app pages through Streamlit AppTest
@@ -168,7 +169,49 @@ def test_resume_is_offered_only_for_a_stopped_run_with_a_checkpoint(tmp_path, mo
     assert resume.disabled and "no complete checkpoint" in resume.help
     write_synthetic_run(tmp_path, "done", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
     at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "done"))
-    assert "only a stopped, failed or crashed run" in next(b for b in at.button if b.label == "Resume").help
+    assert "no complete checkpoint" in next(b for b in at.button if b.label == "Resume").help
+    write_synthetic_run(tmp_path, "live", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
+                        pid=os.getpid())
+    at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "live"))
+    assert "only a stopped, failed, crashed or completed run" in next(
+        b for b in at.button if b.label == "Resume").help
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.train
+def test_a_completed_run_is_extended_with_more_steps_from_the_runs_page(tmp_path, monkeypatch, micro_model,
+                                                                         prompt_file):
+    """Issue 26: a completed run can be extended (Resume with more steps). A real 1-step run of the built-in
+    trainer, then Resume on the Runs page up to step 2: a trainer child process continues it from its last
+    checkpoint and the run completes 2 steps, its first step kept."""
+    from core.config import TrainConfig
+    from core.run import lifecycle
+
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    path = lifecycle.train(TrainConfig(model=str(micro_model), prompt_set=str(prompt_file), runs_dir=str(tmp_path),
+                                       run_name="short", group_size=2, prompts_per_step=2, max_new_tokens=6, steps=1,
+                                       device="cpu"), out=open(os.devnull, "w"))
+    first = RunStore(path).metrics().iloc[0].to_dict()
+    at = page("runs", tmp_path, mrtpo_run=str(path))
+    box = at.number_input(key=f"resume_steps_{path}")
+    assert box.label == "Extend to step" and box.value == 2 and box.min == 2 and not box.disabled
+    with pytest.raises(RunStoreError, match="more steps than that"):
+        launcher.resume_run(path, steps=1)
+    next(b for b in at.button if b.label == "Resume").click()
+    at.run()
+    assert any(s.value.startswith("Extended short to 2 steps") for s in at.success), [e.value for e in at.error]
+    deadline = time.time() + 240
+    while time.time() < deadline and launcher.run_state(path)["state"] in ("completed", "starting", "running"):
+        st = launcher.run_state(path)
+        if st["state"] == "completed" and st["step"] == 2:
+            break
+        time.sleep(0.5)
+    st = launcher.run_state(path)
+    assert st["state"] == "completed" and st["step"] == 2 and st["total_steps"] == 2, st
+    metrics = RunStore(path).metrics()
+    assert metrics["step"].tolist() == [1, 2] and metrics.iloc[0]["loss/total"] == first["loss/total"]
+    assert "resuming short from step 1" in RunStore(path).log_tail(400)
 
 
 def test_launch_form_shows_errors_next_to_fields_and_starts_nothing(runs_dir):
@@ -307,18 +350,46 @@ def chart_keys(at: AppTest) -> list[str]:
     return [c.key for c in charts(at)]
 
 
+def open_view(at: AppTest, page_name: str, label: str) -> AppTest:
+    """Click the tab `label` of a page's view tabs (`ui.view_tabs`)."""
+    at.session_state[f"{page_name}_view"] = label
+    return at.run()
+
+
+def panel_titles(at: AppTest, key: str) -> list[str]:
+    """The panel titles of the figure `key` (a figure of small panels: `figures.small_multiples`)."""
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == key)
+    return [a["text"] for a in fig["layout"].get("annotations", [])]
+
+
 def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs_dir):
     # regression: the KL panel plotted ~1e-9 rounding noise and the clip fraction a flat 0
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert chart_keys(at) == ["fig_rewards", "fig_loss", "fig_entropy", "fig_js", "fig_span", "fig_time",
-                              "fig_length", "fig_eval"]
+    assert chart_keys(at) == ["fig_rewards", "fig_eval"]  # the open tab's figures only (issue 26: every page quick)
+    assert [t.label for t in at.tabs] == ["Rewards", "Loss, KL, entropy", "Credit routing: JS and spans",
+                                          "Step time and length", "More panels"]
+    # a tab's half-width panels: one figure of small panels sharing one x axis (issue 26: zoom shared)
+    assert open_view(at, "curves", "Loss, KL, entropy") and chart_keys(at) == ["fig_optimisation"]
+    assert panel_titles(at, "fig_optimisation") == ["Loss parts", "Entropy"]
+    assert at.query_params["view"] == "optimisation"
     captions = " ".join(c.value for c in at.caption)
     assert "kl_beta = 0" in captions and "inner_epochs = 1" in captions
+    open_view(at, "curves", "Credit routing: JS and spans")
+    assert panel_titles(at, "fig_routing") == ["Mean JS distance per reward",
+                                               "Span agreement: routing mass inside verifier spans"]
+    open_view(at, "curves", "Step time and length")
+    assert panel_titles(at, "fig_speed") == ["Step time split", "Response length"]
     assert at.multiselect[0].value == [run_path(runs_dir, "mrtpo-demo")]
     at.multiselect[0].set_value([run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]).run()
-    assert not at.exception and len(charts(at)) == 8
-    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"))
-    assert {"fig_kl", "fig_clip"} <= set(chart_keys(at))
+    assert not at.exception and chart_keys(at) == ["fig_speed"]
+    at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"), query={"view": "optimisation"})
+    assert panel_titles(at, "fig_optimisation") == ["Loss parts", "KL", "Entropy", "Clip fraction"]  # a link
+    bad = page("curves", runs_dir, query={"view": "nope"})
+    assert chart_keys(bad) == ["fig_rewards", "fig_eval"] and any("view `'nope'`" in w.value for w in bad.warning), [
+        w.value for w in bad.warning]
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_optimisation")
+    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
+    assert len(axes) == 4 and all(fig["layout"][a].get("matches") == "x" for a in axes)
 
 
 def test_curves_controls_smooth_change_the_x_axis_and_export_the_series(runs_dir):
@@ -454,9 +525,11 @@ def test_token_credit_warns_on_a_corrupt_credit_map(runs_dir):
 
 def test_js_page(runs_dir):
     at = page("js", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert len(charts(at)) == 3  # per position, in/out of spans, replay over training (one figure)
+    assert chart_keys(at) == ["fig_js_positions"]  # per position; in/out of spans and over training in other tabs
     assert any("was not computed" in c.value and "group advantage of 0" in c.value for c in at.caption)
-    table = next(d.value for d in at.dataframe if "js_in" in d.value.columns)  # after the sample's specificity tables
+    assert chart_keys(open_view(at, "js", "Over training")) == ["fig_js_training"]
+    assert chart_keys(open_view(at, "js", "This step: in vs out of spans")) == ["fig_js_inout"]
+    table = next(d.value for d in at.dataframe if "js_in" in d.value.columns)
     assert table["reward"].tolist() == list(DEFAULT_REWARDS)
     both = table.dropna(subset=["js_in", "js_out"])  # the lowercase verifier inspects every token: no "out"
     assert len(both) == 3 and (both["js_in"] > both["js_out"]).all()  # the synthetic JS peaks inside spans
@@ -481,6 +554,10 @@ def test_debugger_ranks_disagreement_and_opens_token_credit(runs_dir):
 
 def test_verifier_playground(runs_dir):
     at = page("debugger", runs_dir)
+    assert charts(at) and not at.text_area  # the run tab is open: the playground does not run (issue 26)
+    open_view(at, "debugger", "Verifier playground")
+    assert not charts(at) and at.query_params["view"] == "playground"  # the run tab's figures are not sent
+    assert page("debugger", runs_dir, query={"view": "playground"}).text_area  # the link opens the playground
     args = at.text_area(key="play_args_keywords:existence")
     args.set_value('{"keywords": ["river"]}')
     at.text_area(key="play_text").set_value("The river, the River.").run()
@@ -525,7 +602,13 @@ def test_compare_any_quantity_one_colour_per_run(runs_dir):
     assert [t["name"] for t in fig["data"]] == ["mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval"]
     assert len({t["line"]["color"] for t in fig["data"]}) == 4  # all satisfied only: one colour per run
     at.selectbox(key="compare_metric").set_value("reward (one panel per reward)").run()
-    assert len(charts(at)) == len(DEFAULT_REWARDS)  # one panel per reward
+    # one panel per reward, in one figure whose panels zoom together (issue 26: zoom shared)
+    assert chart_keys(at) == ["fig_compare_panels"]
+    assert panel_titles(at, "fig_compare_panels") == list(DEFAULT_REWARDS)
+    fig = json.loads(charts(at)[0].proto.spec)
+    assert all(fig["layout"][a].get("matches") == "x" for a in fig["layout"] if a.startswith("xaxis"))
+    assert [t["name"] for t in fig["data"] if t.get("showlegend", True)] == [
+        "mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval"]  # each run once in the legend
     for quantity in ("entropy", "KL to the rollout policy", "response length",
                      "span overlap: routing mass in spans (per reward)"):
         at.selectbox(key="compare_metric").set_value(quantity).run()
@@ -616,7 +699,9 @@ def test_pages_read_the_index_and_the_shown_sample_only(name, shape, tmp_path, m
         assert not at.exception
     elif name == "js":
         assert at.selectbox(key="js_sample").value == sample
-        assert len(at.get("plotly_chart")) >= 2  # the sample's positions and the step's in / out distributions
+        assert chart_keys(at) == ["fig_js_positions"]  # the open tab's figure only
+        assert chart_keys(open_view(at, "js", "This step: in vs out of spans")) == ["fig_js_inout"]
+        assert at.query_params["view"] == "step" and at.query_params["sample"] == str(sample)
     elif name == "debugger":
         table = at.dataframe[0].value  # the disagreement table, from the steps' indexes
         assert len(table) and set(table["step"]) <= {1, 2, 3}
@@ -720,13 +805,34 @@ def test_ten_rewards_have_ten_colours_and_each_the_same_on_every_page(tmp_path, 
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
     seen = {}
     for name in ("curves", "js", "debugger"):
-        at = page(name, tmp_path, query={"run": "ten"})
+        at = page(name, tmp_path, query={"run": "ten", **({"view": "training"} if name == "js" else {})})
         colours = reward_line_colours(at, TEN_REWARDS)
         assert set(colours) == set(TEN_REWARDS), (name, colours)
         assert all(len(c) == 1 for c in colours.values()), (name, colours)  # one colour per reward on a page
         assert len({next(iter(c)) for c in colours.values()}) == 10, (name, colours)  # ten rewards, ten colours
         seen[name] = {r: next(iter(c)) for r, c in colours.items()}
     assert seen["curves"] == seen["js"] == seen["debugger"]
+
+
+def test_ten_rewards_are_small_multiples_sharing_one_x_axis(tmp_path, monkeypatch):
+    # issue 26: a readable 10-reward curves panel (ten lines in [0, 1] in one panel crossed everywhere): one small
+    # panel per reward, the all-satisfied rate first, zoomed together; several runs: one colour per run
+    write_synthetic_run(tmp_path, "ten", steps=3, rewards=TEN_REWARDS, n_tokens=4)
+    write_synthetic_run(tmp_path, "ten-b", steps=3, rewards=TEN_REWARDS, n_tokens=4, seed=1)
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = page("curves", tmp_path, query={"run": "ten"})
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_rewards")
+    panels = [a["text"] for a in fig["layout"]["annotations"]]
+    assert panels == ["all satisfied", *TEN_REWARDS]
+    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
+    assert len(axes) >= 11 and all(fig["layout"][a].get("matches") == "x" for a in axes)
+    assert not any(t.get("showlegend", True) for t in fig["data"])  # each panel's title names its line
+    at = page("curves", tmp_path, query={"run": ["ten", "ten-b"]})
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_rewards")
+    legend = [t["name"] for t in fig["data"] if t.get("showlegend", True)]
+    assert legend == ["ten", "ten-b"]  # one entry per run, toggling it in every panel
+    run_colour = {t["name"]: t["line"]["color"] for t in fig["data"]}
+    assert run_colour == figures.run_colors(["ten", "ten-b"])
 
 
 def test_a_new_tab_opened_right_after_start_shows_the_new_run(tmp_path, monkeypatch):
@@ -870,15 +976,15 @@ def test_any_logged_metric_by_name_or_pattern_on_curves_and_compare(runs_dir):
     runs = [run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")]
     at = page("compare", runs_dir, mrtpo_runs=runs, query={"metric": "any logged metric (name or pattern)",
                                                           "pattern": "span/*/auc, time/replay"})
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts(at)]
+    titles = panel_titles(at, "fig_compare_panels")
     assert sorted(titles) == sorted([f"span/{r}/auc" for r in DEFAULT_REWARDS] + ["time/replay"])
     assert at.query_params["pattern"] == "span/*/auc, time/replay"
     at.text_input(key="compare_pattern").set_value("no/such/*").run()
     assert not charts(at) and any("No logged metric" in i.value for i in at.info)
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"),
               query={"metrics": "js/*/max, nothing/*"})
-    assert "fig_pattern_js/*/max" in chart_keys(at)
-    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_pattern_js/*/max")
+    assert panel_titles(at, "fig_more") == ["js/*/max"]
+    fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_more")
     assert sorted(t["name"] for t in fig["data"]) == sorted(f"js/{r}/max" for r in DEFAULT_REWARDS)
     assert any("nothing/*" in c.value and "no logged metric" in c.value for c in at.caption)
 

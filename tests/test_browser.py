@@ -324,10 +324,17 @@ def test_colours_and_legends_on_both_themes(tmp_path, theme):
 
         page.goto(url + "/js?run=sample/smollm2-135m-mrtpo-demo")
         wait_for_script(page)
-        page.locator(".js-plotly-plot").nth(1).wait_for()
+        page.locator(".js-plotly-plot").first.wait_for()
         page.wait_for_timeout(1000)
         assert page.evaluate(OVERLAPS_JS) == []
         page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js.png"), full_page=True)
+        page.get_by_role("tab", name="This step: in vs out of spans").click()  # the box plots: only now drawn
+        page.wait_for_url("**view=step**")
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_timeout(1000)
+        assert page.evaluate(OVERLAPS_JS) == []
+        page.screenshot(path=str(ARTIFACTS / f"browser_{theme}_js_step.png"), full_page=True)
 
         page.goto(url + "/compare?" + urlencode([("run", n) for n in names]))
         wait_for_script(page)
@@ -788,6 +795,9 @@ CUT_LEGENDS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(
 # {trace name: line colour} of the first figure.
 FIRST_FIGURE_COLOURS_JS = """() => Object.fromEntries(document.querySelector('.js-plotly-plot')._fullData
     .map(d => [d.name, d.line && d.line.color]))"""
+# The x range of every x axis of the first figure (its small multiples), and how many there are.
+X_RANGES_JS = """() => { const l = document.querySelector('.js-plotly-plot')._fullLayout;
+    return Object.keys(l).filter(k => /^xaxis\\d*$/.test(k)).map(k => l[k].range.map(v => Math.round(v))); }"""
 STUDY_RUNS = ("sample/study-v2-mrtpo-swap-s0", "sample/study-v2-mrtpo-swap-specific-s0", "sample/study-v2-mrtpo-replay-s0")
 
 
@@ -802,10 +812,35 @@ def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
         rewards = {n: c for n, c in colours.items() if n != "all satisfied"}
         assert len(rewards) == 10 and len(set(rewards.values())) == 10, colours
         page.screenshot(path=str(ARTIFACTS / "browser_curves_ten_rewards.png"), full_page=True)
+        # one small panel per reward, zoomed together: a drag across the first panel zooms all eleven
+        ranges = page.evaluate(X_RANGES_JS)
+        assert len(ranges) == 11 and len({tuple(r) for r in ranges}) == 1, ranges
+        box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] * 0.3, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
+        page.mouse.up()
+        page.wait_for_timeout(800)
+        zoomed = page.evaluate(X_RANGES_JS)
+        assert zoomed[0] != ranges[0] and len({tuple(r) for r in zoomed}) == 1, (ranges, zoomed)
         page.goto(f"{url}/curves?" + urlencode([("run", r) for r in STUDY_RUNS]))
         wait_for_script(page)
-        page.locator(".js-plotly-plot").nth(4).wait_for()
+        page.locator(".js-plotly-plot").first.wait_for()
         page.wait_for_timeout(1500)
+        assert page.evaluate(CUT_LEGENDS_JS) == []
+        assert page.evaluate(OVERLAPS_JS) == []
+        # the half-width per-reward panels are in their own tab, drawn when it is opened, as one figure of two
+        # panels (issue 26: every page quick, zoom shared)
+        page.get_by_role("tab", name="Credit routing: JS and spans").click()
+        page.wait_for_url("**view=routing**")
+        wait_for_script(page)
+        shown = page.locator(".js-plotly-plot:visible")
+        shown.first.wait_for()
+        page.wait_for_timeout(1500)
+        panels = shown.first.evaluate("(p) => [...p.querySelectorAll('.annotation-text')].map(e => e.textContent)")
+        assert shown.count() == 1 and panels[0].startswith("Mean JS distance"), panels
         assert page.evaluate(CUT_LEGENDS_JS) == []
         assert page.evaluate(OVERLAPS_JS) == []
 

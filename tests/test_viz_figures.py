@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -172,8 +173,25 @@ def test_x_axis_log_scale_and_one_colour_per_run():
                                color_by="run")
     assert list(fig.data[0].x) == [32, 64, 96, 128] and list(fig.data[1].x) == [16, 32, 48, 64]
     assert fig.layout.xaxis.title.text == figures.X_TITLES["samples"] and fig.layout.yaxis.type == "log"
-    assert [tr.line.color for tr in fig.data] == list(figures.RUN_PALETTE[:2])
+    assert [tr.line.color for tr in fig.data] == [figures.run_colors(["a", "b"])[r] for r in ("a", "b")]
     assert [tr.name for tr in fig.data] == ["a", "b"]
+
+
+def test_a_run_keeps_its_colour_on_every_figure_and_beside_any_other_runs():
+    # issue 26: a persistent colour per run (by its name), not by its position among the chosen runs
+    df = metrics_frame()
+    n = len(figures.RUN_PALETTE)
+    slot = {r: zlib.crc32(r.encode()) % n for r in ("study-mrtpo-s0", "study-grpo-s0", "study-gdpo-s2")}
+    assert len(set(slot.values())) == 3  # no two of them want the same colour
+    alone = figures.metric_lines({"study-grpo-s0": df}, ["reward/all_satisfied"], "t", color_by="run")
+    both = figures.metric_lines({"study-mrtpo-s0": df, "study-grpo-s0": df}, ["reward/all_satisfied"], "t",
+                                color_by="run")
+    own = figures.RUN_PALETTE[slot["study-grpo-s0"]]
+    assert alone.data[0].line.color == both.data[1].line.color == own  # was RUN_PALETTE[0], then [1]
+    # a view of more runs than one colour each would allow still gives distinct colours up to the palette's size
+    many = [f"run-{i}" for i in range(n)]
+    assert len(set(figures.run_colors(many).values())) == n
+    assert figures.run_colors(many[::-1]) == figures.run_colors(many)
 
 
 def test_loss_figure_leaves_out_the_kl_term_without_a_reference_model():
@@ -485,3 +503,32 @@ def test_metrics_by_name_or_glob_pattern():
     assert analysis.match_metrics(cols, ["*"])[:1] == ["span/a:b/overlap"]  # never the x axes or band columns
     assert "reward/all_satisfied::lo" not in analysis.match_metrics(cols, ["*"])
     assert analysis.match_metrics(cols, ["nothing/*"]) == []
+
+
+def test_small_multiples_share_one_x_axis_keep_the_data_and_name_each_line_once():
+    df = metrics_frame()
+    parts = {k: figures.metric_lines({"a": df, "b": df}, [k], k, color_by="run")
+             for k in ("reward/all_satisfied", "loss/policy", "loss/total")}
+    before = [p.to_json() for p in parts.values()]
+    fig = figures.small_multiples(parts, "three", cols=2)
+    assert [p.to_json() for p in parts.values()] == before  # the parts (cached figures) are left as they were
+    assert [a.text for a in fig.layout.annotations] == list(parts)
+    axes = [fig.layout[k] for k in fig.layout if k.startswith("xaxis")]
+    assert len(axes) == 4 and all(ax.matches == "x" for ax in axes)  # 2 x 2 grid, the empty cell's axis too
+    assert [tr.name for tr in fig.data if tr.showlegend] == ["a", "b"]  # one legend entry per run
+    assert {tr.legendgroup for tr in fig.data} == {"a", "b"}  # a click toggles the run in every panel
+    pd.testing.assert_frame_equal(figures.plotted_series({"x": fig}).drop(columns="figure"),
+                                  pd.concat([figures.plotted_series({"x": p}) for p in parts.values()],
+                                            ignore_index=True).drop(columns="figure"))
+    assert not any(tr.showlegend for tr in figures.small_multiples(parts, "t", legend=False).data)
+
+
+def test_ten_reward_curves_are_one_small_panel_per_reward():
+    names = [f"family:r{i}" for i in range(10)]
+    df = pd.DataFrame({"step": [1, 2, 3], "reward/all_satisfied": [0.1, 0.2, 0.3],
+                       **{f"reward/{n}": [0.5, 0.6, 0.7] for n in names}})
+    fig = figures.reward_curves({"run": df}, names)
+    assert [a.text for a in fig.layout.annotations] == ["all satisfied", *names]
+    assert {tr.line.color for tr in fig.data if tr.name != "all satisfied"} == set(reward_colors(names).values())
+    few = figures.reward_curves({"run": df}, names[:4])
+    assert not few.layout.annotations and len(few.data) == 5  # four rewards: one panel, as before

@@ -254,3 +254,12 @@ def test_stop_grace_is_three_recent_steps_but_at_least_thirty_seconds(tmp_path):
     for step in range(7, 12):
         w.append_metrics({"step": step, "time/step": 300.0})
     assert launcher.stop_grace_s(w.path) == 600.0  # 3 x 300 = 900, capped
+
+
+def test_a_completed_run_is_extended_only_with_more_steps_and_the_built_in_trainer(tmp_path):
+    w = RunWriter.create(tmp_path, "trl-run", {"steps": 2, "backend": "trl"})
+    w.set_status(state="completed", step=2)
+    assert "built-in trainer only" in launcher.can_resume(tmp_path / "trl-run")
+    w = RunWriter.create(tmp_path, "plain", {"steps": 2})
+    w.set_status(state="completed", step=2)
+    assert "no complete checkpoint" in launcher.can_resume(tmp_path / "plain")  # offered once it has one

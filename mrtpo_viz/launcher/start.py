@@ -45,7 +45,9 @@ from mrtpo_viz.launcher.children import (
 )
 
 FORM_ERROR = "_form"  # key of errors that belong to no single field
-RESUMABLE_STATES = ("stopped", "failed", "crashed")
+# A stopped, failed or crashed run continues to its total (or a new one); a completed run is extended: it continues
+# from its last checkpoint (always written at the last step) to a larger total (issue 26).
+RESUMABLE_STATES = ("stopped", "failed", "crashed", "completed")
 
 
 def field_errors(fields: dict[str, Any]) -> dict[str, str]:
@@ -187,11 +189,14 @@ def start_run(cfg: TrainConfig, env: dict[str, str] | None = None) -> Launched:
 
 
 def can_resume(path: str | os.PathLike) -> str:
-    """"" when the run can be resumed from the app, else why not."""
+    """"" when the run can be resumed from the app (a completed one: extended with more steps), else why not."""
     path = Path(path)
     state = run_state(path).get("state")
     if state not in RESUMABLE_STATES:
-        return f"the run is {state}; only a stopped, failed or crashed run is resumed"
+        return f"the run is {state}; only a stopped, failed, crashed or completed run is resumed"
+    if state == "completed" and (RunStore(path).config().get("backend") or "builtin") != "builtin":
+        return ("a completed run is extended with the built-in trainer only; this run used the "
+                f"{RunStore(path).config().get('backend')} backend")
     if writer_lock_held(path):
         return WRITTEN_NOW
     if not any((c / "trainer_state.json").exists() for c in RunStore(path).checkpoints()):
@@ -201,11 +206,15 @@ def can_resume(path: str | os.PathLike) -> str:
 
 def resume_run(path: str | os.PathLike, steps: int | None = None, env: dict[str, str] | None = None) -> Launched:
     """Continue a stopped (or failed, or crashed) run from its newest checkpoint as a detached trainer, its output
-    appended to the run's train.log; `steps` raises the run's total. Raises RunStoreError when it cannot."""
+    appended to the run's train.log; `steps` raises the run's total. A completed run is extended: `steps` must
+    exceed the steps it has. Raises RunStoreError when it cannot."""
     path = Path(path)
     why = can_resume(path)
     if why:
         raise RunStoreError(why)
+    state = run_state(path)
+    if state.get("state") == "completed" and not (steps and int(steps) > int(state.get("step") or 0)):
+        raise RunStoreError(f"the run completed its {state.get('step')} steps; extend it to more steps than that")
     argv = resume_argv(path, **({"steps": int(steps)} if steps else {}))
     with open(path / "train.log", "ab") as log:
         proc = _spawn(argv, log, env)

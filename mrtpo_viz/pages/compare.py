@@ -2,7 +2,8 @@
 default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval, with
 the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach
 given all-satisfied rates; "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match
-(`span/*/overlap`, `time/replay`), one panel each. A run without data for the chosen quantity is named, never
+(`span/*/overlap`, `time/replay`), one panel each; a quantity of several panels is one figure of small panels sharing
+one x axis (a zoom in one panel zooms them all: `figures.small_multiples`). A run without data for the chosen quantity is named, never
 dropped silently. The state is the URL. While a chosen run trains the page is live (`ui.follow_runs`, as Training
 curves)."""
 
@@ -127,7 +128,7 @@ if missing and keys:
     what = "no eval data" if source == "eval" else f"no data for {metric.label}"
     st.warning(f"Not drawn ({what}): " + ", ".join(ui.plain(m) for m in missing) + ".")
 
-drawn = {}
+drawn, panel_of = {}, {}  # {figure title: figure} (the CSV's figures), {panel title: figure}
 for title, key in keys.items():
     full_title = title if metric.by_name else f"{metric.label}: {title}" if metric.per_reward else metric.label
     if source == "eval":
@@ -137,11 +138,11 @@ for title, key in keys.items():
                                height=340 if metric.per_reward or metric.by_name else 420)
     if metric.rate and fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])
-    drawn[full_title] = fig
-if metric.per_reward or metric.by_name:
-    cols = st.columns(2)
-    for i, fig in enumerate(drawn.values()):
-        cols[i % 2].plotly_chart(fig, key=f"fig_compare_{i}")
+    drawn[full_title] = panel_of[title] = fig
+if (metric.per_reward or metric.by_name) and drawn:  # one figure of small panels, zoomed together
+    many = metric.label + (" (held-out eval)" if source == "eval" else "")
+    st.plotly_chart(figures.small_multiples(panel_of, many, cols=2, row_px=320,
+                                            y_range=(-0.03, 1.03) if metric.rate else None), key="fig_compare_panels")
 else:
     for i, fig in enumerate(drawn.values()):
         st.plotly_chart(fig, key=f"fig_compare_{i}")

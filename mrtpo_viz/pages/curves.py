@@ -2,7 +2,10 @@
 one or several runs (panels whose quantity a run does not have are left out, with the reason); smoothing, x axis
 (step, samples seen, training time), log scale, seed groups (the runs that differ only in their seed as their mean
 and a band), more panels of any logged metric by name or glob pattern (`span/*/overlap`, `time/replay`) and a CSV of
-the plotted series.
+the plotted series. The panels are grouped in tabs (`panels.CURVE_VIEWS`: rewards; loss, KL, entropy; credit
+routing; step time and length; more panels) and only the open tab's figures are built and drawn (`ui.view_tabs`;
+link parameter view=); a tab's half-width panels are one figure of small panels sharing one x axis (a zoom or pan
+in one moves them all: `figures.small_multiples`).
 
 While a chosen run is active only its progress line is live (`ui.follow_runs`: a fragment polls the run's status
 every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when a
@@ -21,20 +24,31 @@ PAGE = "curves"
 
 st.title("Training curves")
 runs = ui.page_runs(charts=True)
-target = ui.link_target(PAGE, ("run", "metrics", *ui.STYLE_PARAMS))
+target = ui.link_target(PAGE, ("run", "metrics", "view", *ui.STYLE_PARAMS))
 if target:
     ui.apply_run_link(runs, target, multi=True)
     ui.apply_style_link(target, PAGE)
 chosen = ui.pick_runs(runs, "Runs (overlaid: one dash style per run)")
 style = ui.curve_controls(PAGE)
+VIEWS = {view: label for view, (label, _) in panels.CURVE_VIEWS.items()}
 if "metrics" in target:
     st.session_state["curves_metrics"] = target["metrics"][0]
+    if "view" not in target:  # a link with panels by name opens them
+        st.session_state["curves_view"] = VIEWS["more"]
+
+
+def show_more() -> None:
+    st.session_state["curves_view"] = VIEWS["more"]  # typed names or patterns: open their panels
+
+
 patterns = analysis.metric_patterns(st.text_input(
-    "More panels: metric names or glob patterns (comma-separated)", key="curves_metrics",
+    "More panels: metric names or glob patterns (comma-separated)", key="curves_metrics", on_change=show_more,
     placeholder="e.g. span/*/overlap, time/replay, js/*/max",
-    help="one panel per name or pattern, one line per matching key of metrics.jsonl; * matches any text, / included"))
+    help="one panel per name or pattern, one line per matching key of metrics.jsonl, in the tab More panels; "
+         "* matches any text, / included"))
+view, tab = ui.view_tabs(PAGE, VIEWS, target)
 ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen], **ui.style_params(style),
-                     "metrics": ", ".join(patterns) or None})
+                     "metrics": ", ".join(patterns) or None, "view": None if view == "rewards" else view})
 if not chosen:
     st.info("Pick at least one run.")
     st.stop()
@@ -43,8 +57,9 @@ paths = [str(r.path) for r in chosen]
 labels = {str(r.path): loaders.run_label(r) for r in chosen}
 
 
-def build() -> tuple[dict, list[str], dict[str, list[str]]]:
-    """(figures by panel name, reasons of the panels left out, warnings by run)."""
+def build() -> tuple[dict, object, list[str], dict[str, list[str]]]:
+    """(figures by panel name, the view's half-width panels as one figure of small panels zoomed together
+    (`figures.small_multiples`; None without any), reasons of the panels left out, warnings by run)."""
     metrics, configs, rewards, problems = {}, {}, [], {}
     for p in paths:
         df, warnings = loaders.metrics(p)
@@ -60,8 +75,8 @@ def build() -> tuple[dict, list[str], dict[str, list[str]]]:
         metrics = analysis.group_metrics(metrics, groups, style["group"])
         configs = {g: configs[runs[0]] for g, runs in groups.items()}
     drawn, hidden = panels.build_panels(metrics, rewards, configs, x=style["x"], smooth=style["smooth"],
-                                        log_y=style["log_y"])
-    for pattern in patterns:  # the panels asked for by name or pattern
+                                        log_y=style["log_y"], only=panels.CURVE_VIEWS[view][1])
+    for pattern in patterns if view == "more" else ():  # the panels asked for by name or pattern
         columns = list(dict.fromkeys(c for df in metrics.values() for c in df.columns))
         keys = analysis.match_metrics(columns, [pattern])
         if not keys:
@@ -69,36 +84,33 @@ def build() -> tuple[dict, list[str], dict[str, list[str]]]:
             continue
         fig = figures.metric_lines(metrics, keys, pattern, x=style["x"], smooth=style["smooth"], log_y=style["log_y"])
         drawn[f"pattern_{pattern}"] = (panels.Panel(f"pattern_{pattern}", lambda *a, f=fig, **k: f), fig)
-    return drawn, hidden, problems
+    half = {fig.layout.title.text: fig for panel, fig in drawn.values() if not panel.full}
+    combined = figures.small_multiples(half, VIEWS[view], cols=2, row_px=340) if half else None
+    return drawn, combined, hidden, problems
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def built(key: tuple, run_labels: tuple) -> tuple[dict, list[str], dict[str, list[str]]]:
+def built(key: tuple, run_labels: tuple) -> tuple[dict, object, list[str], dict[str, list[str]]]:
     """`build()` once per signature and run labels, for every session (the figures are only read)."""
     return build()
 
 
-key = ui.follow_runs(paths, labels, PAGE, extra=(*sorted(style.items()), *patterns))
-drawn, hidden, problems = built(key, tuple(labels.items()))
+key = ui.follow_runs(paths, labels, PAGE, extra=(*sorted(style.items()), view, *patterns))
+drawn, combined, hidden, problems = built(key, tuple(labels.items()))
 for label, warnings in problems.items():
     ui.show_warnings(label, warnings)
 
-row = None
-for name, (panel, fig) in drawn.items():
-    if panel.full:
-        st.plotly_chart(fig, key=f"fig_{name}")
-        row = None
-        continue
-    if row is None:
-        row = iter(st.columns(2))
-    try:
-        col = next(row)
-    except StopIteration:
-        row = iter(st.columns(2))
-        col = next(row)
-    col.plotly_chart(fig, key=f"fig_{name}")
-for why in hidden:
-    st.caption(f"Not shown — {why}.")
-st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
-    {fig.layout.title.text: fig for _, fig in drawn.values()}).to_csv(index=False).encode(),
-    "training_curves.csv", "text/csv", on_click="ignore", key="curves_csv")
+with tab:
+    if view == "more" and not patterns:
+        st.info("Type metric names or glob patterns above (e.g. `span/*/overlap, time/replay`): one panel each.")
+    for name, (panel, fig) in drawn.items():  # the full-width panels, then the others as one figure
+        if panel.full:
+            st.plotly_chart(fig, key=f"fig_{name}")
+    if combined is not None:
+        st.plotly_chart(combined, key=f"fig_{view}")
+    for why in hidden:
+        st.caption(f"Not shown — {why}.")
+    st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(
+        {fig.layout.title.text: fig for _, fig in drawn.values()}).to_csv(index=False).encode(),
+        "training_curves.csv", "text/csv", on_click="ignore", key="curves_csv",
+        help="the series of this tab's figures")

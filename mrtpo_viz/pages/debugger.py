@@ -2,7 +2,8 @@
 
 Per reward over steps: routing mass inside the verifier's spans and the span ROC AUC of JS with its
 control; the samples where routing and spans disagree most (each opens in Token credit); and a
-playground that runs a verifier on text the user types.
+playground that runs a verifier on text the user types. The two are tabs of which only the open one runs
+(`ui.view_tabs`; link parameter view=playground).
 """
 
 from __future__ import annotations
@@ -27,82 +28,85 @@ EXAMPLE_ARGS = {"keywords": ["river"], "forbidden_words": ["bad"], "keyword": "r
                 "first_word": "the", "section_spliter": "SECTION", "num_sections": 2,
                 "prompt_to_repeat": "Describe a river."}
 
-st.title("Verifier debugger")
-tab_runs, tab_play = st.tabs(["Credit vs spans in a run", "Verifier playground"])
-
 PAGE = "debugger"
+VIEWS = {"run": "Credit vs spans in a run", "playground": "Verifier playground"}
 
-with tab_runs:
+
+def run_view(target: dict) -> None:
+    """Routing mass in spans and span AUC over steps, and the samples where routing and spans disagree most."""
     runs = ui.page_runs(mrtpo_first=True, stop=False, charts=True)
-    if runs:
-        target = ui.link_target(PAGE, ("run",))
-        if target:
-            ui.apply_run_link(runs, target)
-        c1, c2 = st.columns([3, 1])
-        run = ui.pick_run(runs, where=c1)
-        path = str(run.path)
-        ui.write_link(PAGE, {"run": loaders.run_label(run)})
-        rewards = loaders.reward_names(path)
-        if run.method in ("grpo", "gdpo"):
-            st.info(f"{ui.plain(str(run.method).upper())} routes every reward uniformly over the response, so its mass inside "
-                    "spans equals the spans' share of tokens. Pick an MRTPO run to see where routing puts credit.")
-        metrics, warnings = loaders.metrics(path)
-        ui.show_warnings(loaders.run_label(run), warnings)
-        mm = {loaders.run_label(run): metrics}
-        key = (path, loaders.run_label(run), loaders.file_key(run.path / "metrics.jsonl"), tuple(rewards))
-        left, right = st.columns(2)
-        left.plotly_chart(ui.cached_figure(("dbg_mass", *key), lambda: figures.per_reward_lines(
-            mm, rewards, "span/{name}/mass_in", "Routing mass inside the verifier's spans", "share")),
-            key="fig_dbg_mass")
-        right.plotly_chart(ui.cached_figure(("dbg_auc", *key), lambda: figures.auc_figure(mm, rewards)),
-                           key="fig_dbg_auc")
+    if not runs:
+        ui.write_link(PAGE, {})
+        return
+    if target:
+        ui.apply_run_link(runs, target)
+    c1, c2 = st.columns([3, 1])
+    run = ui.pick_run(runs, where=c1)
+    path = str(run.path)
+    ui.write_link(PAGE, {"run": loaders.run_label(run)})
+    rewards = loaders.reward_names(path)
+    if run.method in ("grpo", "gdpo"):
+        st.info(f"{ui.plain(str(run.method).upper())} routes every reward uniformly over the response, so its mass inside "
+                "spans equals the spans' share of tokens. Pick an MRTPO run to see where routing puts credit.")
+    metrics, warnings = loaders.metrics(path)
+    ui.show_warnings(loaders.run_label(run), warnings)
+    mm = {loaders.run_label(run): metrics}
+    key = (path, loaders.run_label(run), loaders.file_key(run.path / "metrics.jsonl"), tuple(rewards))
+    left, right = st.columns(2)
+    left.plotly_chart(ui.cached_figure(("dbg_mass", *key), lambda: figures.per_reward_lines(
+        mm, rewards, "span/{name}/mass_in", "Routing mass inside the verifier's spans", "share")),
+        key="fig_dbg_mass")
+    right.plotly_chart(ui.cached_figure(("dbg_auc", *key), lambda: figures.auc_figure(mm, rewards)),
+                       key="fig_dbg_auc")
 
-        steps = loaders.credit_steps(path)
-        if not steps:
-            st.info("This run has no credit maps yet.")
+    steps = loaders.credit_steps(path)
+    if not steps:
+        st.info("This run has no credit maps yet.")
+    else:
+        last_n = c2.number_input("Scan the last N steps", 1, len(steps), min(5, len(steps)))
+        indexes = {}  # per (sample, reward) routing mass and span size, from each step's footer
+        for s in steps[-int(last_n):]:
+            ix, w = loaders.credit_index(path, s)
+            ui.show_warnings(f"{loaders.run_label(run)} step {s}", w)
+            indexes[s] = ix
+        table = analysis.disagreement_from_index(indexes, top=25)
+        st.subheader("Where routing and spans disagree most")
+        st.caption("mass_in: share of the reward's routing weight on tokens its verifier inspected; span_share: "
+                   "what uniform routing would put there. Select a row, or follow its link, to open the sample.")
+        if table.empty:
+            st.info("No sample with verifier spans in these steps.")
         else:
-            last_n = c2.number_input("Scan the last N steps", 1, len(steps), min(5, len(steps)))
-            indexes = {}  # per (sample, reward) routing mass and span size, from each step's footer
-            for s in steps[-int(last_n):]:
-                ix, w = loaders.credit_index(path, s)
-                ui.show_warnings(f"{loaders.run_label(run)} step {s}", w)
-                indexes[s] = ix
-            table = analysis.disagreement_from_index(indexes, top=25)
-            st.subheader("Where routing and spans disagree most")
-            st.caption("mass_in: share of the reward's routing weight on tokens its verifier inspected; span_share: "
-                       "what uniform routing would put there. Select a row, or follow its link, to open the sample.")
-            if table.empty:
-                st.info("No sample with verifier spans in these steps.")
-            else:
-                table["open"] = [
-                    "credit?" + urlencode({"run": loaders.run_label(run), "step": r.step, "sample": r.sample,
-                                           "reward": r.reward})
-                    for r in table.itertuples()
-                ]
-                event = st.dataframe(
-                    table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                    key="dbg_table",
-                    column_config={
-                        "open": st.column_config.LinkColumn("open", display_text="Token credit ↗"),
-                        "mass_in": st.column_config.ProgressColumn("mass_in", min_value=0.0, max_value=1.0,
-                                                                   format="%.2f"),
-                        "span_share": st.column_config.NumberColumn(format="%.2f"),
-                        "disagreement": st.column_config.NumberColumn(format="%.2f"),
-                        "group_adv": st.column_config.NumberColumn(format="%+.2f"),
-                    },
-                )
-                rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-                chosen = table.iloc[rows[0]] if rows else table.iloc[0]
-                # the reward name comes from the credit map: shown as text, never as Markdown (a button label is)
-                label = (f"Open step {chosen['step']} sample {chosen['sample']} ({ui.plain(chosen['reward'])}) in "
-                         "Token credit")
-                if st.button(label, type="primary"):
-                    st.session_state["credit_target"] = {"run": path, "step": int(chosen["step"]),
-                                                         "sample": int(chosen["sample"]),
-                                                         "reward": str(chosen["reward"])}
-                    st.switch_page(CREDIT_PAGE)
+            table["open"] = [
+                "credit?" + urlencode({"run": loaders.run_label(run), "step": r.step, "sample": r.sample,
+                                       "reward": r.reward})
+                for r in table.itertuples()
+            ]
+            event = st.dataframe(
+                table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                key="dbg_table",
+                column_config={
+                    "open": st.column_config.LinkColumn("open", display_text="Token credit ↗"),
+                    "mass_in": st.column_config.ProgressColumn("mass_in", min_value=0.0, max_value=1.0,
+                                                               format="%.2f"),
+                    "span_share": st.column_config.NumberColumn(format="%.2f"),
+                    "disagreement": st.column_config.NumberColumn(format="%.2f"),
+                    "group_adv": st.column_config.NumberColumn(format="%+.2f"),
+                },
+            )
+            rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
+            chosen = table.iloc[rows[0]] if rows else table.iloc[0]
+            # the reward name comes from the credit map: shown as text, never as Markdown (a button label is)
+            label = (f"Open step {chosen['step']} sample {chosen['sample']} ({ui.plain(chosen['reward'])}) in "
+                     "Token credit")
+            if st.button(label, type="primary"):
+                st.session_state["credit_target"] = {"run": path, "step": int(chosen["step"]),
+                                                     "sample": int(chosen["sample"]),
+                                                     "reward": str(chosen["reward"])}
+                st.switch_page(CREDIT_PAGE)
 
-with tab_play:
+def playground() -> None:
+    """A verifier run on typed text: its score and the character spans it inspected."""
+    ui.write_link(PAGE, {"view": "playground"})
     st.caption("Type a response, pick a constraint family and its arguments: the verifier's score and the "
                "character spans it inspected.")
     fams = families()
@@ -137,3 +141,10 @@ with tab_play:
         st.html(heatmap.spans_html(text, result.spans))
         if result.spans:
             st.caption("Spans (character ranges): " + ", ".join(f"[{a}, {b})" for a, b in result.spans))
+
+
+st.title("Verifier debugger")
+link = ui.link_target(PAGE, ("run", "view"))
+view, tab = ui.view_tabs(PAGE, VIEWS, link)  # only the open tab runs
+with tab:
+    run_view(link) if view == "run" else playground()

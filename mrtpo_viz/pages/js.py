@@ -1,8 +1,9 @@
 """JS divergence: per-position JS distance of each reward on one sample (the token text on the axis, verifier
 spans shaded; rewards the sample's prompt does not state have no panel), the in-span vs out-of-span
-distributions of a step, and JS and span agreement over training. The state (run, step, sample) is the
-page's URL. The selectors and the step's distributions come from the step's index and distance summary
-(`loaders.credit_index`, `loaders.credit_summary`); only the shown sample's tokens are read."""
+distributions of a step, and JS and span agreement over training: three tabs, of which only the open one is built
+and drawn (`ui.view_tabs`). The state (run, step, sample, view) is the page's URL. The selectors and the step's
+distributions come from the step's index and distance summary (`loaders.credit_index`, `loaders.credit_summary`);
+only the shown sample's tokens are read."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ STEP_KEY = "js_step"
 
 st.title("JS divergence")
 runs = ui.page_runs(with_credit=True, mrtpo_first=True, charts=True)  # only MRTPO runs have JS distances
-target = ui.link_target(PAGE, ("run", "step", "sample"))
+target = ui.link_target(PAGE, ("run", "step", "sample", "view"))
+VIEWS = {"sample": "This sample: JS per position", "step": "This step: in vs out of spans",
+         "training": "Over training"}
 if target:
     ui.apply_run_link(runs, target)
 
@@ -65,38 +68,47 @@ if skipped:
 present = [r for r in rewards if r in set(index["reward"])] + [r for r in dict.fromkeys(index["reward"])
                                                                  if r not in rewards]
 sample = ui.pick_sample(index, present, PAGE, target, owner=(path, step))
-ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
 if sample is None:
+    ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample})
     st.stop()
 sample_df, variant = ui.shown_sample(path, step, sample, loaders.run_label(run), cfg, present, PAGE)
+view, tab = ui.view_tabs(PAGE, VIEWS, target)
+ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample,
+                     "view": None if view == "sample" else view})
 recomputed = "relevance" in sample_df.columns
 credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple(rewards), variant)
 # Under a recomputed variant the panels show its relevance (what routing used) in place of the stored d.
 shown_df = sample_df.assign(distance=sample_df["relevance"]) if recomputed else sample_df
-st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
-                                 lambda: figures.js_positions_figure(shown_df, rewards)), key="fig_js_positions")
-if recomputed:
-    st.caption(f"Per-position values: the relevance under {ui.plain(variant)}, recomputed from the stored d.")
-unstated = [r for r in present if r not in analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}),
-                                                                    present)]
-if unstated:
-    st.caption("No panel for " + ", ".join(ui.plain(u) for u in unstated) + ": this sample's prompt does not state "
-               + ("it." if len(unstated) == 1 else "them."))
-with st.expander("Response text of this sample"):
-    st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
-ui.specificity_panel(sample_df, present)
-
-left, right = st.columns(2)
-summary, _ = loaders.credit_summary(path, step)
-left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key), lambda: figures.js_in_out_summary_figure(summary,
-                                                                                                        rewards)),
-                  key="fig_js_inout")
-right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
-right.dataframe(analysis.js_in_out_table_from_summary(summary, rewards), hide_index=True, width="stretch")
-metrics, mwarn = loaders.metrics(path)
-ui.show_warnings(loaders.run_label(run), mwarn)
-label = loaders.run_label(run)
-st.plotly_chart(ui.cached_figure(("js_training", path, label, loaders.file_key(Path(path) / "metrics.jsonl"),
-                                  tuple(rewards)),
-                                 lambda: figures.replay_training_figure({label: metrics}, rewards)),
-                key="fig_js_training")
+if view == "sample":
+    with tab:
+        st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
+                                         lambda: figures.js_positions_figure(shown_df, rewards)),
+                        key="fig_js_positions")
+        if recomputed:
+            st.caption(f"Per-position values: the relevance under {ui.plain(variant)}, recomputed from the stored d.")
+        stated = analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}), present)
+        unstated = [r for r in present if r not in stated]
+        if unstated:
+            st.caption("No panel for " + ", ".join(ui.plain(u) for u in unstated) + ": this sample's prompt does not "
+                       "state " + ("it." if len(unstated) == 1 else "them."))
+        with st.expander("Response text of this sample"):
+            st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
+        ui.specificity_panel(sample_df, present)
+elif view == "step":
+    with tab:
+        left, right = st.columns(2)
+        summary, _ = loaders.credit_summary(path, step)
+        left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key),
+                                           lambda: figures.js_in_out_summary_figure(summary, rewards)),
+                          key="fig_js_inout")
+        right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
+        right.dataframe(analysis.js_in_out_table_from_summary(summary, rewards), hide_index=True, width="stretch")
+else:
+    with tab:
+        metrics, mwarn = loaders.metrics(path)
+        ui.show_warnings(loaders.run_label(run), mwarn)
+        label = loaders.run_label(run)
+        st.plotly_chart(ui.cached_figure(("js_training", path, label, loaders.file_key(Path(path) / "metrics.jsonl"),
+                                          tuple(rewards)),
+                                         lambda: figures.replay_training_figure({label: metrics}, rewards)),
+                        key="fig_js_training")

@@ -1,7 +1,8 @@
 """First page: every run (the runs directory, the shipped samples, and runs this session just started) with its
 state, progress, summary metrics (last and best all-satisfied rate, held-out rate, s/step) and the settings that
 tell runs apart (backend and process count included); filter and group by any of them; select a run to open
-it on the other pages, tag it, add notes, resume it when stopped, archive or delete it (with confirmation).
+it on the other pages, tag it, add notes, resume it when stopped (or extend a completed run with more steps),
+archive or delete it (with confirmation).
 Corrupt or half-written runs show a warning; crashed ones their error. Live while a run trains (`ui.follow_runs`)."""
 
 from __future__ import annotations
@@ -118,13 +119,18 @@ else:
         a1, a2, a3, _ = st.columns([2, 1, 1, 2], vertical_alignment="bottom")
         why = launcher.can_resume(path)
         cfg, _ = loaders.config(path)
-        total = a1.number_input("Resume up to step", min_value=max(1, chosen.step + 1),
-                                value=max(int(cfg.get("steps") or 1), chosen.step + 1), disabled=bool(why),
-                                key=f"resume_steps_{path}", help=why or "continue from the newest checkpoint")
+        done = chosen.state == "completed"  # extended: more steps from its last checkpoint
+        total = a1.number_input("Extend to step" if done else "Resume up to step", min_value=max(1, chosen.step + 1),
+                                value=2 * chosen.step if done and chosen.step else max(int(cfg.get("steps") or 1),
+                                                                                       chosen.step + 1),
+                                disabled=bool(why), key=f"resume_steps_{path}",
+                                help=why or ("the completed run continues from its last checkpoint with more steps"
+                                             if done else "continue from the newest checkpoint"))
         if a1.button("Resume", disabled=bool(why), key=f"resume_{path}", help=why or None):
             try:
                 launched = launcher.resume_run(path, int(total))
-                st.success(f"Resumed {label} (pid {launched.pid}); follow it on Training curves.")
+                st.success(f"{'Extended' if done else 'Resumed'} {label} to {int(total)} steps (pid {launched.pid}); "
+                           "follow it on Training curves.")
             except (OSError, RunStoreError) as exc:
                 st.error(f"Could not resume: {exc}")
         if a2.button("Archive…", key=f"archive_{path}"):

@@ -33,6 +33,7 @@ from mrtpo_viz.ui.page import (
     pending_runs,
     rerun_when,
     session_runs,
+    view_tabs,
 )
 from mrtpo_viz.ui.pickers import (
     RUN_KEY,
@@ -55,5 +56,5 @@ __all__ = [
     "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
     "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when",
     "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",
-    "specificity_panel", "state_badge", "style_params", "write_link",
+    "specificity_panel", "state_badge", "style_params", "view_tabs", "write_link",
 ]

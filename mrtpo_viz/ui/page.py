@@ -154,3 +154,27 @@ def cached_figure(key: tuple, _build: Callable[[], object]):
     to build and is only read once built. `key` must name everything the figure depends on (the page's name
     for it, the run's path and `loaders.file_key` of the files it reads, the step, sample and options)."""
     return _build()
+
+
+def view_tabs(page: str, views: Mapping[str, str], target: Mapping[str, list[str]]) -> tuple[str, object]:
+    """A page's views ({id: tab label}) as tabs of which only the open one runs: `st.tabs(on_change="rerun")`
+    reruns the page on a tab switch and says which tab is open, so the page builds and sends the figures of
+    that view alone (a closed tab's figures are neither built on the server nor drawn by Plotly in the browser,
+    which is most of a page's time: docs/results/app-speed.md). A link's `view` parameter opens a view (one that
+    does not exist: a warning, the first view). Returns (the open view's id, its tab, to draw into)."""
+    key = f"{page}_view"
+    labels = {label: view for view, label in views.items()}
+    if "view" in target:
+        wanted = target["view"][0]
+        if wanted in views:
+            st.session_state[key] = views[wanted]
+        else:
+            st.warning(f"The link asks for the view {plain(repr(wanted))}, which this page does not have (it has "
+                       f"{plain(', '.join(views))}); showing {plain(next(iter(views.values())))} instead.")
+    if st.session_state.get(key) not in labels:
+        st.session_state.pop(key, None)
+    tabs = st.tabs(list(views.values()), key=key, on_change="rerun")
+    for tab, view in zip(tabs, views, strict=True):
+        if tab.open:
+            return view, tab
+    return next(iter(views)), tabs[0]
