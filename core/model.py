@@ -425,16 +425,24 @@ def _piece_steps(tokenizer, ids: list[int], pieces: list[str | None]) -> tuple[l
             commons.append(cur)
             cur += len(piece)
         else:
-            prev_text, d = texts[h], texts[h + 1]
+            common, cur = _window_step(cur, texts[h], texts[h + 1])
             h += 2
-            lcp = 0
-            limit = min(len(prev_text), len(d))
-            while lcp < limit and prev_text[lcp] == d[lcp]:
-                lcp += 1
-            commons.append(cur - len(prev_text) + lcp)
-            cur += len(d) - len(prev_text)
+            commons.append(common)
         lengths.append(cur)
     return lengths, commons
+
+
+def _window_step(cur: int, prev_text: str, d: str) -> tuple[int, int]:
+    """Step j from its windows D_{j-1} = `prev_text` and D_j = `d` (one start w), with cur = len(c_{j-1}):
+    common_j = cur - len(D_{j-1}) + lcp(D_{j-1}, D_j) and len(c_j) = cur + len(D_j) - len(D_{j-1})."""
+    if d.startswith(prev_text):
+        lcp = len(prev_text)
+    else:
+        lcp = 0
+        limit = min(len(prev_text), len(d))
+        while lcp < limit and prev_text[lcp] == d[lcp]:
+            lcp += 1
+    return cur - len(prev_text) + lcp, cur + len(d) - len(prev_text)
 
 
 def _decode_text(tokenizer, ids: list[int]) -> str:
@@ -468,15 +476,8 @@ def _window_steps(tokenizer, ids: list[int]) -> tuple[list[int], list[int]] | No
         for _ in range(b, min(b + DECODE_BLOCK, n + 1)):
             d = texts[pos]
             pos += 1
-            if d.startswith(prev_text):
-                lcp = len(prev_text)
-            else:
-                lcp = 0
-                limit = min(len(prev_text), len(d))
-                while lcp < limit and prev_text[lcp] == d[lcp]:
-                    lcp += 1
-            commons.append(cur - len(prev_text) + lcp)
-            cur += len(d) - len(prev_text)
+            common, cur = _window_step(cur, prev_text, d)
+            commons.append(common)
             lengths.append(cur)
             prev_text = d
     return lengths, commons
