@@ -753,6 +753,46 @@ def test_resume_continues_a_trl_run_as_if_it_had_not_stopped(micro_model, prompt
 
 
 @needs_trl
+@pytest.mark.slow
+def test_two_processes_resume_after_the_last_complete_checkpoint_and_only_rank_0_writes(micro_model, prompt_file,
+                                                                                        tmp_path):
+    """`mrtpo train --backend trl --nproc 2 --resume`: a 3-step two-process run whose step-3 checkpoint was cut off
+    (the hidden folder a kill during its save leaves) resumes from step 2's (weights, optimizer, scheduler, both
+    processes' RNG states, the data order) and gives step 3 again as the run first made it; the run store goes on
+    after step 2 to step 4, one metrics line and one credit map per step, written by process 0 alone."""
+    common = ["--runs-dir", str(tmp_path), "--checkpoint-every", "1", "--keep-checkpoints", "0"]
+    first = cli("--backend", "trl", "--nproc", "2", "--model", str(micro_model), "--prompt-set", str(prompt_file),
+                "--device", "cpu", "--steps", "3", "--run-name", "r", *common,
+                *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()], timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "r"
+    store = RunStore(run)
+    ckpt = run / "checkpoints" / "step_000002"
+    assert {"optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth", "trl_trainer_state.json"} <= {
+        p.name for p in ckpt.iterdir()}  # every process saved its RNG state
+    step_3 = store.credit(3)
+    (run / "checkpoints" / "step_000003").rename(run / "checkpoints" / ".step_000003.tmp")  # cut off mid-save
+
+    resumed = cli("--resume", str(run), "--steps", "4", timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]  # one run folder, whatever the ranks
+    status = store.status()
+    assert status["state"] == "completed" and status["step"] == 4 and store.config()["nproc"] == 2
+    lines = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [1, 2, 3, 4]  # step 3's first line dropped at resume, no step twice, none missing
+    assert store.credit_steps() == [1, 2, 3, 4]
+    assert sorted(p.name for p in store.checkpoints()) == [f"step_{i:06d}" for i in (1, 2, 3, 4)]
+    assert not list(run.rglob(".*.tmp"))  # the cut-off save is gone
+    again = store.credit(3)
+    keys = ["sample", "prompt_key", "reward", "t", "token_id", "in_span"]
+    assert again["sample"].max() == 15  # both processes' rows, global sample index p * b + i
+    assert step_3[keys].astype(str).equals(again[keys].astype(str))
+    np.testing.assert_allclose(again["token_adv"], step_3["token_adv"], atol=1e-6)
+    # only process 0 speaks: the launcher's two lines and one resume line
+    assert resumed.stdout.count("resuming r from step 2") == 1, resumed.stdout
+
+
+@needs_trl
 def test_resume_from_a_checkpoint_without_optimizer_state_is_one_clear_error(micro_model, prompt_file, tmp_path):
     """A trl run whose checkpoint has no optimizer state (written before resume existed) is refused in one line."""
     from core.run.store import RunWriter
