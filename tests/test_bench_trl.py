@@ -4,6 +4,7 @@ on the micro model, one and two processes, with MRTPO's run store on."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -54,18 +55,25 @@ def test_interleaved_reads_the_turns():
 @pytest.mark.trl
 @pytest.mark.subprocess
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed (make test installs it)")
-def test_bench_trl_interleaves_both_trainers_on_the_same_batches_with_the_run_store_on(micro_model, prompt_file):
-    """One and two processes: the steps alternate GDPO, MRTPO, ..., both trainers see the same batches, MRTPO's
-    run store gets a metrics line per step, and the table has a row per process count with the load."""
+def test_bench_trl_interleaves_the_trainers_on_the_same_batches_with_the_run_store_on(micro_model, prompt_file,
+                                                                                       tmp_path):
+    """One and two processes, `--store both`: the steps alternate GDPO, MRTPO (store on), MRTPO (store off), every
+    trainer sees the same batches, MRTPO's run store gets a metrics line per step, the table has a line per process
+    count and MRTPO trainer with the load, and `--out` keeps every step's time."""
     out = subprocess.run([sys.executable, "-m", "core.cli", "bench", "trl", "--model", str(micro_model),
                           "--prompt-set", str(prompt_file), "--prompts", "2", "--group-size", "2",
                           "--max-new-tokens", "6", "--replay-chunk", "4", "--min-rewards", "1", "--repeats", "1",
-                          "--nproc", "1", "2", "--device", "cpu"],
+                          "--nproc", "1", "2", "--device", "cpu", "--store", "both", "--out", str(tmp_path / "b.json")],
                          cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "steps interleaved (turns GDPO, MRTPO, GDPO, ... from the start to the last step): yes" in out.stdout
-    assert "same batches for both trainers (mean response length of every step equal): yes" in out.stdout
+    assert "steps interleaved (turns gdpo, mrtpo, mrtpo_no_store, ... from the start to the last step): yes" in out.stdout
+    assert "same batches for every trainer (mean response length of every step equal): yes" in out.stdout
     assert "metrics lines written: 2 (1 process), 2 (2 processes)" in out.stdout
-    rows = re.findall(r"^\s+([12])\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s+[\d.]+x\s.*\s([\d.]+) / ([\d.]+)$", out.stdout, re.M)
-    assert [r[0] for r in rows] == ["1", "2"], out.stdout
+    lines = re.findall(r"^\s+([12])\s+(MRTPO, store on|MRTPO, store off)\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s+[\d.]+x "
+                       r"\[[\d.]+, [\d.]+\].*\s[\d.]+ / [\d.]+$", out.stdout, re.M)
+    assert lines == [("1", "MRTPO, store on"), ("1", "MRTPO, store off"), ("2", "MRTPO, store on"),
+                     ("2", "MRTPO, store off")], out.stdout
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert [r["nproc"] for r in rows] == [1, 2]
+    assert all(len(r["results"][k]["steps"]) == 2 for r in rows for k in ("gdpo", "mrtpo", "mrtpo_no_store"))

@@ -1,6 +1,6 @@
 """`mrtpo bench trl`: MRTPOTrainer against TRL's own GDPO on the same batches, on 1 and on N processes.
 
-    mrtpo bench trl [--model tiny-instruct] [--nproc 1 2] [--repeats 3] [--device auto] [--no-store]
+    mrtpo bench trl [--model tiny-instruct] [--nproc 1 2] [--repeats 3] [--device auto] [--store on|off|both]
 
 For each process count (1: one process; N > 1: `torch.distributed.run --standalone`, gloo on CPU, NCCL on GPU) it
 trains TRL's `GRPOTrainer` with `multi_objective_aggregation="normalize_then_sum"` (GDPO) and `MRTPOTrainer`
@@ -10,8 +10,8 @@ MRTPO 1, GDPO 2, ...), so a change of the machine's load falls on both alike. Be
 the same weights, an empty optimizer state and the same random seed, and TRL's sampler hands both the same prompts,
 so both train on the same batch (generation included: it is part of TRL's step). MRTPO writes its run store as a
 user's run does (a real `RunWriter` in a temporary folder, removed afterwards: status, metrics line and credit map
-every step; the final checkpoint is written after the timed steps); `--no-store` times it without (`runs_dir`
-None). The first step is a warm-up; the table shows medians of the others: seconds per optimizer step, the ratio
+every step; the final checkpoint is written after the timed steps); `--store off` times it without (`runs_dir`
+None), `--store both` interleaves two MRTPOTrainers, with and without, beside GDPO. The first step is a warm-up; the table shows medians of the others: seconds per optimizer step, the ratio
 of the medians and the median of the per-step ratios, response tokens per second, MRTPO's phases (TRL's generation
 and scoring, verify, replay, advantages), and the load average before and after. Compare the ratio with the
 built-in trainer's (`mrtpo bench overhead`) measured beside it.
@@ -35,6 +35,10 @@ import time
 from pathlib import Path
 
 PREFIX = "BENCH_TRL_RESULT "  # a worker's result line
+STORES = ("on", "off", "both")
+# The trainers a worker interleaves, by --store: name -> MRTPO's run store on (None: TRL's GDPO, no store).
+TRAINERS = {"on": {"gdpo": None, "mrtpo": True}, "off": {"gdpo": None, "mrtpo": False},
+            "both": {"gdpo": None, "mrtpo": True, "mrtpo_no_store": False}}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,8 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=int, nargs="+", default=[1, 2], help="process counts to measure (default: 1 2)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-store", action="store_true",
-                   help="time MRTPOTrainer without its run store (runs_dir None); default: the store on, as a user's run")
+    p.add_argument("--store", choices=STORES, default="on",
+                   help="MRTPOTrainer's run store: on (default, as a user's run), off (runs_dir None), or both "
+                        "(two MRTPOTrainers, with and without, interleaved with GDPO)")
+    p.add_argument("--out", default=None, help="also write every measurement (each step's time) to this JSON file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--store-dir", default=None, help=argparse.SUPPRESS)  # the workers' runs_dir (the parent's temp)
     return p
@@ -126,7 +132,7 @@ def worker(args) -> int:
     items = [it for it in items if len(it.constraints) >= args.min_rewards] or items
     world, rank = trl_train.world_size(), int(os.environ.get("RANK", "0"))
     on_cpu = trl_train.use_cpu(cfg)
-    order = ["gdpo", "mrtpo"]
+    order = list(TRAINERS[args.store])
     baton = Baton(order)
 
     class SameBatch(TrainerCallback):
@@ -156,25 +162,25 @@ def worker(args) -> int:
             self.tokens.append(self.trainer._metrics["train"]["completions/mean_length"][-1])
 
     with tempfile.TemporaryDirectory(prefix="mrtpo-bench-trl-") as out:
-        trainers, timers, batches = {}, {}, []
-        for method in order:
+        trainers, timers, batches = {}, {}, {}
+        for method, store in TRAINERS[args.store].items():
             model, tok, _ = model_lib.load_policy(cfg.model, device="cpu")
             data = prompt_dataset(items, tok)
             folder = os.path.join(out, method)
-            if method == "gdpo":
+            if store is None:
                 trainer = GRPOTrainer(model, reward_funcs=verifier_rewards(data),
                                       args=GRPOConfig(**trl_train.grpo_fields(cfg, folder, on_cpu, world)),
                                       train_dataset=data, processing_class=tok)
             else:
                 config = trl_train.trl_args(cfg, folder, on_cpu, world)
-                config.runs_dir = None if args.no_store else args.store_dir  # the store as a user's run has it
+                config.runs_dir = args.store_dir if store else None  # the store as a user's run has it
                 config.run_name, config.print_steps = "bench", False
                 trainer = MRTPOTrainer(model, args=config, train_dataset=data, processing_class=tok)
-                real = trainer._token_advantages
+                real, batches[method] = trainer._token_advantages, []
 
-                def keep_times(inputs, out_, times, real=real):
+                def keep_times(inputs, out_, times, real=real, kept=batches[method]):
                     local = real(inputs, out_, times)
-                    batches.append(times)
+                    kept.append(times)
                     return local
 
                 trainer._token_advantages = keep_times
@@ -189,7 +195,7 @@ def worker(args) -> int:
             try:
                 baton.wait(name)
                 trainers[name].train()
-            except BaseException as exc:  # reported below, after both threads ended
+            except BaseException as exc:  # reported below, after every thread ended
                 errors[name] = exc
             finally:
                 baton.finish(name)
@@ -209,12 +215,13 @@ def worker(args) -> int:
         tokens = statistics.median(timer.tokens[1:]) * cfg.prompts_per_step * cfg.group_size
         results[method] = {"step": step, "tokens_per_s": tokens / step, "steps": timer.times,
                            "lengths": timer.tokens}
-    phases = {key: statistics.median(b[key] for b in batches[1:])
-              for key in ("time/generate", "time/verify", "time/replay", "time/advantages")}
+    phases = {method: {key: statistics.median(b[key] for b in kept[1:])
+                       for key in ("time/generate", "time/verify", "time/replay", "time/advantages")}
+              for method, kept in batches.items()}
     if rank == 0:
         device = "cpu" if on_cpu else torch.cuda.get_device_name(0)
         print(PREFIX + json.dumps({"nproc": world, "device": device, "results": results, "phases": phases,
-                                   "store": not args.no_store, "turns": baton.taken}), flush=True)
+                                   "order": order, "turns": baton.taken}), flush=True)
     return 0
 
 
@@ -234,7 +241,7 @@ def _measure(args, nproc: int) -> dict:
     print(f"measuring {nproc} process{'es' if nproc > 1 else ''} ...", flush=True)
     store = tempfile.mkdtemp(prefix="mrtpo-bench-trl-runs-")
     try:
-        cmd += ["--no-store"] if args.no_store else ["--store-dir", store]
+        cmd += ["--store", args.store, "--store-dir", store]
         load_before = os.getloadavg()[0]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True)
         load_after = os.getloadavg()[0]
@@ -251,17 +258,70 @@ def _measure(args, nproc: int) -> dict:
     return {**row, "load": [load_before, load_after]}
 
 
-def interleaved(turns: list[str], steps: int, names: tuple[str, ...] = ("gdpo", "mrtpo")) -> bool:
+def interleaved(turns: list[str], steps: int, names: tuple[str, ...] | list[str] = ("gdpo", "mrtpo")) -> bool:
     """True when the trainers took turns in the order of `names` for all `steps` steps (`Baton.taken`): each step
     begins a turn, after one turn each to start (set up, first batch)."""
     return turns[:len(names) * (1 + steps)] == list(names) * (1 + steps)
 
 
-def step_ratios(row: dict) -> list[float]:
-    """MRTPO / GDPO step time of each timed step (warm-up left out): the two trainers' k-th steps ran one right
+def step_ratios(row: dict, method: str = "mrtpo") -> list[float]:
+    """`method` / GDPO step time of each timed step (warm-up left out): the trainers' k-th steps ran one right
     after the other on the same batch."""
-    gdpo, mrtpo = row["results"]["gdpo"]["steps"][1:], row["results"]["mrtpo"]["steps"][1:]
-    return [m / g for g, m in zip(gdpo, mrtpo, strict=True)]
+    gdpo, other = row["results"]["gdpo"]["steps"][1:], row["results"][method]["steps"][1:]
+    return [m / g for g, m in zip(gdpo, other, strict=True)]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """(first, third) quartile; both the value itself for fewer than 2 values."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
+LABELS = {"mrtpo": "MRTPO", "mrtpo_no_store": "MRTPO, store off"}
+
+
+def report(args, rows: list[dict]) -> None:
+    """The table: a line per process count and MRTPO trainer, then the checks (interleaving, same batches, the
+    run store written) and the step-time ratio of 1 to N processes."""
+    store = {"on": "on (a real run store in a temporary folder)", "off": "off (runs_dir None)",
+             "both": "on and off (two MRTPOTrainers)"}[args.store]
+    print(f"\nmodel {args.model} on {rows[0]['device']}, {args.prompts} prompts x G={args.group_size}, "
+          f"max_new_tokens {args.max_new_tokens}, medians of {args.repeats} steps (+1 warm-up), same batch for every "
+          f"trainer, steps interleaved ({', '.join(rows[0]['order'])}, ...), MRTPO's run store {store}")
+    print(f"{'processes':>9} {'trainer':>16} {'gdpo s/step':>12} {'mrtpo s/step':>13} {'MRTPO/GDPO':>11} "
+          f"{'per-step [quartiles]':>22} {'mrtpo tok/s':>12} {'generate':>9} {'verify':>7} {'replay':>7} {'adv':>6} "
+          f"{'load before/after':>18}")
+    for row in rows:
+        g = row["results"]["gdpo"]
+        for method in row["order"][1:]:
+            m, ph = row["results"][method], row["phases"][method]
+            if args.store == "off":
+                label = "MRTPO, store off"
+            else:
+                label = LABELS[method] + (", store on" if method == "mrtpo" else "")
+            ratios = step_ratios(row, method)
+            lo, hi = quartiles(ratios)
+            print(f"{row['nproc']:>9} {label:>16} {g['step']:12.3f} {m['step']:13.3f} {m['step'] / g['step']:10.2f}x "
+                  f"{statistics.median(ratios):8.2f}x [{lo:.2f}, {hi:.2f}] {m['tokens_per_s']:12.0f} "
+                  f"{ph['time/generate']:9.3f} {ph['time/verify']:7.3f} {ph['time/replay']:7.3f} "
+                  f"{ph['time/advantages']:6.3f} {row['load'][0]:>9.2f} / {row['load'][1]:.2f}")
+    print("MRTPO/GDPO: ratio of the median step times; per-step: median (and quartiles) of the step-by-step ratios; "
+          "load: 1-minute load average")
+    alternate = all(interleaved(r["turns"], args.repeats + 1, r["order"]) for r in rows)
+    print(f"steps interleaved (turns {', '.join(rows[0]['order'])}, ... from the start to the last step): "
+          f"{'yes' if alternate else 'NO'}")
+    same = all(len({json.dumps(t["lengths"]) for t in r["results"].values()}) == 1 for r in rows)
+    print(f"same batches for every trainer (mean response length of every step equal): {'yes' if same else 'NO'}")
+    if args.store != "off":
+        lines = ", ".join(f"{r['store_lines']} ({r['nproc']} process{'es' if r['nproc'] > 1 else ''})" for r in rows)
+        print(f"MRTPO's run store, metrics lines written: {lines}")
+    for row in rows[1:]:
+        speed = {k: rows[0]["results"][k]["step"] / row["results"][k]["step"] for k in row["order"]}
+        print(f"step time on {rows[0]['nproc']} / on {row['nproc']} processes: "
+              + ", ".join(f"{LABELS.get(k, 'GDPO')} {v:.2f}x" for k, v in speed.items()))
+    print("compare the MRTPO/GDPO ratio with the built-in trainer's: mrtpo bench overhead")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,33 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker(args)
     rows = [_measure(args, n) for n in args.nproc]
-    store = "off (--no-store)" if args.no_store else "on (a real run store in a temporary folder)"
-    print(f"\nmodel {args.model} on {rows[0]['device']}, {args.prompts} prompts x G={args.group_size}, "
-          f"max_new_tokens {args.max_new_tokens}, medians of {args.repeats} steps (+1 warm-up), same batch for both, "
-          f"steps interleaved (GDPO, MRTPO, GDPO, ...), MRTPO's run store {store}")
-    print(f"{'processes':>9} {'gdpo s/step':>12} {'mrtpo s/step':>13} {'MRTPO/GDPO':>11} {'per-step':>9}"
-          f" {'mrtpo tok/s':>12} {'generate':>9} {'verify':>7} {'replay':>7} {'adv':>6} {'load before/after':>18}")
-    for row in rows:
-        g, m, ph = row["results"]["gdpo"], row["results"]["mrtpo"], row["phases"]
-        print(f"{row['nproc']:>9} {g['step']:12.3f} {m['step']:13.3f} {m['step'] / g['step']:10.2f}x "
-              f"{statistics.median(step_ratios(row)):8.2f}x {m['tokens_per_s']:12.0f} {ph['time/generate']:9.3f} "
-              f"{ph['time/verify']:7.3f} {ph['time/replay']:7.3f} {ph['time/advantages']:6.3f} "
-              f"{row['load'][0]:>9.2f} / {row['load'][1]:.2f}")
-    print("MRTPO/GDPO: ratio of the median step times; per-step: median of the step-by-step ratios; "
-          "load: 1-minute load average")
-    same = all(r["results"]["gdpo"]["lengths"] == r["results"]["mrtpo"]["lengths"] for r in rows)
-    alternate = all(interleaved(r["turns"], args.repeats + 1) for r in rows)
-    print(f"steps interleaved (turns GDPO, MRTPO, GDPO, ... from the start to the last step): "
-          f"{'yes' if alternate else 'NO'}")
-    print(f"same batches for both trainers (mean response length of every step equal): {'yes' if same else 'NO'}")
-    if not args.no_store:
-        lines = ", ".join(f"{r['store_lines']} ({r['nproc']} process{'es' if r['nproc'] > 1 else ''})" for r in rows)
-        print(f"MRTPO's run store, metrics lines written: {lines}")
-    for row in rows[1:]:
-        print(f"{row['nproc']} processes vs {rows[0]['nproc']}: MRTPO step "
-              f"{rows[0]['results']['mrtpo']['step'] / row['results']['mrtpo']['step']:.2f}x faster, GDPO step "
-              f"{rows[0]['results']['gdpo']['step'] / row['results']['gdpo']['step']:.2f}x faster")
-    print("compare the MRTPO/GDPO ratio with the built-in trainer's: mrtpo bench overhead")
+    report(args, rows)
+    if args.out:
+        settings = {k: v for k, v in vars(args).items() if k not in ("worker", "store_dir", "out")}
+        Path(args.out).write_text(json.dumps({"settings": settings, "rows": rows}, indent=1) + "\n")
+        print(f"every measurement: {args.out}")
     return 0
 
 
