@@ -67,7 +67,8 @@ def test_bench_trl_interleaves_the_trainers_on_the_same_batches_with_the_run_sto
                          cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "steps interleaved (turns gdpo, mrtpo, mrtpo_no_store, ... from the start to the last step): yes" in out.stdout
+    turns = "steps interleaved (turns gdpo, mrtpo, mrtpo_no_store, ... from the start to the last step): yes"
+    assert turns in out.stdout
     assert "same batches for every trainer (mean response length of every step equal): yes" in out.stdout
     assert "metrics lines written: 2 (1 process), 2 (2 processes)" in out.stdout
     lines = re.findall(r"^\s+([12])\s+(MRTPO, store on|MRTPO, store off)\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s+[\d.]+x "

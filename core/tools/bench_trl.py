@@ -4,17 +4,18 @@
 
 For each process count (1: one process; N > 1: `torch.distributed.run --standalone`, gloo on CPU, NCCL on GPU) it
 trains TRL's `GRPOTrainer` with `multi_objective_aggregation="normalize_then_sum"` (GDPO) and `MRTPOTrainer`
-(replay routing, default relevance) for `repeats` + 1 optimizer steps each, interleaved: both trainers run in one
+(replay routing, default relevance) for `repeats` + 1 optimizer steps each, interleaved: the trainers run in one
 process, each in its own thread, and a `Baton` lets one run at a time, switching at every optimizer step (GDPO 1,
-MRTPO 1, GDPO 2, ...), so a change of the machine's load falls on both alike. Before every step both start from
-the same weights, an empty optimizer state and the same random seed, and TRL's sampler hands both the same prompts,
-so both train on the same batch (generation included: it is part of TRL's step). MRTPO writes its run store as a
-user's run does (a real `RunWriter` in a temporary folder, removed afterwards: status, metrics line and credit map
-every step; the final checkpoint is written after the timed steps); `--store off` times it without (`runs_dir`
-None), `--store both` interleaves two MRTPOTrainers, with and without, beside GDPO. The first step is a warm-up; the table shows medians of the others: seconds per optimizer step, the ratio
-of the medians and the median of the per-step ratios, response tokens per second, MRTPO's phases (TRL's generation
-and scoring, verify, replay, advantages), and the load average before and after. Compare the ratio with the
-built-in trainer's (`mrtpo bench overhead`) measured beside it.
+MRTPO 1, GDPO 2, ...), so a change of the machine's load falls on all alike. Before every step each trainer starts
+from the same weights, an empty optimizer state and the same random seed, and TRL's sampler hands each the same
+prompts, so all train on the same batch (generation included: it is part of TRL's step). MRTPO writes its run
+store as a user's run does (a real `RunWriter` in a temporary folder, removed afterwards: status, metrics line and
+credit map every step; the final checkpoint is written after the timed steps); `--store off` times it without
+(`runs_dir` None), `--store both` interleaves two MRTPOTrainers, with and without, beside GDPO. The first step is a
+warm-up; the table shows medians of the others: seconds per optimizer step, the ratio of the medians and the
+median (and quartiles) of the per-step ratios, response tokens per second, MRTPO's phases (TRL's generation and
+scoring, verify, replay, advantages), and the load average before and after. Compare the ratio with the built-in
+trainer's (`mrtpo bench overhead`) measured beside it.
 
 On a GPU: `mrtpo bench trl --model smollm2-135m --device cuda --max-new-tokens 256` (bf16 autocast, fp32
 master weights, as `mrtpo train --backend trl` runs there).
@@ -117,7 +118,7 @@ class Baton:
 
 
 def worker(args) -> int:
-    """One process of the measurement: both trainers interleaved, `repeats` + 1 steps each; rank 0 prints the
+    """One process of the measurement: the trainers interleaved, `repeats` + 1 steps each; rank 0 prints the
     result."""
     import torch
     from transformers import TrainerCallback
