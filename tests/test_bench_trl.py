@@ -71,6 +71,8 @@ def test_bench_trl_interleaves_the_trainers_on_the_same_batches_with_the_run_sto
     assert turns in out.stdout
     assert "same batches for every trainer (mean response length of every step equal): yes" in out.stdout
     assert "metrics lines written: 2 (1 process), 2 (2 processes)" in out.stdout
+    assert len(re.findall(r"^the run store's cost on [12] process(es)?: MRTPO step with / without it, per step: "
+                          r"median [\d.]+x \[[\d.]+, [\d.]+\]$", out.stdout, re.M)) == 2, out.stdout
     lines = re.findall(r"^\s+([12])\s+(MRTPO, store on|MRTPO, store off)\s+[\d.]+\s+[\d.]+\s+[\d.]+x\s+[\d.]+x "
                        r"\[[\d.]+, [\d.]+\].*\s[\d.]+ / [\d.]+$", out.stdout, re.M)
     assert lines == [("1", "MRTPO, store on"), ("1", "MRTPO, store off"), ("2", "MRTPO, store on"),

@@ -265,11 +265,11 @@ def interleaved(turns: list[str], steps: int, names: tuple[str, ...] | list[str]
     return turns[:len(names) * (1 + steps)] == list(names) * (1 + steps)
 
 
-def step_ratios(row: dict, method: str = "mrtpo") -> list[float]:
-    """`method` / GDPO step time of each timed step (warm-up left out): the trainers' k-th steps ran one right
+def step_ratios(row: dict, method: str = "mrtpo", base: str = "gdpo") -> list[float]:
+    """`method` / `base` step time of each timed step (warm-up left out): the trainers' k-th steps ran one right
     after the other on the same batch."""
-    gdpo, other = row["results"]["gdpo"]["steps"][1:], row["results"][method]["steps"][1:]
-    return [m / g for g, m in zip(gdpo, other, strict=True)]
+    below, above = row["results"][base]["steps"][1:], row["results"][method]["steps"][1:]
+    return [m / g for g, m in zip(below, above, strict=True)]
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:
@@ -315,6 +315,11 @@ def report(args, rows: list[dict]) -> None:
           f"{'yes' if alternate else 'NO'}")
     same = all(len({json.dumps(t["lengths"]) for t in r["results"].values()}) == 1 for r in rows)
     print(f"same batches for every trainer (mean response length of every step equal): {'yes' if same else 'NO'}")
+    for row in rows if args.store == "both" else []:
+        ratios = step_ratios(row, "mrtpo", "mrtpo_no_store")
+        lo, hi = quartiles(ratios)
+        print(f"the run store's cost on {row['nproc']} process{'es' if row['nproc'] > 1 else ''}: MRTPO step with / "
+              f"without it, per step: median {statistics.median(ratios):.3f}x [{lo:.3f}, {hi:.3f}]")
     if args.store != "off":
         lines = ", ".join(f"{r['store_lines']} ({r['nproc']} process{'es' if r['nproc'] > 1 else ''})" for r in rows)
         print(f"MRTPO's run store, metrics lines written: {lines}")
