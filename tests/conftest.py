@@ -9,7 +9,7 @@ import os
 import random
 
 import pytest
-from helpers import LETTERS_VERIFIER, MICRO_PROMPTS
+from helpers import IN_CI, LETTERS_VERIFIER, MICRO_PROMPTS
 from hypothesis import settings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # fixed case. `make test-explore` runs them with fresh random seeds (profile "explore") to find new ones.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
-if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+if IN_CI:
     settings.load_profile("ci")
 
 

@@ -8,6 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Under CI (env CI set and not "0"/"false", as GitHub Actions and most CI services set it) a test whose tool is
+# missing fails instead of skipping: a green CI build means the test ran.
+IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def require(condition: bool, why: str, fix: str) -> None:
+    """Skip the test with `why` when `condition` is false; under CI fail it instead, saying how to `fix` it."""
+    if not condition:
+        if IN_CI:
+            pytest.fail(f"{why} (CI=true: this test must run; {fix})")
+        pytest.skip(why)
+
 # Four prompts, four rewards: a writing task with keyword / no-comma, one with lowercase, two arithmetic ones.
 MICRO_PROMPTS = [
     {"key": "w1", "task": "Write a short note about rivers.", "constraints": [

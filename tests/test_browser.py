@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from helpers import require as require_tool
 
 from core.run.liveness import pid_alive
 from core.run.store import RunStore
@@ -38,7 +39,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def chromium_path() -> str | None:
@@ -49,10 +49,7 @@ def chromium_path() -> str | None:
 
 
 def require(condition: bool, why: str) -> None:
-    if not condition:
-        if IN_CI:
-            pytest.fail(f"{why} (CI=true: the browser test must run; install it, e.g. apt-get install chromium)")
-        pytest.skip(why)
+    require_tool(condition, why, "install it, e.g. apt-get install chromium, and make test for playwright")
 
 
 def free_port() -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import require
 
 from core.choices import DEFAULT_RELEVANCE
 from core.config import ConfigError, TrainConfig
@@ -250,9 +251,11 @@ def test_mrtpo_metrics_reach_trls_loggers_named_as_in_the_run_store(trl_run):
 
 @needs_trl
 def test_report_to_tensorboard_writes_mrtpo_metrics_to_the_event_file(micro, tmp_path):
-    """report_to="tensorboard": the event file holds the run store's metrics under HF's train/ prefix (needs the
-    tensorboard package, which `make test` does not install; the on_log test above covers the same path)."""
-    pytest.importorskip("tensorboard")
+    """report_to="tensorboard": the event file holds every finite number of the run store's step line (credit
+    metrics, routing overlap, replayed pairs, replay time, held-out evaluation) under HF's train/ prefix, with
+    the run store's value. `tensorboard` is in the test extra; under CI=true its absence fails the test."""
+    require(importlib.util.find_spec("tensorboard") is not None, "tensorboard is not installed",
+            "make test installs it (the test extra)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from transformers import AutoModelForCausalLM
 
@@ -260,16 +263,22 @@ def test_report_to_tensorboard_writes_mrtpo_metrics_to_the_event_file(micro, tmp
 
     path, tok, ds = micro
     trainer = MRTPOTrainer(AutoModelForCausalLM.from_pretrained(path), train_dataset=ds, processing_class=tok,
+                           held_out_dataset=ds,
                            args=trl_args(tmp_path, runs_dir=str(tmp_path / "runs"), run_name="tb", max_steps=1,
-                                         report_to=["tensorboard"], logging_strategy="steps", logging_steps=1))
+                                         eval_prompts=2, eval_samples=2, report_to=["tensorboard"],
+                                         logging_strategy="steps", logging_steps=1))
     trainer.train()
     line = RunStore(tmp_path / "runs" / "tb").metrics().iloc[0]
+    ours = {k: float(v) for k, v in line.items() if k != "step" and np.isfinite(v)}
+    assert {"replay/pass_share", "time/replay", "routing/clipped_share", "eval/all_satisfied"} <= set(ours)
     events = sorted((tmp_path / "hf").rglob("events.out.tfevents*"))
-    assert events
-    acc = EventAccumulator(str(events[0].parent))
+    assert len(events) == 1, events
+    acc = EventAccumulator(str(events[0].parent), size_guidance={"scalars": 0})
     acc.Reload()
-    for key in ("replay/pass_share", "time/replay", "routing/clipped_share", "reward/all_satisfied"):
-        assert acc.Scalars(f"train/{key}")[0].value == pytest.approx(line[key], rel=1e-6), key
+    assert {"train/loss", "train/reward"} <= set(acc.Tags()["scalars"])  # TRL's own stay
+    for key, value in ours.items():
+        (event,) = acc.Scalars(f"train/{key}")  # one step, one value
+        assert event.step == 1 and event.value == pytest.approx(value, rel=1e-6, abs=1e-7), key  # float32 in the file
 
 
 @needs_trl
@@ -747,6 +756,46 @@ def test_resume_continues_a_trl_run_as_if_it_had_not_stopped(micro_model, prompt
     a = load_file(whole.checkpoints()[-1] / "model.safetensors")
     b = load_file(resumed.checkpoints()[-1] / "model.safetensors")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+
+
+@needs_trl
+@pytest.mark.slow
+def test_two_processes_resume_after_the_last_complete_checkpoint_and_only_rank_0_writes(micro_model, prompt_file,
+                                                                                        tmp_path):
+    """`mrtpo train --backend trl --nproc 2 --resume`: a 3-step two-process run whose step-3 checkpoint was cut off
+    (the hidden folder a kill during its save leaves) resumes from step 2's (weights, optimizer, scheduler, both
+    processes' RNG states, the data order) and gives step 3 again as the run first made it; the run store goes on
+    after step 2 to step 4, one metrics line and one credit map per step, written by process 0 alone."""
+    common = ["--runs-dir", str(tmp_path), "--checkpoint-every", "1", "--keep-checkpoints", "0"]
+    first = cli("--backend", "trl", "--nproc", "2", "--model", str(micro_model), "--prompt-set", str(prompt_file),
+                "--device", "cpu", "--steps", "3", "--run-name", "r", *common,
+                *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()], timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "r"
+    store = RunStore(run)
+    ckpt = run / "checkpoints" / "step_000002"
+    assert {"optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth", "trl_trainer_state.json"} <= {
+        p.name for p in ckpt.iterdir()}  # every process saved its RNG state
+    step_3 = store.credit(3)
+    (run / "checkpoints" / "step_000003").rename(run / "checkpoints" / ".step_000003.tmp")  # cut off mid-save
+
+    resumed = cli("--resume", str(run), "--steps", "4", timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]  # one run folder, whatever the ranks
+    status = store.status()
+    assert status["state"] == "completed" and status["step"] == 4 and store.config()["nproc"] == 2
+    lines = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [1, 2, 3, 4]  # step 3's first line dropped at resume, no step twice, none missing
+    assert store.credit_steps() == [1, 2, 3, 4]
+    assert sorted(p.name for p in store.checkpoints()) == [f"step_{i:06d}" for i in (1, 2, 3, 4)]
+    assert not list(run.rglob(".*.tmp"))  # the cut-off save is gone
+    again = store.credit(3)
+    keys = ["sample", "prompt_key", "reward", "t", "token_id", "in_span"]
+    assert again["sample"].max() == 15  # both processes' rows, global sample index p * b + i
+    assert step_3[keys].astype(str).equals(again[keys].astype(str))
+    np.testing.assert_allclose(again["token_adv"], step_3["token_adv"], atol=1e-6)
+    # only process 0 speaks: the launcher's two lines and one resume line
+    assert resumed.stdout.count("resuming r from step 2") == 1, resumed.stdout
 
 
 @needs_trl
