@@ -213,6 +213,6 @@ def test_trl_step_with_a_swap_and_a_logp_variant(relevance, tmp_path, capsys):
     assert code == 0, capsys.readouterr()
     store = RunStore(tmp_path / "v")
     assert store.status()["state"] == "completed" and store.config()["relevance"] == relevance
-    assert store.config()["routing_clip"] == "mass"  # MRTPOConfig's default, recorded like TrainConfig's
+    assert store.config()["routing_clip"] == "clip"  # MRTPOConfig's default, recorded like TrainConfig's
     credit = store.credit(1)
     assert credit["distance"].notna().any() and (credit["distance"].dropna() >= 0).all()

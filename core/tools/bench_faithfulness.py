@@ -12,7 +12,7 @@ same metrics for five baselines that need no replay: `random` (uniform noise), `
 tokens), `entropy` (the policy's next-token entropy, the same for every reward), `span` (the verifier span mask
 itself, the oracle) and `scatter` (a useless router: each reward on one distinct token outside its own span, which
 scores low overlap and control). Routing weights use
-`--routing-clip` (default: the trainer's, `mass`). Cost: contrastive passes per response and seconds of replay per batch,
+`--routing-clip` (default: the trainer's, `clip`). Cost: contrastive passes per response and seconds of replay per batch,
 next to one GDPO step (sample + verify + update) on the same batch. Metrics are averaged over batches.
 Writes `faithfulness-<model>-<routing_clip>.md` and `.csv` under `--out` and prints the Markdown.
 """

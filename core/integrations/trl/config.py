@@ -62,7 +62,7 @@ class MRTPOConfig(GRPOConfig):
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
-    routing_clip: str = field(default="mass", metadata={"help": "weight above w_max: mass (redistributed) or clip (lost)"})
+    routing_clip: str = field(default="clip", metadata={"help": "weight above w_max: clip (lost) or mass (redistributed)"})
     family_weights: dict | str | None = field(
         default=None, metadata={"help": "weight per reward name (a verifier family), a dict or its JSON; names left "
                                         "out get 1.0. Sets TRL's reward_weights, so give one or the other"})
