@@ -31,7 +31,7 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     from core.tools.bench_faithfulness import main
 
     code = main(["--model", str(micro_model), "--prompt-set", str(prompt_file), "--prompts", "4", "--samples", "2",
-                 "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(tmp_path)])
+                 "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(tmp_path), "--routing-clip", "mass"])
     assert code == 0
     rows = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-mass.csv")
     cost = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-mass-cost.csv")
@@ -47,11 +47,12 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     useless = rows[(rows["relevance"] == "scatter") & (rows["reward"] != "*")]
     # no preference for its own span (with mass-keeping weights the rest of the mass spreads evenly: lift < 1)
     assert len(useless["lift"].dropna()) and (useless["lift"].dropna() < 1.0).all()
-    assert (useless["retained"].dropna() > 0.999).all()  # mass-keeping routing (the default) keeps every reward's mass
+    assert (useless["retained"].dropna() > 0.999).all()  # mass-keeping routing keeps every reward's mass
     assert {"retained", "lift_rotated", "mass_in_rotated"} <= set(rows.columns)
-    # --routing-clip clip: the same samples, weights clipped; the scatter router keeps little of its mass
+    # the default (the trainer's routing_clip, clip): the same samples, weights clipped; the scatter router keeps
+    # little of its mass
     assert main(["--model", str(micro_model), "--prompt-set", str(prompt_file), "--prompts", "4", "--samples", "2",
-                 "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(tmp_path), "--routing-clip", "clip"]) == 0
+                 "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(tmp_path)]) == 0
     clipped = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-clip.csv")
     assert "routing_clip clip" in (tmp_path / f"faithfulness-{micro_model.name}-clip.md").read_text()
     scatter = clipped[(clipped["relevance"] == "scatter") & (clipped["reward"] != "*")]["retained"].dropna()
