@@ -314,6 +314,7 @@ def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, r
     _layout(fig, title, "", "", height=rows * row_px + 70)
     fig.update_layout(margin=dict(t=70))  # the figure's title above the first row's panel titles
     fig.update_xaxes(matches="x", showticklabels=True)
+    fig.layout.xaxis.matches = None  # the axis the others follow; matching itself, Plotly warns and ignores it
     for col in range(1, cols + 1):  # the x title under each column's lowest panel
         last_row = max(r for r in range(1, rows + 1) if (r - 1) * cols + col <= len(titles)) \
             if col <= len(titles) else None

@@ -86,6 +86,16 @@ def charts(at: AppTest) -> list:
     return at.get("plotly_chart")
 
 
+def shared_zoom(fig: dict) -> int:
+    """How many x axes a figure of panels (`figures.small_multiples`, as JSON) has, after checking that every axis
+    follows the first (`matches="x"`) and the first follows none (Plotly ignores an axis matching itself, with a
+    warning in the browser's console)."""
+    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
+    assert "matches" not in fig["layout"]["xaxis"], fig["layout"]["xaxis"]
+    assert all(fig["layout"][a].get("matches") == "x" for a in axes if a != "xaxis"), axes
+    return len(axes)
+
+
 def html_of(at: AppTest) -> str:
     return "".join(h.proto.body for h in at.get("html"))
 
@@ -388,8 +398,7 @@ def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs
     assert chart_keys(bad) == ["fig_rewards", "fig_eval"] and any("view `'nope'`" in w.value for w in bad.warning), [
         w.value for w in bad.warning]
     fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_optimisation")
-    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
-    assert len(axes) == 4 and all(fig["layout"][a].get("matches") == "x" for a in axes)
+    assert shared_zoom(fig) == 4
 
 
 def test_curves_controls_smooth_change_the_x_axis_and_export_the_series(runs_dir):
@@ -606,7 +615,7 @@ def test_compare_any_quantity_one_colour_per_run(runs_dir):
     assert chart_keys(at) == ["fig_compare_panels"]
     assert panel_titles(at, "fig_compare_panels") == list(DEFAULT_REWARDS)
     fig = json.loads(charts(at)[0].proto.spec)
-    assert all(fig["layout"][a].get("matches") == "x" for a in fig["layout"] if a.startswith("xaxis"))
+    assert shared_zoom(fig) == len(DEFAULT_REWARDS)
     assert [t["name"] for t in fig["data"] if t.get("showlegend", True)] == [
         "mrtpo-demo", "gdpo-demo", "kl-two-passes", "no-eval"]  # each run once in the legend
     for quantity in ("entropy", "KL to the rollout policy", "response length",
@@ -824,8 +833,7 @@ def test_ten_rewards_are_small_multiples_sharing_one_x_axis(tmp_path, monkeypatc
     fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_rewards")
     panels = [a["text"] for a in fig["layout"]["annotations"]]
     assert panels == ["all satisfied", *TEN_REWARDS]
-    axes = [k for k in fig["layout"] if k.startswith("xaxis")]
-    assert len(axes) >= 11 and all(fig["layout"][a].get("matches") == "x" for a in axes)
+    assert shared_zoom(fig) >= 11
     assert not any(t.get("showlegend", True) for t in fig["data"])  # each panel's title names its line
     at = page("curves", tmp_path, query={"run": ["ten", "ten-b"]})
     fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_rewards")
