@@ -638,7 +638,7 @@ def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(
     module = ui.chart_module()
     assert module and module.startswith("static/js/PlotlyChart.")
     at = page("runs", runs_dir)
-    assert 'data-prefetch="settled"' in html_of(at) and module in html_of(at)
+    assert 'data-prefetch="settled"' in html_of(at) and all(m in html_of(at) for m in ui.app_modules())
     at.switch_page("mrtpo_viz/pages/curves.py").run()
     assert not at.exception and "data-prefetch" not in html_of(at)  # once per session
     for name in ("curves", "js", "debugger", "compare"):
@@ -649,6 +649,32 @@ def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(
     fresh = AppTest.from_file(APP, default_timeout=60)
     fresh.switch_page("mrtpo_viz/pages/credit.py").run()
     assert 'data-prefetch="settled"' in html_of(fresh)
+
+
+def test_element_modules_follow_imports_once_and_leave_out_what_index_html_preloads(tmp_path):
+    """A hand-made static folder: Slider imports a dependency and a module index.html preloads; Radio imports the
+    same dependency, which imports Slider back (a cycle); Missing has no module."""
+    js = tmp_path / "static" / "static" / "js"
+    js.mkdir(parents=True)
+    (tmp_path / "static" / "index.html").write_text('<link rel="modulepreload" href="./static/js/runtime.r1.js">')
+    files = {"Slider.s1.js": 'import{o as e}from"./runtime.r1.js";import{a}from"./dep.d1.js";import"./css.c1.js";',
+             "dep.d1.js": 'import{b}from"./Slider.s1.js";export const a=1;',
+             "css.c1.js": "", "runtime.r1.js": "", "Radio.q1.js": 'import{a}from"./dep.d1.js";',
+             "Sliderish.z1.js": ""}
+    for name, text in files.items():
+        (js / name).write_text(text)
+    assert ui.prefetch.element_modules(js, ["Slider", "Radio", "Missing"]) == [
+        "Slider.s1.js", "dep.d1.js", "css.c1.js", "Radio.q1.js"]
+    assert ui.prefetch.element_modules(js, []) == []
+
+
+def test_the_app_modules_are_this_streamlits_files_the_chart_module_first():
+    modules = ui.app_modules()
+    assert modules[0] == ui.chart_module()
+    folder = ui.prefetch.JS_FOLDER
+    assert len(set(modules)) == len(modules) and all((folder / m.split("/")[-1]).is_file() for m in modules)
+    for name in ui.prefetch.APP_ELEMENTS:
+        assert any(m.split("/")[-1].startswith(name + ".") for m in modules), name
 
 
 # The three step shapes of `mrtpo bench store` (64x512x5, 512x1024x5, 128x4096x6: samples x tokens x rewards) scaled

@@ -593,6 +593,54 @@ def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_r
         stop_app(proc)
 
 
+# The browser modules (`static/js/*.js`) fetched since navigation start, by file name.
+JS_MODULES_JS = ("() => performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+                 ".filter(p => p.startsWith('/static/js/')).map(p => p.split('/').pop())")
+
+
+def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
+    """Once the first page of a session has settled, the browser loads the module of every element the app's pages
+    draw (`ui.app_modules`, Plotly's among them): each page opened from there through the sidebar then draws with
+    modules already loaded and fetches none. Before, each page fetched its widgets' modules (Multiselect, Slider,
+    Radio, ...) from the server while it ran the page's script, 0.1-0.45 s each on a fresh server. A module a page
+    fetches here is one APP_ELEMENTS lacks."""
+    sync_playwright = playwright_or_skip()
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+    from mrtpo_viz.ui.prefetch import app_modules
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    try:
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            try:
+                page.goto(url + "/")
+                wait_for_script(page)
+                page.wait_for_function("() => document.documentElement.getAttribute('data-mrtpo-prefetched') === 'done'",
+                                       timeout=60000)
+                loaded = set(page.evaluate(JS_MODULES_JS))
+                assert {m.split("/")[-1] for m in app_modules()} <= loaded
+                late = {}
+                for title in ("Launch", "Training curves", "Token credit", "JS divergence", "Verifier debugger",
+                              "Compare runs", "Runs"):
+                    sidebar(page, title)
+                    page.wait_for_timeout(800)
+                    now = set(page.evaluate(JS_MODULES_JS))
+                    if now - loaded:
+                        late[title] = sorted(now - loaded)
+                    loaded |= now
+                assert not late, f"pages fetched modules the prefetch did not load: {late}"
+            except BaseException:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser_app_modules_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+
+
 def test_no_page_sends_a_request_outside_the_app(tmp_path):
     """Every page, opened cold and through the sidebar, requests nothing but the app's own server: a page's
     ":material/...:" icon became the tab's favicon, fetched from an outside font host (the app must work offline

@@ -5,7 +5,7 @@
 - `links`: the page's state in the URL's query parameters (shareable links);
 - `curve_style`: the curves' x axis, smoothing, log scale and seed groups, and their link parameters;
 - `page`: how an inspect page opens (its runs, live reruns) and the shared figure cache;
-- `prefetch`: the browser's early load of the Plotly chart module;
+- `prefetch`: the browser's early load of the modules the pages draw with (the Plotly chart module first);
 - `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages.
 
 Never imports torch.
@@ -46,14 +46,21 @@ from mrtpo_viz.ui.pickers import (
     sample_filter_values,
     set_run,
 )
-from mrtpo_viz.ui.prefetch import PREFETCH_MAX_MS, PREFETCH_QUIET_MS, PREFETCHED_KEY, chart_module, prefetch_charts
+from mrtpo_viz.ui.prefetch import (
+    PREFETCH_MAX_MS,
+    PREFETCH_QUIET_MS,
+    PREFETCHED_KEY,
+    app_modules,
+    chart_module,
+    prefetch_charts,
+)
 from mrtpo_viz.ui.sample_panels import relevance_switch, shown_sample, specificity_panel
 
 __all__ = [
     "FIGURE_REFRESH_S", "LAUNCHED_KEY", "LINKS_KEY", "PREFETCHED_KEY", "PREFETCH_MAX_MS", "PREFETCH_QUIET_MS",
     "REFRESH_S", "RUNS_KEY", "RUN_KEY", "STATE_ICONS", "STYLE_PARAMS", "X_CHOICES",
-    "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe", "find_run",
-    "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
+    "app_modules", "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe",
+    "find_run", "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
     "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when",
     "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",
     "specificity_panel", "state_badge", "style_params", "view_tabs", "write_link",

@@ -1,5 +1,6 @@
-"""The Plotly chart module prefetch: once per browser tab, make the browser load the ~4.7 MB chart module
-before the first chart page needs it (measured with `mrtpo bench app`; docs/results/app-speed.md).
+"""The browser's early load of the modules the app's pages draw with: once per browser tab, the Plotly chart
+module (~4.7 MB) and the module of every other Streamlit element the pages use, loaded before the page that needs
+them is opened (measured with `mrtpo bench app`; docs/results/app-speed.md).
 
 Never imports torch.
 """
@@ -7,11 +8,22 @@ Never imports torch.
 from __future__ import annotations
 
 import functools
+import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import streamlit as st
 
 PREFETCHED_KEY = "_charts_prefetched"
+JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
+# The Streamlit elements the app's pages draw, by the first part of their browser module's file name in JS_FOLDER
+# (`Multiselect.<hash>.js`). Streamlit loads an element's module the first time a page draws that element; an
+# element missing here still works, it is only loaded late (tests/test_browser.py checks that no page of the app
+# loads a module this list left out).
+APP_ELEMENTS = ("PlotlyChart", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric", "Multiselect",
+                "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "Table", "TextInput")
+_IMPORT = re.compile(r'(?:from|import)\s*"\./([^"]+\.js)"')
 
 
 @functools.cache
@@ -19,16 +31,48 @@ def chart_module() -> str | None:
     """The path (relative to the app's root URL) of the browser module Streamlit loads for its first Plotly
     chart (`static/js/PlotlyChart.<hash>.js`: ~4.7 MB of JavaScript that a browser takes seconds to compile
     and run), None when this Streamlit has no such file."""
-    folder = Path(st.__file__).parent / "static" / "static" / "js"
-    found = sorted(folder.glob("PlotlyChart.*.js"))
+    found = sorted(JS_FOLDER.glob("PlotlyChart.*.js"))
     return f"static/js/{found[0].name}" if found else None
 
 
-# Browser code for prefetch_charts: `at_once` imports the module immediately; otherwise it waits until the page has
-# settled (its script run finished and no file fetched for QUIET ms, or MAX ms passed), then for an idle moment.
+def element_modules(folder: Path, elements: Sequence[str]) -> list[str]:
+    """The file names in `folder` of the browser modules of `elements` (by name: `Slider` is `Slider.<hash>.js`)
+    and of every module they import, transitively (the `from"./x.js"` and `import"./x.js"` of a built module),
+    leaving out what `folder`'s `../../index.html` already preloads; each once, elements in their order, each
+    followed by what it imports first. An element without a module in `folder` is left out."""
+    index = folder.parent.parent / "index.html"
+    preloaded = set(re.findall(r'static/js/([^"]+\.js)"', index.read_text())) if index.exists() else set()
+    found: list[str] = []
+    seen: set[str] = set()
+    for name in elements:
+        todo = [p.name for p in sorted(folder.glob(f"{name}.*.js"))[:1]]
+        while todo:
+            file = todo.pop(0)
+            if file in seen or file in preloaded or not (folder / file).is_file():
+                continue
+            seen.add(file)
+            found.append(file)
+            todo += _IMPORT.findall((folder / file).read_text(encoding="utf-8", errors="replace"))
+    return found
+
+
+@functools.cache
+def app_modules() -> tuple[str, ...]:
+    """The modules of APP_ELEMENTS in this Streamlit (`element_modules`), as paths relative to the app's root URL,
+    the Plotly chart module first."""
+    return tuple(f"static/js/{f}" for f in element_modules(JS_FOLDER, APP_ELEMENTS))
+
+
+# Browser code for prefetch_charts: `at_once` imports the chart module immediately; then, once the page has settled
+# (its script run finished and no file fetched for QUIET ms, or MAX ms passed) and at an idle moment, every module of
+# the list (the chart module, already loaded or on its way, among them). When all are loaded, <html> gets
+# data-mrtpo-prefetched="done".
 _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
-  const load = () => import(new URL(%(module)s, document.baseURI).href).catch(() => {});
-  if (%(at_once)s) return load();
+  const modules = %(modules)s;
+  const load = (m) => import(new URL(m, document.baseURI).href).catch(() => {});
+  if (%(at_once)s && %(chart)s) load(%(chart)s);
+  const all = () => Promise.all(modules.map(load)).then(() => {
+    document.documentElement.setAttribute('data-mrtpo-prefetched', 'done'); });
   const t0 = performance.now();
   let last = t0;
   try { new PerformanceObserver(() => { last = performance.now(); }).observe({type: 'resource'}); } catch (e) {}
@@ -36,7 +80,7 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
     const app = document.querySelector('[data-testid="stApp"]');
     const done = app && app.getAttribute('data-test-script-state') === 'notRunning';
     const now = performance.now();
-    if ((done && now - last >= %(quiet)d) || now - t0 >= %(max)d) (window.requestIdleCallback || setTimeout)(load);
+    if ((done && now - last >= %(quiet)d) || now - t0 >= %(max)d) (window.requestIdleCallback || setTimeout)(all);
     else setTimeout(wait, 100);
   };
   wait();
@@ -46,18 +90,21 @@ PREFETCH_MAX_MS = 8000
 
 
 def prefetch_charts(at_once: bool = False) -> None:
-    """Once per session (a browser tab): make the browser load the Plotly chart module, so that the first chart
-    page the user opens from here does not wait for it. On a page that draws charts (`at_once`) the import starts
-    at once, overlapping the page's script run, before its first chart arrives. On other pages it waits until the
-    page has settled, then for an idle moment: the module (~4.7 MB, about a second of the browser's main thread to
-    run) would otherwise compete with what that page itself loads and draws (the Runs table's grid, measured with
-    `mrtpo bench app`). Streamlit imports the same URL later and gets the module already loaded; a browser that
-    cannot load it just loads it when a chart needs it."""
-    module = chart_module()
-    if module is None or st.session_state.get(PREFETCHED_KEY):
+    """Once per session (a browser tab): make the browser load the modules of every element the app's pages draw
+    (`app_modules`), so that the next page the user opens only draws. Streamlit loads an element's module when a
+    page first draws it, from the same Python process that is running that page's script: on a fresh server a
+    page waited 0.1-0.45 s for each of them (`mrtpo bench app`, docs/results/app-speed.md). On a page that draws
+    charts (`at_once`) the Plotly chart module's import starts at once, overlapping the page's script run, before
+    its first chart arrives. The rest waits until the page has settled, then for an idle moment: the chart module
+    (~4.7 MB, about a second of the browser's main thread to run) would otherwise compete with what the page itself
+    loads and draws (the Runs table's grid). Streamlit imports the same URLs later and gets the modules already
+    loaded; a browser that cannot load one loads it when the page needs it."""
+    modules = app_modules()
+    if not modules or st.session_state.get(PREFETCHED_KEY):
         return
     st.session_state[PREFETCHED_KEY] = True
-    st.sidebar.html(_PREFETCH_JS % {"module": repr(module), "at_once": "true" if at_once else "false",
+    st.sidebar.html(_PREFETCH_JS % {"modules": json.dumps(list(modules)), "chart": json.dumps(chart_module()),
+                                    "at_once": "true" if at_once else "false",
                                     "when": "at-once" if at_once else "settled",
                                     "quiet": PREFETCH_QUIET_MS, "max": PREFETCH_MAX_MS},
                     unsafe_allow_javascript=True)
