@@ -1,15 +1,20 @@
 """The app's server process: warm it up, then run Streamlit (what `mrtpo app` and `make demo` start).
 
-    python -m mrtpo_viz.serve run app.py [streamlit options]
+    python -m mrtpo_viz.serve run mrtpo_viz/asgi.py [streamlit options]
 
 A fresh Streamlit server imports a page's modules on its first visit, and Plotly loads its property
 validators on the first figure it builds: together most of a cold page's time (`mrtpo bench app`).
 `warm_up()` pays for both before the server listens, so the first visitor of a new server gets a warm
-page; its seconds are printed. Never imports torch.
+page; its seconds are printed.
+
+Streamlit serves the app (`app.py`) through `mrtpo_viz/asgi.py`, an `st.App` with one middleware of this module,
+`ChartPagePreload`: the HTML page of a page that draws charts tells the browser to fetch Plotly's chart module
+while it loads Streamlit's own, and to run it as soon as the page's script starts. Never imports torch.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -45,6 +50,83 @@ def warm_up() -> float:
         pio.to_json(fig.to_dict(), validate=False)
     pa.Table.from_pandas(analysis.js_in_out_table(credit))
     return time.perf_counter() - t0
+
+
+# The url paths (app.py) of the pages that draw Plotly charts: they call `ui.page_runs(charts=True)`.
+CHART_PAGES = ("curves", "js", "debugger", "compare")
+
+# Added to the <head> of a chart page: run the chart module as soon as the page's script starts on the server. Not
+# before: the module takes the browser's main thread for ~0.7 s, and before that moment it would hold up Streamlit's
+# own start and the websocket that asks the server to run the script. From then on the server runs the script
+# (~0.3-0.6 s on a cold page) while the browser runs the module.
+_RUN_CHART_MODULE = """<script data-chart-module="at-start">(() => {
+  const start = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'running') return false;
+    import(new URL(%s, document.baseURI).href).catch(() => {});
+    return true;
+  };
+  const watch = new MutationObserver(() => { if (start()) watch.disconnect(); });
+  watch.observe(document, {subtree: true, childList: true, attributes: true,
+                           attributeFilter: ['data-test-script-state']});
+})();</script>"""
+
+
+def chart_page_head(chart_module: str | None, modules: list[str]) -> str:
+    """What `ChartPagePreload` adds to a chart page's <head>: a `modulepreload` link per module of `modules`
+    (paths relative to the app's root URL: the chart module and what it imports, `ui.prefetch.element_modules`),
+    so that the browser fetches them while it loads Streamlit's own files and the server is idle, and the script
+    that runs `chart_module` when the page's script starts. Before, the module (~4.7 MB) was fetched only once the
+    script had sent the page's first elements, from the server process busy running that script: 0.5 s, then
+    0.7 s to run it, after the script had finished (measured in Chromium, docs/results/app-speed.md)."""
+    if chart_module is None:
+        return ""
+    links = "".join(f'<link rel="modulepreload" crossorigin href="./{m}">' for m in modules)
+    return links + _RUN_CHART_MODULE % json.dumps(chart_module)
+
+
+class ChartPagePreload:
+    """ASGI middleware around Streamlit (`mrtpo_viz/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
+    app's index.html, which Streamlit serves for every page path) gets `head` before its `</head>`; the request is
+    passed on without Accept-Encoding, so that the page comes back uncompressed to edit (index.html is ~7 kB, sent
+    once per visit). Every other request (the websocket, static files, other pages) passes untouched."""
+
+    def __init__(self, app, head: str | None = None):
+        self.app = app
+        if head is None:
+            from mrtpo_viz.ui.prefetch import JS_FOLDER, chart_module, element_modules
+
+            head = chart_page_head(chart_module(), [f"static/js/{f}" for f in element_modules(JS_FOLDER,
+                                                                                              ["PlotlyChart"])])
+        self.head = head.encode()
+        self.paths = {f"/{p}" for p in CHART_PAGES} | {f"/{p}/" for p in CHART_PAGES}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "GET" or scope["path"] not in self.paths or not self.head:
+            return await self.app(scope, receive, send)
+        scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"accept-encoding"]}
+        start: dict = {}
+        body: list[bytes] = []
+
+        async def edit(message):
+            if message["type"] == "http.response.start":
+                start.update(message)  # sent with the whole body, once its length is known
+                return
+            if message["type"] != "http.response.body":
+                return await send(message)
+            body.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            page = b"".join(body)
+            headers = list(start.get("headers", []))
+            html = dict(headers).get(b"content-type", b"").startswith(b"text/html")
+            if start.get("status") == 200 and html and b"</head>" in page:
+                page = page.replace(b"</head>", self.head + b"</head>", 1)
+            headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
+            await send({**start, "headers": headers + [(b"content-length", str(len(page)).encode())]})
+            await send({"type": "http.response.body", "body": page})
+
+        return await self.app(scope, receive, edit)
 
 
 def main(argv: list[str] | None = None) -> int:

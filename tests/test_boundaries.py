@@ -18,7 +18,7 @@ TORCH_FREE = [
     "app", "mrtpo_viz", "core", "core.paths", "core.presets", "core.choices", "core.config", "core.cli", "core.tasks", "core.verifiers",
     "core.run", "core.run.names", "core.run.store", "core.run.credit_format", "core.run.liveness", "core.run.train_log", "core.run.train_cli", "core.tools", "core.tools.promptgen",
     "core.verifiers.language",
-    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve",
+    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve", "mrtpo_viz.asgi",
     "mrtpo_viz.tools.efficiency_report", "mrtpo_viz.tools.efficiency_stats", "mrtpo_viz.tools.synthetic", "mrtpo_viz.tools.bench_app",
     "mrtpo_viz.tools.bench_server",
 ]

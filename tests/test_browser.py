@@ -14,6 +14,7 @@ when Chromium is absent.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -586,6 +587,63 @@ def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_r
             except BaseException:
                 ARTIFACTS.mkdir(exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "browser_chart_module_failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+    finally:
+        stop_app(proc)
+
+
+# When (ms since navigation start) the page's script state first became "running" on the page.
+MARK_RUNNING_JS = """
+window.__runningAt = null;
+new MutationObserver(() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (window.__runningAt === null && app && app.getAttribute('data-test-script-state') === 'running')
+        window.__runningAt = performance.now();
+}).observe(document, {subtree: true, childList: true, attributes: true});
+"""
+
+
+def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_path):
+    """The server's middleware (mrtpo_viz/asgi.py, `serve.ChartPagePreload`) puts the chart module's preload in a
+    chart page's HTML: opened cold, the browser has fetched the module before the page's script starts, while the
+    server is idle (it was fetched after the script's first elements, from the server busy running the script),
+    and the charts draw. Other pages' HTML is Streamlit's own; a gzip-asking client gets the edited page whole."""
+    sync_playwright = playwright_or_skip()
+    from mrtpo_viz.serve import CHART_PAGES
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+    from mrtpo_viz.ui.prefetch import chart_module
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    module = chart_module()
+    try:
+        for path in ("", "launch", "credit", *CHART_PAGES):
+            request = urllib.request.Request(f"{url}/{path}", headers={"Accept-Encoding": "gzip"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                data = answer.read()
+                gzipped = answer.headers.get("Content-Encoding") == "gzip"
+            assert not (gzipped and path in CHART_PAGES), path  # the chart pages' HTML is edited, sent whole
+            html = (gzip.decompress(data) if gzipped else data).decode()
+            assert ('rel="modulepreload" crossorigin href="./' + module in html) == (path in CHART_PAGES), path
+            assert html.rstrip().endswith("</html>") and html.count("</head>") == 1, path
+        with sync_playwright() as pw:
+            browser, page = browser_page(pw)
+            page.add_init_script(MARK_RUNNING_JS)
+            try:
+                page.goto(url + "/curves")
+                wait_for_script(page)
+                page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg')"
+                                       ".length > 0")
+                fetched = page.evaluate("() => performance.getEntriesByType('resource')"
+                                        ".filter(e => e.name.includes('/PlotlyChart.')).map(e => e.responseEnd)")
+                running_at = page.evaluate("() => window.__runningAt")
+                assert len(fetched) == 1 and running_at is not None and fetched[0] < running_at, (fetched, running_at)
+            except BaseException:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser_chart_preload_failure.png"), full_page=True)
                 raise
             finally:
                 browser.close()

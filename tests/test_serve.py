@@ -1,0 +1,76 @@
+"""mrtpo_viz.serve.ChartPagePreload, the middleware of mrtpo_viz/asgi.py: the HTML page of a chart page gets the
+chart module's preload and start script in its <head>; nothing else changes. Driven here with ASGI messages of a
+hand-written inner app (the real Streamlit server is in tests/test_browser.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mrtpo_viz import serve
+
+HEAD = "<link rel=x><script>go()</script>"
+PAGE = b"<html><head><title>Streamlit</title></head><body></body></html>"
+
+
+def run(path: str, chunks: list[bytes] = (PAGE,), content_type: bytes = b"text/html", status: int = 200,
+        kind: str = "http", method: str = "GET"):
+    """Call the middleware around an inner app that answers with `chunks`: (the headers the inner app was asked
+    with, the messages sent back)."""
+    seen: dict = {}
+    sent: list[dict] = []
+
+    async def inner(scope, receive, send):
+        seen["headers"] = dict(scope["headers"])
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", content_type), (b"content-length", str(sum(map(len, chunks))).encode()),
+                                (b"cache-control", b"no-cache")]})
+        for i, chunk in enumerate(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": i < len(chunks) - 1})
+
+    async def receive():
+        return {"type": "http.request"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": kind, "method": method, "path": path,
+             "headers": [(b"host", b"x"), (b"accept-encoding", b"gzip, br")]}
+    asyncio.run(serve.ChartPagePreload(inner, head=HEAD)(scope, receive, send))
+    return seen["headers"], sent
+
+
+def body(sent: list[dict]) -> bytes:
+    return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_a_chart_page_gets_the_head_uncompressed_with_its_new_length():
+    for page in serve.CHART_PAGES:
+        for path in (f"/{page}", f"/{page}/"):
+            asked, sent = run(path, chunks=[PAGE[:20], PAGE[20:]])
+            assert b"accept-encoding" not in asked and asked[b"host"] == b"x"
+            expected = PAGE.replace(b"</head>", HEAD.encode() + b"</head>")
+            assert body(sent) == expected
+            headers = dict(sent[0]["headers"])
+            assert sent[0]["status"] == 200 and headers[b"content-length"] == str(len(expected)).encode()
+            assert headers[b"cache-control"] == b"no-cache"
+            assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+
+
+def test_other_pages_files_the_websocket_and_other_answers_pass_untouched():
+    for path, kind, method in (("/", "http", "GET"), ("/credit", "http", "GET"), ("/launch", "http", "GET"),
+                               ("/static/js/index.js", "http", "GET"), ("/_stcore/stream", "websocket", "GET"),
+                               ("/curves", "http", "HEAD"), ("/curvesx", "http", "GET")):
+        asked, sent = run(path, chunks=[PAGE[:20], PAGE[20:]], kind=kind, method=method)
+        assert asked[b"accept-encoding"] == b"gzip, br" and body(sent) == PAGE, path
+        assert len(sent) == 3  # the inner app's messages as they were
+    for status, content_type in ((404, b"text/html"), (200, b"application/json")):
+        asked, sent = run("/js", status=status, content_type=content_type)
+        assert body(sent) == PAGE and dict(sent[0]["headers"])[b"content-length"] == str(len(PAGE)).encode()
+
+
+def test_the_head_preloads_each_module_and_starts_the_chart_module_when_the_script_runs():
+    head = serve.chart_page_head("static/js/PlotlyChart.h.js", ["static/js/PlotlyChart.h.js", "static/js/dep.d.js"])
+    assert head.count('rel="modulepreload"') == 2 and 'href="./static/js/dep.d.js"' in head
+    assert '"static/js/PlotlyChart.h.js"' in head and "'running'" in head
+    assert serve.chart_page_head(None, []) == ""
+    assert serve.ChartPagePreload(None, head="").head == b""
