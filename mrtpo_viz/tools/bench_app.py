@@ -21,7 +21,8 @@ the server to its first healthy answer are printed too (`mrtpo app` warms the se
 A page counts as shown when its script run has finished (`data-test-script-state` is notRunning), its
 title is drawn, no skeleton is left and every Plotly chart has drawn its SVG, and that has held for
 0.3 s; the time is from the start of navigation. Each number is the median of `--repeat` visits.
-Targets: every page < 1.5 s cold and < 0.5 s warm. Needs Debian `chromium` and Playwright. Never
+Targets (issue 26, `target_misses`): cold <= the floor's cold + 1.0 s, landing and warm <= 0.5 s, on every page
+and run, on an idle machine. Needs Debian `chromium` and Playwright. Never
 imports torch.
 
 `--before CHECKOUT` measures another checkout of the app too (a worktree of the commit before a change) and
@@ -53,8 +54,12 @@ from pathlib import Path
 
 from core.paths import APP_FILE, REPO_ROOT, SAMPLE_RUNS_DIR
 
-COLD_TARGET_S = 1.5
-WARM_TARGET_S = 0.5
+# Issue 26's targets, on an idle machine: a page opened cold is shown within COLD_OVER_FLOOR_S of the one-line
+# Streamlit page (the floor, measured the same way), and a page opened inside the app (its sidebar link: `landing`,
+# the first time, and `warm`) within IN_APP_TARGET_S.
+COLD_OVER_FLOOR_S = 1.0
+IN_APP_TARGET_S = 0.5
+IN_APP_KINDS = ("landing", "warm")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
@@ -342,9 +347,9 @@ def _median(xs: list[float | None]) -> float | None:
 
 
 def table(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str],
-          floor: bool = False) -> tuple[str, bool]:
-    """Markdown table: one row per page, cold and warm per run (the floor row, measured once, under the first
-    run); and whether every target is met (the floor is not the app's, so it does not count)."""
+          floor: bool = False) -> str:
+    """Markdown table: one row per page, every kind of visit per run (the floor row, measured once, under the first
+    run)."""
     runs = list(results)
     head = "| page | " + " | ".join(f"{r} {k}" for r in runs for k in KINDS) + " |"
     lines = [head, "|" + "---|" * (1 + len(KINDS) * len(runs))]
@@ -353,15 +358,30 @@ def table(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: l
         cells = [_fmt(_median(first[k])).strip() for k in KINDS]
         lines.append("| streamlit floor (one `st.title`) | " + " | ".join(cells + [""] * len(KINDS) * (len(runs) - 1))
                      + " |")
-    ok = True
     for page in pages:
-        cells = []
-        for r in runs:
-            cold, warm = _median(results[r][page]["cold"]), _median(results[r][page]["warm"])
-            ok &= cold is not None and warm is not None and cold < COLD_TARGET_S and warm < WARM_TARGET_S
-            cells += [_fmt(_median(results[r][page][k])).strip() for k in KINDS]
+        cells = [_fmt(_median(results[r][page][k])).strip() for r in runs for k in KINDS]
         lines.append(f"| {page} | " + " | ".join(cells) + " |")
-    return "\n".join(lines), ok
+    return "\n".join(lines)
+
+
+def target_misses(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str]) -> list[str]:
+    """The cells that miss issue 26's targets, as "page run kind: seconds (target)": cold (median) above the floor's
+    cold median + COLD_OVER_FLOOR_S (the floor row is under the first run; without it, cold is not judged), landing
+    and warm above IN_APP_TARGET_S; a page not shown counts as a miss. Landing is n/a for the first page (Runs)."""
+    first = results[next(iter(results))]
+    floor = _median(first[FLOOR_PAGE]["cold"]) if FLOOR_PAGE in first else None
+    misses = []
+    for page in pages:
+        for run, by_page in results.items():
+            cells = by_page[page]
+            checks = [(kind, IN_APP_TARGET_S) for kind in IN_APP_KINDS if not (kind == "landing" and page == "runs")]
+            if floor is not None:
+                checks.insert(0, ("cold", floor + COLD_OVER_FLOOR_S))
+            for kind, limit in checks:
+                seconds = _median(cells[kind])
+                if seconds is None or seconds > limit:
+                    misses.append(f"{page} {run} {kind}: {_fmt(seconds).strip()} (<= {limit:.2f} s)")
+    return misses
 
 
 def rerun_numbers(repeat: int) -> None:
@@ -478,12 +498,13 @@ def main(argv: list[str] | None = None) -> int:
             pages = [p for p in pages if p != FLOOR_PAGE]  # the floor does not depend on the run
         for side, root in roots.items():
             startup = [s for r in results[side].values() for s in r.pop("startup")["s"]]
-            text, ok = table(results[side], args.pages, floor=args.floor)
             print(f"\n{side + ': ' if side else ''}Seconds until the page is shown (cold, reload: from opening its URL; "
-                  f"warm: from clicking its sidebar link; median of {args.repeat}; app at {root}):\n")
-            print(text)
-            print(f"\ntargets: every page < {COLD_TARGET_S} s cold and < {WARM_TARGET_S} s warm -> "
-                  f"{'met' if ok else 'NOT met'}")
+                  f"landing, warm: from clicking its sidebar link; median of {args.repeat}; app at {root}):\n")
+            print(table(results[side], args.pages, floor=args.floor))
+            misses = target_misses(results[side], args.pages)
+            judged = "cold <= floor + 1.0 s, " if args.floor else "cold not judged without the floor row, "
+            print(f"\ntargets ({judged}landing and warm <= {IN_APP_TARGET_S} s): "
+                  + ("met" if not misses else f"NOT met in {len(misses)} cells: " + "; ".join(misses)))
             if startup:
                 print(f"server start-up until healthy: median {statistics.median(startup):.2f} s "
                       f"(min {min(startup):.2f}, max {max(startup):.2f}, {len(startup)} servers)")
