@@ -805,6 +805,17 @@ def test_a_starting_runs_phase_line_is_shown_as_text(runs_dir):
     assert infos and "`loading ![t](http://127.0.0.1:9/t.png)`" in infos[0], infos
 
 
+@pytest.mark.parametrize("name", ALL_PAGES)
+def test_no_page_shows_the_value_of_a_bare_expression(runs_dir, name):
+    """Streamlit's magic writes the value of a page script's bare expressions: the Verifier debugger's
+    `run_view(link) if view == "run" else playground()` put "`None`" under both of its views. The line is a
+    statement now and magic is off (.streamlit/config.toml)."""
+    for query in ({}, {"view": "playground"}, {"view": "routing"}):
+        at = page(name, runs_dir, query=query, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
+        stray = [m.value for m in at.markdown if m.value.strip("` \n") in ("None", "")]
+        assert not stray, (name, query, stray)
+
+
 def test_the_debuggers_open_button_shows_a_reward_name_as_text(runs_dir):
     """The reward name in the "Open step ... in Token credit" button comes from the credit map; a button label is
     Markdown, so a name that is a Markdown image must be shown as text (issue 29, item 3)."""

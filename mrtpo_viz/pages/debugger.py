@@ -147,4 +147,7 @@ st.title("Verifier debugger")
 link = ui.link_target(PAGE, ("run", "view"))
 view, tab = ui.view_tabs(PAGE, VIEWS, link)  # only the open tab runs
 with tab:
-    run_view(link) if view == "run" else playground()
+    if view == "run":
+        run_view(link)
+    else:
+        playground()
