@@ -25,12 +25,18 @@ def warm_up() -> float:
     t0 = time.perf_counter()
     import numpy as np
     import pandas as pd
+    import PIL.Image
     import plotly.io as pio
     import pyarrow as pa
+    import streamlit.components.v2.manifest_scanner  # noqa: F401  (a session's first run looks for components)
+    import streamlit.material_icon_names  # noqa: F401  (the pages' :material/...: icons)
 
+    import core.run.credit_choice  # noqa: F401  (Launch)
+    import core.tasks  # noqa: F401  (the Verifier debugger)
     import core.verifiers  # noqa: F401  (the Verifier debugger's playground)
-    from mrtpo_viz import analysis, figures, form, launcher, loaders, ui  # noqa: F401
+    from mrtpo_viz import analysis, figures, form, launcher, loaders, panels, specificity, ui  # noqa: F401
 
+    PIL.Image.init()  # every image format's plugin: the page icon is read on a session's first run
     names = ["a", "b"]
     metrics = pd.DataFrame({"step": np.arange(1, 4), "reward/all_satisfied": [0.1, 0.2, 0.3],
                             "loss/policy": 0.0, "time/step": 1.0, "time/update": 0.5,
