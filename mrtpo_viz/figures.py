@@ -82,27 +82,43 @@ def _white(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
-    """Title, axis titles and the legend under the plot. The legend is placed in the figure's container, at its
-    bottom edge (plotly then makes room for it under the axis title), so neither the x axis title nor rotated
-    category labels can overlap it; the figure grows by its rows beyond the first two, and to twice the legend's
-    height, so that the legend is never cut."""
-    names = [str(tr.name) for tr in fig.data if tr.showlegend is not False and tr.name]
+def _layout_props(names: Sequence[str], title: str, height: int) -> dict:
+    """The layout `_layout` gives a figure whose legend shows `names` (title, height, margins, legend, hover), as
+    one dict of properties."""
     rows = legend_rows(names)
     # Plotly gives a horizontal legend at most half the figure's height and scrolls the rest inside the figure
     # (entries cut mid-way): the figure is made at least twice as tall as its legend.
     legend_px = LEGEND_ROW_PX * rows + 20
-    fig.update_layout(
+    return dict(
         title=dict(text=title, x=0, xanchor="left"),
         height=max(height + LEGEND_ROW_PX * max(0, rows - 2), 2 * legend_px),
         margin=dict(l=50, r=20, t=40, b=10),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left"),
         hovermode="x unified",
     )
+
+
+def _layout(fig: go.Figure, title: str, yaxis_title: str = "", xaxis_title: str = "step", height: int = 360) -> go.Figure:
+    """Title, axis titles and the legend under the plot. The legend is placed in the figure's container, at its
+    bottom edge (plotly then makes room for it under the axis title), so neither the x axis title nor rotated
+    category labels can overlap it; the figure grows by its rows beyond the first two, and to twice the legend's
+    height, so that the legend is never cut."""
+    fig.update_layout(**_layout_props([str(tr.name) for tr in fig.data if tr.showlegend is not False and tr.name],
+                                      title, height))
     _white(fig)
     fig.update_xaxes(title_text=xaxis_title, automargin=True)
     fig.update_yaxes(title_text=yaxis_title)
     return fig
+
+
+def _merged(base: Mapping, more: Mapping) -> dict:
+    """`base` with `more` merged in, dicts key by key at every depth (plotly's update rule for a layout); neither
+    is changed."""
+    out = dict(base)
+    for key, value in more.items():
+        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) \
+            else value
+    return out
 
 
 def _integer_steps(fig: go.Figure) -> None:
@@ -139,6 +155,7 @@ def metric_lines(
     smooth: float = 0.0,
     log_y: bool = False,
     color_by: str = "key",
+    layout: bool = True,
 ) -> go.Figure:
     """One line per (run, metric key): by default colour by key and dash style by run; `color_by="run"`: one
     colour per run (`run_colors`: fixed by the run's name) and one dash style per key, for comparing runs.
@@ -151,6 +168,8 @@ def metric_lines(
     A frame of a seed group (`analysis.group_metrics`: "run" is the group) with `<key>::lo` / `<key>::hi` columns
     gets its band drawn, filled in the line's colour, under its mean line.
     Each trace's `meta` is [run, key, "raw" | "smoothed" | "band low" | "band high"] (`plotted_series` exports them).
+    layout=False: the traces (and a log axis, a "no data" note) without title, axis titles and legend: a panel for
+    `small_multiples`, which lays out the whole figure (laying out each panel took most of a panel's time).
     """
     if color_by not in ("key", "run"):
         raise ValueError(f"color_by must be 'key' or 'run', got {color_by!r}")
@@ -204,7 +223,8 @@ def metric_lines(
                     meta=[run, key, "smoothed" if smooth > 0 else "raw"],
                 )
             )
-    _layout(fig, title, yaxis_title, xaxis_title or X_TITLES.get(x, x), height=height)
+    if layout:
+        _layout(fig, title, yaxis_title, xaxis_title or X_TITLES.get(x, x), height=height)
     if not fig.data:
         return _empty(fig, "no data for these metrics yet")
     if log_y:
@@ -214,7 +234,7 @@ def metric_lines(
             fig.add_annotation(text=f"log axis: {hidden} value{'s' if hidden > 1 else ''} ≤ 0 not drawn", x=1, y=1,
                                xref="paper", yref="paper", xanchor="right", yanchor="bottom", showarrow=False,
                                font=dict(size=11, color="#888"))
-    if x == "step":
+    if x == "step" and layout:
         _integer_steps(fig)
     return fig
 
@@ -275,56 +295,65 @@ def reward_series(reward_names: Sequence[str], source: str = "train") -> tuple[d
 
 
 def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, row_px: int = 260,
-                    legend: bool = True, y_range: Sequence[float] | None = None) -> go.Figure:
+                    legend: bool = True, y_range: Sequence[float] | None = None,
+                    x_title: str | None = None) -> go.Figure:
     """Figures of `metric_lines` (or any figure of traces) as one figure of small panels ({panel title: figure}),
     `cols` per row, in order. One x axis for all: zooming or panning one panel moves every panel (`matches="x"`),
     and a browser draws one figure of n panels much faster than n figures. Each line name has one legend entry
     (legendgroup: a click toggles it in every panel); `legend=False`: none (each panel's title names its only
     line). A panel without data says so. `y_range`: the same y range for every panel (rates in [0, 1]); the
-    traces' `meta` is kept, so `plotted_series` reads the panels' data from the result. `parts` are not changed."""
+    traces' `meta` is kept, so `plotted_series` reads the panels' data from the result. `parts` are not changed.
+    `x_title`: under each column's lowest panel (default: the first part's x axis title, else "step")."""
     titles = list(parts)
     rows = max(1, -(-len(titles) // cols))
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
-                        vertical_spacing=min(0.3, 0.12 * 3 / max(rows, 1)) if rows > 1 else 0.1)
-    fig.update_annotations(font_size=13)  # the panel titles
-    shown: set[str] = set()
-    for i, part in enumerate(parts.values()):
-        row, col = i // cols + 1, i % cols + 1
-        for tr in part.data:
-            tr = type(tr)(tr)  # a copy: the parts may be cached and shown elsewhere
-            name = str(tr.name or "")
-            tr.legendgroup = tr.legendgroup or name
-            tr.showlegend = legend and tr.showlegend is not False and name not in shown
-            if tr.showlegend:
-                shown.add(name)
-            fig.add_trace(tr, row=row, col=col)
-        if part.layout.barmode:
-            fig.update_layout(barmode=part.layout.barmode)
-        fig.update_yaxes(title_text=part.layout.yaxis.title.text, type=part.layout.yaxis.type, row=row, col=col)
-        if not part.data:
-            axis = i + 1 if i else ""
-            fig.add_annotation(text="no data", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
-                               xref=f"x{axis} domain", yref=f"y{axis} domain")
-        for note in part.layout.annotations:  # e.g. "log axis: n values <= 0 not drawn", in its panel's corner
-            if note.xref == "paper":
-                axis = i + 1 if i else ""
-                fig.add_annotation(go.layout.Annotation(note).update(xref=f"x{axis} domain", yref=f"y{axis} domain"))
+    grid = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.06,
+                         vertical_spacing=min(0.3, 0.12 * 3 / max(rows, 1)) if rows > 1 else 0.1)
     first = next(iter(parts.values()), None)
-    x_title = first.layout.xaxis.title.text if first is not None else "step"
-    _layout(fig, title, "", "", height=rows * row_px + 70)
-    fig.update_layout(margin=dict(t=70))  # the figure's title above the first row's panel titles
-    fig.update_xaxes(matches="x", showticklabels=True)
-    fig.layout.xaxis.matches = None  # the axis the others follow; matching itself, Plotly warns and ignores it
-    for col in range(1, cols + 1):  # the x title under each column's lowest panel
-        last_row = max(r for r in range(1, rows + 1) if (r - 1) * cols + col <= len(titles)) \
-            if col <= len(titles) else None
-        if last_row:
-            fig.update_xaxes(title_text=x_title, row=last_row, col=col)
-    if y_range is not None:
-        fig.update_yaxes(range=list(y_range))
-    if any(tr.x is not None and len(tr.x) and isinstance(tr.x[0], (int, np.integer)) for tr in fig.data):
-        _integer_steps(fig)
-    return fig
+    if x_title is None:
+        x_title = (first.layout.xaxis.title.text if first is not None else None) or "step"
+    bottom = {max(i for i in range(len(titles)) if i % cols == c) for c in range(min(cols, len(titles)))}
+    traces: list[dict] = []
+    notes: list[dict] = [{**a.to_plotly_json(), "font": {"size": 13}} for a in grid.layout.annotations]
+    shown: set[str] = set()
+    layout: dict = {}
+    for i, part in enumerate(parts.values()):
+        axis = str(i + 1) if i else ""
+        for tr in part.data:
+            trace = tr.to_plotly_json()  # a copy: the parts may be cached and shown elsewhere
+            name = str(trace.get("name") or "")
+            trace["legendgroup"] = trace.get("legendgroup") or name
+            trace["showlegend"] = bool(legend and trace.get("showlegend") is not False and name not in shown)
+            if trace["showlegend"]:
+                shown.add(name)
+            trace["xaxis"], trace["yaxis"] = f"x{axis}", f"y{axis}"
+            traces.append(trace)
+        if part.layout.barmode:
+            layout["barmode"] = part.layout.barmode
+        layout[f"yaxis{axis}"] = dict(title=dict(text=""), type=part.layout.yaxis.type,
+                                      **({"range": list(y_range)} if y_range is not None else {}))
+        layout[f"xaxis{axis}"] = dict(title=dict(text=x_title if i in bottom else ""), automargin=True,
+                                      showticklabels=True, **({"matches": "x"} if i else {}))
+        own = [{**note.to_plotly_json(), "xref": f"x{axis} domain", "yref": f"y{axis} domain"}
+               for note in part.layout.annotations if note.xref == "paper"]  # e.g. "log axis: n values <= 0 ..."
+        if not part.data and not own:
+            own.append(dict(text="no data", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
+                            xref=f"x{axis} domain", yref=f"y{axis} domain"))
+        notes += own
+    for i in range(len(titles), rows * cols):  # the grid's empty cells: their axes follow the rest
+        layout[f"xaxis{i + 1}"] = dict(title=dict(text=""), automargin=True, showticklabels=True, matches="x")
+        layout[f"yaxis{i + 1}"] = dict(title=dict(text=""), **({"range": list(y_range)} if y_range else {}))
+    steps = [x for tr in traces for x in (tr.get("x") if tr.get("x") is not None else ())]
+    if steps and isinstance(steps[0], (int, np.integer)) and max(steps) - min(steps) <= 12:
+        for key in [k for k in layout if k.startswith("xaxis")]:
+            layout[key]["dtick"] = 1  # whole steps: with few of them, tick every step (`_integer_steps`)
+    props = _layout_props([str(t["name"]) for t in traces if t["showlegend"] and t.get("name")], title,
+                          rows * row_px + 70)
+    props["margin"]["t"] = 70  # the figure's title above the first row's panel titles
+    base = grid.layout.to_plotly_json()
+    base.pop("template", None)
+    # one figure built from plain dicts: plotly checks each property once (one update at a time, it checked the
+    # whole layout again on every call: 60 ms for 8 panels, on every live redraw of Training curves)
+    return _white(go.Figure(data=traces, layout=_merged(base, {**layout, **props, "annotations": notes})))
 
 
 def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str],
@@ -340,8 +369,10 @@ def reward_curves(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequ
         several = len(metrics_by_run) > 1
         keys = [*list(series)[-1:], *list(series)[:-1]]  # the all-satisfied rate first
         parts = {series[k]: metric_lines(metrics_by_run, {k: series[k]}, series[k], "", colors,
-                                         color_by="run" if several else "key", **style) for k in keys}
-        return small_multiples(parts, title, cols=4, row_px=210, legend=several, y_range=(-0.03, 1.03))
+                                         color_by="run" if several else "key", layout=False, **style) for k in keys}
+        x = style.get("x", "step")
+        return small_multiples(parts, title, cols=4, row_px=210, legend=several, y_range=(-0.03, 1.03),
+                               x_title=X_TITLES.get(x, x))
     fig = metric_lines(metrics_by_run, series, title, "reward", colors, height=420, **style)
     if fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])

@@ -8,6 +8,7 @@ import zlib
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pyarrow.parquet as pq
 import pytest
 
@@ -513,14 +514,29 @@ def test_small_multiples_share_one_x_axis_keep_the_data_and_name_each_line_once(
     fig = figures.small_multiples(parts, "three", cols=2)
     assert [p.to_json() for p in parts.values()] == before  # the parts (cached figures) are left as they were
     assert [a.text for a in fig.layout.annotations] == list(parts)
-    axes = [fig.layout[k] for k in fig.layout if k.startswith("xaxis")]
-    assert len(axes) == 4 and all(ax.matches == "x" for ax in axes)  # 2 x 2 grid, the empty cell's axis too
+    axes = [fig.layout[k] for k in sorted((k for k in fig.layout if k.startswith("xaxis")),
+                                          key=lambda k: int(k[5:] or 1))]
+    # 2 x 2 grid: every axis follows the first (the empty cell's too); the first follows none (an axis matching
+    # itself is ignored by plotly, with a warning in the browser's console)
+    assert len(axes) == 4 and axes[0].matches is None and all(ax.matches == "x" for ax in axes[1:])
+    assert [ax.title.text for ax in axes] == ["", "step", "step", ""]  # under each column's lowest panel
     assert [tr.name for tr in fig.data if tr.showlegend] == ["a", "b"]  # one legend entry per run
     assert {tr.legendgroup for tr in fig.data} == {"a", "b"}  # a click toggles the run in every panel
     pd.testing.assert_frame_equal(figures.plotted_series({"x": fig}).drop(columns="figure"),
                                   pd.concat([figures.plotted_series({"x": p}) for p in parts.values()],
                                             ignore_index=True).drop(columns="figure"))
     assert not any(tr.showlegend for tr in figures.small_multiples(parts, "t", legend=False).data)
+
+
+def test_a_panel_without_data_says_so_once():
+    """A part that `metric_lines` found nothing to draw for carries its own note ("no data for these metrics
+    yet"); small_multiples put its "no data" over it as well, two texts on top of each other."""
+    df = metrics_frame()
+    parts = {"drawn": figures.metric_lines({"a": df}, ["loss/policy"], "drawn"),
+             "empty": figures.metric_lines({"a": df}, ["no/such/key"], "empty"), "bare": go.Figure()}
+    notes = [(a.text, a.xref) for a in figures.small_multiples(parts, "t", cols=3).layout.annotations]
+    assert notes == [("drawn", "paper"), ("empty", "paper"), ("bare", "paper"),
+                     ("no data for these metrics yet", "x2 domain"), ("no data", "x3 domain")]
 
 
 def test_ten_reward_curves_are_one_small_panel_per_reward():
