@@ -55,6 +55,7 @@ def warm_up() -> float:
     for fig in built:
         pio.to_json(fig.to_dict(), validate=False)
     pa.Table.from_pandas(analysis.js_in_out_table(credit))
+    ui.app_modules()  # the browser modules the first page of each session asks for (reads Streamlit's files)
     return time.perf_counter() - t0
 
 
