@@ -379,8 +379,9 @@ def target_misses(results: dict[str, dict[str, dict[str, list[float | None]]]], 
                 checks.insert(0, ("cold", floor + COLD_OVER_FLOOR_S))
             for kind, limit in checks:
                 seconds = _median(cells[kind])
-                if seconds is None or seconds > limit:
-                    misses.append(f"{page} {run} {kind}: {_fmt(seconds).strip()} (<= {limit:.2f} s)")
+                if seconds is None or seconds > limit:  # three decimals: 0.502 s is not shown as the 0.50 s limit
+                    shown = "not shown" if seconds is None else f"{seconds:.3f} s"
+                    misses.append(f"{page} {run} {kind}: {shown} (<= {limit:.2f} s)")
     return misses
 
 
