@@ -610,16 +610,14 @@ def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_
     chart page's HTML: opened cold, the browser has fetched the module before the page's script starts, while the
     server is idle (it was fetched after the script's first elements, from the server busy running the script),
     and the charts draw. Other pages' HTML is Streamlit's own; a gzip-asking client gets the edited page whole."""
-    sync_playwright = playwright_or_skip()
     from mrtpo_viz.serve import CHART_PAGES
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
     from mrtpo_viz.ui.prefetch import chart_module
 
     runs = tmp_path / "runs"
     write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
     module = chart_module()
-    try:
+    with app_in_browser(tmp_path, "chart_preload", runs) as (url, page):
         for path in ("", "launch", "credit", *CHART_PAGES):
             request = urllib.request.Request(f"{url}/{path}", headers={"Accept-Encoding": "gzip"})
             with urllib.request.urlopen(request, timeout=30) as answer:
@@ -629,26 +627,14 @@ def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_
             html = (gzip.decompress(data) if gzipped else data).decode()
             assert ('rel="modulepreload" crossorigin href="./' + module in html) == (path in CHART_PAGES), path
             assert html.rstrip().endswith("</html>") and html.count("</head>") == 1, path
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            page.add_init_script(MARK_RUNNING_JS)
-            try:
-                page.goto(url + "/curves")
-                wait_for_script(page)
-                page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg')"
-                                       ".length > 0")
-                fetched = page.evaluate("() => performance.getEntriesByType('resource')"
-                                        ".filter(e => e.name.includes('/PlotlyChart.')).map(e => e.responseEnd)")
-                running_at = page.evaluate("() => window.__runningAt")
-                assert len(fetched) == 1 and running_at is not None and fetched[0] < running_at, (fetched, running_at)
-            except BaseException:
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "browser_chart_preload_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+        page.add_init_script(MARK_RUNNING_JS)
+        page.goto(url + "/curves")
+        wait_for_script(page)
+        page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length > 0")
+        fetched = page.evaluate("() => performance.getEntriesByType('resource')"
+                                ".filter(e => e.name.includes('/PlotlyChart.')).map(e => e.responseEnd)")
+        running_at = page.evaluate("() => window.__runningAt")
+        assert len(fetched) == 1 and running_at is not None and fetched[0] < running_at, (fetched, running_at)
 
 
 # The browser modules (`static/js/*.js`) fetched since navigation start, by file name.
@@ -662,41 +648,28 @@ def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
     modules already loaded and fetches none. Before, each page fetched its widgets' modules (Multiselect, Slider,
     Radio, ...) from the server while it ran the page's script, 0.1-0.45 s each on a fresh server. A module a page
     fetches here is one APP_ELEMENTS lacks."""
-    sync_playwright = playwright_or_skip()
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
     from mrtpo_viz.ui.prefetch import app_modules
 
     runs = tmp_path / "runs"
     write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
-    try:
-        with sync_playwright() as pw:
-            browser, page = browser_page(pw)
-            try:
-                page.goto(url + "/")
-                wait_for_script(page)
-                page.wait_for_function("() => document.documentElement.getAttribute('data-mrtpo-prefetched') === 'done'",
-                                       timeout=60000)
-                loaded = set(page.evaluate(JS_MODULES_JS))
-                assert {m.split("/")[-1] for m in app_modules()} <= loaded
-                late = {}
-                for title in ("Launch", "Training curves", "Token credit", "JS divergence", "Verifier debugger",
-                              "Compare runs", "Runs"):
-                    sidebar(page, title)
-                    page.wait_for_timeout(800)
-                    now = set(page.evaluate(JS_MODULES_JS))
-                    if now - loaded:
-                        late[title] = sorted(now - loaded)
-                    loaded |= now
-                assert not late, f"pages fetched modules the prefetch did not load: {late}"
-            except BaseException:
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "browser_app_modules_failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        stop_app(proc)
+    with app_in_browser(tmp_path, "app_modules", runs) as (url, page):
+        page.goto(url + "/")
+        wait_for_script(page)
+        page.wait_for_function("() => document.documentElement.getAttribute('data-mrtpo-prefetched') === 'done'",
+                               timeout=60000)
+        loaded = set(page.evaluate(JS_MODULES_JS))
+        assert {m.split("/")[-1] for m in app_modules()} <= loaded
+        late = {}
+        for title in ("Launch", "Training curves", "Token credit", "JS divergence", "Verifier debugger",
+                      "Compare runs", "Runs"):
+            sidebar(page, title)
+            page.wait_for_timeout(800)
+            now = set(page.evaluate(JS_MODULES_JS))
+            if now - loaded:
+                late[title] = sorted(now - loaded)
+            loaded |= now
+        assert not late, f"pages fetched modules the prefetch did not load: {late}"
 
 
 def test_no_page_sends_a_request_outside_the_app(tmp_path):
