@@ -81,7 +81,7 @@ _RUN_CHART_MODULE = """<script data-chart-module="at-start">(() => {
 
 def chart_page_head(chart_module: str | None, modules: list[str]) -> str:
     """What `ChartPagePreload` adds to a chart page's <head>: a `modulepreload` link per module of `modules`
-    (paths relative to the app's root URL: the chart module and what it imports, `ui.prefetch.element_modules`),
+    (paths relative to the app's root URL: the chart module and what it imports, `ui.prefetch.chart_modules`),
     so that the browser fetches them while it loads Streamlit's own files and the server is idle, and the script
     that runs `chart_module` when the page's script starts. Before, the module (~4.7 MB) was fetched only once the
     script had sent the page's first elements, from the server process busy running that script: 0.5 s, then
@@ -101,10 +101,9 @@ class ChartPagePreload:
     def __init__(self, app, head: str | None = None):
         self.app = app
         if head is None:
-            from mrtpo_viz.ui.prefetch import JS_FOLDER, chart_module, element_modules
+            from mrtpo_viz.ui.prefetch import chart_module, chart_modules
 
-            head = chart_page_head(chart_module(), [f"static/js/{f}" for f in element_modules(JS_FOLDER,
-                                                                                              ["PlotlyChart"])])
+            head = chart_page_head(chart_module(), list(chart_modules()))
         self.head = head.encode()
         self.paths = {f"/{p}" for p in CHART_PAGES} | {f"/{p}/" for p in CHART_PAGES}
 

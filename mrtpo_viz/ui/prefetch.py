@@ -52,15 +52,34 @@ def element_modules(folder: Path, elements: Sequence[str]) -> list[str]:
                 continue
             seen.add(file)
             found.append(file)
-            todo += _IMPORT.findall((folder / file).read_text(encoding="utf-8", errors="replace"))
+            todo += _imports(folder / file)
     return found
+
+
+@functools.cache
+def _imports(path: Path) -> tuple[str, ...]:
+    """The modules a built module imports (`from"./x.js"`, `import"./x.js"`), read once per process: the chart
+    module alone is 4.7 MB, and the server lists its imports for the chart pages and for `app_modules`."""
+    return tuple(_IMPORT.findall(path.read_text(encoding="utf-8", errors="replace")))
+
+
+def _urls(files: Sequence[str]) -> tuple[str, ...]:
+    """Module file names of JS_FOLDER as paths relative to the app's root URL."""
+    return tuple(f"static/js/{f}" for f in files)
+
+
+@functools.cache
+def chart_modules() -> tuple[str, ...]:
+    """The Plotly chart module and every module it imports (`element_modules`), as paths relative to the app's root
+    URL, the chart module first; () when this Streamlit has none."""
+    return _urls(element_modules(JS_FOLDER, ["PlotlyChart"]))
 
 
 @functools.cache
 def app_modules() -> tuple[str, ...]:
     """The modules of APP_ELEMENTS in this Streamlit (`element_modules`), as paths relative to the app's root URL,
     the Plotly chart module first."""
-    return tuple(f"static/js/{f}" for f in element_modules(JS_FOLDER, APP_ELEMENTS))
+    return _urls(element_modules(JS_FOLDER, APP_ELEMENTS))
 
 
 # Browser code for prefetch_charts: `at_once` imports the chart module immediately; then, once the page has settled
