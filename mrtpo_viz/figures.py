@@ -121,10 +121,14 @@ def _merged(base: Mapping, more: Mapping) -> dict:
     return out
 
 
+def _few_steps(xs: Sequence) -> bool:
+    """Whether steps `xs` (whole numbers) are few enough to tick every one, not at 1.5, 2.5, ..."""
+    return bool(len(xs)) and max(xs) - min(xs) <= 12
+
+
 def _integer_steps(fig: go.Figure) -> None:
-    """Steps are whole numbers: with few of them, tick every step instead of at 1.5, 2.5, ..."""
-    xs = [x for tr in fig.data if getattr(tr, "x", None) is not None for x in tr.x]
-    if xs and max(xs) - min(xs) <= 12:
+    """Steps are whole numbers: with few of them (`_few_steps`), tick every step."""
+    if _few_steps([x for tr in fig.data if getattr(tr, "x", None) is not None for x in tr.x]):
         fig.update_xaxes(dtick=1)
 
 
@@ -316,6 +320,11 @@ def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, r
     notes: list[dict] = [{**a.to_plotly_json(), "font": {"size": 13}} for a in grid.layout.annotations]
     shown: set[str] = set()
     layout: dict = {}
+    for i in range(rows * cols):  # every cell's axes, the grid's empty cells too: they follow the first x axis
+        axis = str(i + 1) if i else ""
+        layout[f"xaxis{axis}"] = dict(title=dict(text=x_title if i in bottom else ""), automargin=True,
+                                      showticklabels=True, **({"matches": "x"} if i else {}))
+        layout[f"yaxis{axis}"] = dict(title=dict(text=""), **({"range": list(y_range)} if y_range is not None else {}))
     for i, part in enumerate(parts.values()):
         axis = str(i + 1) if i else ""
         for tr in part.data:
@@ -329,23 +338,17 @@ def small_multiples(parts: Mapping[str, go.Figure], title: str, cols: int = 2, r
             traces.append(trace)
         if part.layout.barmode:
             layout["barmode"] = part.layout.barmode
-        layout[f"yaxis{axis}"] = dict(title=dict(text=""), type=part.layout.yaxis.type,
-                                      **({"range": list(y_range)} if y_range is not None else {}))
-        layout[f"xaxis{axis}"] = dict(title=dict(text=x_title if i in bottom else ""), automargin=True,
-                                      showticklabels=True, **({"matches": "x"} if i else {}))
+        layout[f"yaxis{axis}"]["type"] = part.layout.yaxis.type
         own = [{**note.to_plotly_json(), "xref": f"x{axis} domain", "yref": f"y{axis} domain"}
                for note in part.layout.annotations if note.xref == "paper"]  # e.g. "log axis: n values <= 0 ..."
         if not part.data and not own:
             own.append(dict(text="no data", showarrow=False, x=0.5, y=0.5, font=dict(color="#888"),
                             xref=f"x{axis} domain", yref=f"y{axis} domain"))
         notes += own
-    for i in range(len(titles), rows * cols):  # the grid's empty cells: their axes follow the rest
-        layout[f"xaxis{i + 1}"] = dict(title=dict(text=""), automargin=True, showticklabels=True, matches="x")
-        layout[f"yaxis{i + 1}"] = dict(title=dict(text=""), **({"range": list(y_range)} if y_range else {}))
     steps = [x for tr in traces for x in (tr.get("x") if tr.get("x") is not None else ())]
-    if steps and isinstance(steps[0], (int, np.integer)) and max(steps) - min(steps) <= 12:
+    if steps and isinstance(steps[0], (int, np.integer)) and _few_steps(steps):
         for key in [k for k in layout if k.startswith("xaxis")]:
-            layout[key]["dtick"] = 1  # whole steps: with few of them, tick every step (`_integer_steps`)
+            layout[key]["dtick"] = 1
     props = _layout_props([str(t["name"]) for t in traces if t["showlegend"] and t.get("name")], title,
                           rows * row_px + 70)
     props["margin"]["t"] = 70  # the figure's title above the first row's panel titles
