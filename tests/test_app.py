@@ -375,9 +375,16 @@ def panel_titles(at: AppTest, key: str) -> list[str]:
 def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs_dir):
     # regression: the KL panel plotted ~1e-9 rounding noise and the clip fraction a flat 0
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert chart_keys(at) == ["fig_rewards", "fig_eval"]  # the open tab's figures only (issue 26: every page quick)
-    assert [t.label for t in at.tabs] == ["Rewards", "Loss, KL, entropy", "Credit routing: JS and spans",
-                                          "Step time and length", "More panels"]
+    assert chart_keys(at) == ["fig_rewards"]  # the open tab's figures only (issue 26: every page quick)
+    assert [t.label for t in at.tabs] == ["Rewards", "Held-out eval", "Loss, KL, entropy",
+                                          "Credit routing: JS and spans", "Step time and length", "More panels"]
+    # the held-out eval has its own tab (it was drawn below the rewards, off screen, on every first view)
+    assert open_view(at, "curves", "Held-out eval") and chart_keys(at) == ["fig_eval"]
+    assert at.query_params["view"] == "eval"
+    eval_fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_eval")
+    assert eval_fig["layout"]["title"]["text"].startswith("Held-out eval")
+    no_eval = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "no-eval"), query={"view": "eval"})
+    assert chart_keys(no_eval) == [] and any("no chosen run has logged one yet" in c.value for c in no_eval.caption)
     # a tab's half-width panels: one figure of small panels sharing one x axis (issue 26: zoom shared)
     assert open_view(at, "curves", "Loss, KL, entropy") and chart_keys(at) == ["fig_optimisation"]
     assert panel_titles(at, "fig_optimisation") == ["Loss parts", "Entropy"]
@@ -395,7 +402,7 @@ def test_curves_page_draws_the_active_panels_and_says_why_others_are_hidden(runs
     at = page("curves", runs_dir, mrtpo_run=run_path(runs_dir, "kl-two-passes"), query={"view": "optimisation"})
     assert panel_titles(at, "fig_optimisation") == ["Loss parts", "KL", "Entropy", "Clip fraction"]  # a link
     bad = page("curves", runs_dir, query={"view": "nope"})
-    assert chart_keys(bad) == ["fig_rewards", "fig_eval"] and any("view `'nope'`" in w.value for w in bad.warning), [
+    assert chart_keys(bad) == ["fig_rewards"] and any("view `'nope'`" in w.value for w in bad.warning), [
         w.value for w in bad.warning]
     fig = next(json.loads(c.proto.spec) for c in charts(at) if c.key == "fig_optimisation")
     assert shared_zoom(fig) == 4

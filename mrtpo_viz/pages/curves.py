@@ -2,10 +2,10 @@
 one or several runs (panels whose quantity a run does not have are left out, with the reason); smoothing, x axis
 (step, samples seen, training time), log scale, seed groups (the runs that differ only in their seed as their mean
 and a band), more panels of any logged metric by name or glob pattern (`span/*/overlap`, `time/replay`) and a CSV of
-the plotted series. The panels are grouped in tabs (`panels.CURVE_VIEWS`: rewards; loss, KL, entropy; credit
-routing; step time and length; more panels) and only the open tab's figures are built and drawn (`ui.view_tabs`;
-link parameter view=); a tab's half-width panels are one figure of small panels sharing one x axis (a zoom or pan
-in one moves them all: `figures.small_multiples`).
+the plotted series. The panels are grouped in tabs (`panels.CURVE_VIEWS`: rewards; held-out eval; loss, KL,
+entropy; credit routing; step time and length; more panels) and only the open tab's figures are built and drawn
+(`ui.view_tabs`; link parameter view=); a tab's half-width panels are one figure of small panels sharing one x axis
+(a zoom or pan in one moves them all: `figures.small_multiples`).
 
 While a chosen run is active only its progress line is live (`ui.follow_runs`: a fragment polls the run's status
 every 2 s and sends that line alone); the figures are drawn again by a run of the whole page that it asks for when a
