@@ -1,4 +1,5 @@
-"""Streamlit entry of the MRTPO workbench: page config, session defaults, navigation. Nothing else.
+"""Streamlit entry of the MRTPO workbench: page config, session defaults, navigation, and the warm of the other chart
+pages after a page was drawn (`mrtpo_viz.ui.warm`). Nothing else.
 
 Never imports torch; training runs in a separate process started from the Launch page.
 """
@@ -6,6 +7,8 @@ Never imports torch; training runs in a separate process started from the Launch
 from pathlib import Path
 
 import streamlit as st
+
+from mrtpo_viz.ui.warm import warm_other_pages
 
 # A local favicon: a page's ":material/...:" icon would otherwise become the tab's favicon, which the browser fetches
 # from an outside font host on every page (the app must work offline and send nothing out).
@@ -32,4 +35,7 @@ pages = {
         st.Page("mrtpo_viz/pages/compare.py", title="Compare runs", icon=":material/compare_arrows:", url_path="compare"),
     ],
 }
-st.navigation(pages).run()
+page = st.navigation(pages)
+page.run()
+# The server's caches for the chart pages this session may open next, filled while the user reads this one.
+warm_other_pages(page.url_path)

@@ -14,6 +14,7 @@ while it loads Streamlit's own, and to run it as soon as the page's script start
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -106,8 +107,14 @@ class ChartPagePreload:
             head = chart_page_head(chart_module(), list(chart_modules()))
         self.head = head.encode()
         self.paths = {f"/{p}" for p in CHART_PAGES} | {f"/{p}/" for p in CHART_PAGES}
+        self.loop_told = False
 
     async def __call__(self, scope, receive, send):
+        if not self.loop_told:  # the loop the runtime serves on, for the warm sessions (`ui.warm`)
+            from mrtpo_viz.ui.warm import serving
+
+            serving(asyncio.get_running_loop())
+            self.loop_told = True
         if scope["type"] != "http" or scope.get("method") != "GET" or scope["path"] not in self.paths or not self.head:
             return await self.app(scope, receive, send)
         scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"accept-encoding"]}

@@ -59,11 +59,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(cwd: Path, runs: Path, log_path: Path, theme: str = "light") -> tuple[subprocess.Popen, str]:
+def start_app(cwd: Path, runs: Path, log_path: Path, theme: str = "light",
+              env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """`mrtpo app` (as a user starts it, here from outside the repo), on a free port, with `theme` as Streamlit's
-    theme base; returns the process (its own session) and the URL once the server answers."""
+    theme base and `env` added to its environment; returns the process (its own session) and the URL once the
+    server answers."""
     port = free_port()
-    env = {**os.environ, "MRTPO_RUNS_DIR": str(runs), "OMP_NUM_THREADS": "1", "STREAMLIT_THEME_BASE": theme}
+    env = {**os.environ, "MRTPO_RUNS_DIR": str(runs), "OMP_NUM_THREADS": "1", "STREAMLIT_THEME_BASE": theme,
+           **(env or {})}
     log = open(log_path, "wb")
     proc = subprocess.Popen([sys.executable, "-m", "core.cli", "app", "--headless", "--port", str(port)],
                             cwd=cwd, env={**env, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=subprocess.STDOUT,
@@ -672,6 +675,43 @@ def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
         assert not late, f"pages fetched modules the prefetch did not load: {late}"
 
 
+# A warm session's log line (`ui.warm`, with STREAMLIT_LOGGER_LEVEL=debug): page, query, ms, how it ended.
+WARM_LINE = re.compile(r"warm (\w+)\?(\S*): \d+ ms, (.*)")
+
+
+def warm_lines(log: Path) -> list[tuple[str, str, str]]:
+    return WARM_LINE.findall(log.read_text(errors="replace"))
+
+
+def test_after_a_page_the_server_fills_its_caches_by_running_the_other_chart_pages(tmp_path):
+    """`ui.warm`: once the Runs page is drawn, the server runs Training curves, JS divergence and the Verifier
+    debugger for the run this session opens them on, each in a session without a browser, to its end and without
+    an exception (the user's first visit of each then draws from the caches); each is warmed once for the same runs,
+    and nothing is warmed while a run trains."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+    log = tmp_path / "streamlit.log"
+    with app_in_browser(tmp_path, "warm", runs, env={"STREAMLIT_LOGGER_LEVEL": "debug"}) as (url, page):
+        page.goto(url + "/")
+        wait_for_script(page)
+        deadline = time.time() + 60
+        while len(warm_lines(log)) < 3 and time.time() < deadline:
+            time.sleep(0.3)
+        assert sorted(warm_lines(log)) == [("curves", "", "finished"), ("debugger", "", "finished"),
+                                           ("js", "", "finished")], warm_lines(log)
+        sidebar(page, "Training curves")  # warmed: nothing of the same runs is warmed again
+        page.wait_for_timeout(1500)
+        assert len(warm_lines(log)) == 3
+        assert "Traceback" not in log.read_text(errors="replace")
+        write_synthetic_run(runs, "live", steps=1, rewards=DEFAULT_REWARDS[:2], n_tokens=6, state="running",
+                            pid=os.getpid())
+        sidebar(page, "Runs")
+        page.wait_for_timeout(2000)
+        assert len(warm_lines(log)) == 3  # a run trains: nothing warmed
+
+
 def test_no_page_sends_a_request_outside_the_app(tmp_path):
     """Every page, opened cold and through the sidebar, requests nothing but the app's own server: a page's
     ":material/...:" icon became the tab's favicon, fetched from an outside font host (the app must work offline
@@ -705,13 +745,14 @@ def test_no_page_sends_a_request_outside_the_app(tmp_path):
 
 @contextlib.contextmanager
 def app_in_browser(tmp_path: Path, shot: str, runs: Path | None = None, width: int = 1400, height: int = 1000,
-                   theme: str = "light"):
-    """`mrtpo app` on `runs` (an empty runs folder by default: the shipped runs only) with `theme` and a Chromium
-    page: yields (url, page); a failure leaves a screenshot `browser_<shot>_failure.png` in test-artifacts/."""
+                   theme: str = "light", env: dict[str, str] | None = None):
+    """`mrtpo app` on `runs` (an empty runs folder by default: the shipped runs only) with `theme` (and `env` in its
+    environment; its log is tmp_path/streamlit.log) and a Chromium page: yields (url, page); a failure leaves a
+    screenshot `browser_<shot>_failure.png` in test-artifacts/."""
     sync_playwright = playwright_or_skip()
     runs = runs or tmp_path / "runs"
     runs.mkdir(exist_ok=True)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log", theme)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log", theme, env)
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         with sync_playwright() as pw:

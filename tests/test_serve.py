@@ -74,3 +74,34 @@ def test_the_head_preloads_each_module_and_starts_the_chart_module_when_the_scri
     assert '"static/js/PlotlyChart.h.js"' in head and "'running'" in head
     assert serve.chart_page_head(None, []) == ""
     assert serve.ChartPagePreload(None, head="").head == b""
+
+
+def test_the_middleware_tells_the_warm_the_loop_it_serves_on(monkeypatch):
+    from mrtpo_viz.ui import warm
+
+    told = []
+    monkeypatch.setattr(warm, "serving", told.append)
+    run("/credit")
+    run("/")
+    assert len(told) == 2 and all(isinstance(loop, asyncio.AbstractEventLoop) for loop in told)  # each on its first call
+
+
+def test_a_warm_session_is_done_when_its_script_finished_not_when_it_stopped_for_a_rerun():
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from mrtpo_viz.ui.warm import _Client
+
+    def finished(status) -> ForwardMsg:
+        msg = ForwardMsg()
+        msg.script_finished = status
+        return msg
+
+    client = _Client()
+    client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN))
+    client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY))
+    assert not client.finished.is_set()
+    shown = ForwardMsg()
+    shown.delta.new_element.exception.message = "boom"
+    client.write_forward_msg(shown)
+    client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY))
+    assert client.finished.is_set() and client.errors == ["boom"] and client.client_context is None

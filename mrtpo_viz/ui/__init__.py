@@ -6,7 +6,8 @@
 - `curve_style`: the curves' x axis, smoothing, log scale and seed groups, and their link parameters;
 - `page`: how an inspect page opens (its runs, live reruns) and the shared figure cache;
 - `prefetch`: the browser's early load of the modules the pages draw with (the Plotly chart module first);
-- `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages.
+- `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages;
+- `warm`: the server's caches warmed for the chart pages a session opens next.
 
 Never imports torch.
 """

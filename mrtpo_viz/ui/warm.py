@@ -1,0 +1,150 @@
+"""The server's caches warmed for the chart pages a user opens next (issue 26: every page quick).
+
+When a browser's session has drawn a page, the server runs the other chart pages (`WARM_PAGES`: Training curves, JS
+divergence, Verifier debugger) in sessions of its own that no browser is attached to, one after the other, for the
+run that browser's session would open them on (its chosen run, else each page's default). The pages' own code fills
+the caches every session shares (the run's metrics, the step's credit index, the built figures), so the user's first
+visit of each page only draws (measured on the shipped tiny run and the 2,000-step run: a chart page's script run
+after the Runs page took 128-275 ms of CPU from cold caches, 17-67 ms from warm ones; the browser's side is in
+docs/results/app-speed.md). Nothing is computed that a visit would not compute; a warm session is an ordinary
+Streamlit session (`Runtime.connect_session`; the page asked for as a browser asks, a `rerun_script` message with the
+page's URL path and query) whose messages are dropped and which is closed once its script has finished.
+
+Each (page, chosen run, state of the listed runs) is warmed once per server. Nothing is warmed while a run trains
+(every step changes what the pages draw, and the trainer needs the CPU), for a warm session itself, or without the
+app's ASGI entry (`mrtpo_viz/asgi.py`, which hands over the server's event loop: `streamlit run app.py` and
+Streamlit's AppTest warm nothing). `STREAMLIT_LOGGER_LEVEL=debug` logs each warm run (page, milliseconds, errors).
+
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Sequence
+from urllib.parse import urlencode
+
+import streamlit as st
+from streamlit.logger import get_logger
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from core.run.store import ACTIVE_STATES, RunInfo
+
+WARM_PAGES = ("curves", "js", "debugger")  # URL paths (app.py), in the order a warm runs them
+WAIT_S = 60.0  # the longest a warm session's script may take before it is closed unfinished
+_MAX_DONE = 512
+_LOG = get_logger(__name__)
+_loop: list[asyncio.AbstractEventLoop] = []  # the serving event loop, once `serving` was told it
+_done: set[tuple] = set()  # (page, query, runs state) already warmed or under way
+_ghosts: set[str] = set()  # the session ids of warm sessions
+_lock = threading.Lock()
+_FINISHED = {ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
+             ForwardMsg.ScriptFinishedStatus.FINISHED_WITH_COMPILE_ERROR}
+
+
+def serving(loop: asyncio.AbstractEventLoop) -> None:
+    """The event loop the Streamlit runtime serves on (`serve.ChartPagePreload` tells it on its first request):
+    sessions are opened, asked and closed on it. The latest one counts; one that no longer runs warms nothing."""
+    _loop[:] = [loop]
+
+
+class _Client:
+    """A Streamlit `SessionClient` without a browser: drops the session's messages, notes when its script run has
+    finished (not when it stopped early for a rerun it asked for) and the exceptions the page showed."""
+
+    def __init__(self) -> None:
+        self.finished = threading.Event()
+        self.errors: list[str] = []
+
+    def write_forward_msg(self, msg: ForwardMsg) -> None:
+        kind = msg.WhichOneof("type")
+        if kind == "script_finished" and msg.script_finished in _FINISHED:
+            self.finished.set()
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element" \
+                and msg.delta.new_element.WhichOneof("type") == "exception":
+            self.errors.append(msg.delta.new_element.exception.message)
+
+    @property
+    def client_context(self):
+        return None
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> object:
+    """`fn()` run on the event loop (the runtime's session calls must be), its result here."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def call() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            done.set_exception(exc)
+
+    loop.call_soon_threadsafe(call)
+    return done.result(timeout=WAIT_S)
+
+
+def run_page(loop: asyncio.AbstractEventLoop, page: str, query: str = "") -> tuple[bool, list[str]]:
+    """One script run of the app's page at URL path `page` with `query` (a link's query string) in a new session
+    without a browser, closed afterwards: (whether the script finished within WAIT_S, the exceptions it showed)."""
+    runtime = Runtime.instance()
+    client = _Client()
+    sid = str(_on_loop(loop, lambda: runtime.connect_session(client, user_info={})))
+    _ghosts.add(sid)
+    try:
+        msg = BackMsg()
+        msg.rerun_script.page_name = page
+        msg.rerun_script.query_string = query
+        _on_loop(loop, lambda: runtime.handle_backmsg(sid, msg))
+        return client.finished.wait(WAIT_S), client.errors
+    finally:
+        _on_loop(loop, lambda: runtime.close_session(sid))
+        _ghosts.discard(sid)
+
+
+def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str) -> None:
+    for page in pages:
+        t0 = time.perf_counter()
+        try:
+            finished, errors = run_page(loop, page, query)
+        except Exception as exc:  # noqa: BLE001 - a warm that fails costs a cold visit, never the server
+            _LOG.debug("warm %s?%s failed: %r", page, query, exc)
+            continue
+        _LOG.debug("warm %s?%s: %.0f ms, %s%s", page, query, (time.perf_counter() - t0) * 1e3,
+                   "finished" if finished else "unfinished", f", errors {errors}" if errors else "")
+
+
+def warm_key(page: str, query: str, runs: Sequence[RunInfo]) -> tuple:
+    """What a warm of `page` depends on: the link it was run with and every listed run's path, state, step and
+    last update (a new run, a new step or a changed status changes what a page opens on or draws)."""
+    return page, query, tuple((str(r.path), r.state, r.step, r.updated_at) for r in runs)
+
+
+def warm_other_pages(current: str) -> list[str]:
+    """After a page (URL path `current`) was drawn in a browser's session: warm the WARM_PAGES other than it for
+    the run this session opens them on, in a thread of its own. Returns the pages it started warming."""
+    from mrtpo_viz import loaders
+    from mrtpo_viz.ui.page import session_runs
+    from mrtpo_viz.ui.pickers import RUN_KEY
+
+    ctx = get_script_run_ctx()
+    if not _loop or not _loop[0].is_running() or not Runtime.exists() or ctx is None or ctx.session_id in _ghosts:
+        return []
+    runs = session_runs()
+    if not runs or any(r.state in ACTIVE_STATES for r in runs):
+        return []
+    chosen = {str(r.path): r for r in runs}.get(st.session_state.get(RUN_KEY))
+    query = urlencode({"run": loaders.run_label(chosen)}) if chosen is not None else ""
+    with _lock:
+        if len(_done) > _MAX_DONE:
+            _done.clear()
+        todo = [p for p in WARM_PAGES if p != current and warm_key(p, query, runs) not in _done]
+        _done.update(warm_key(p, query, runs) for p in todo)
+    if todo:
+        threading.Thread(target=_warm, args=(_loop[0], todo, query), name="mrtpo-warm", daemon=True).start()
+    return todo
