@@ -40,7 +40,9 @@ from core.run.train_log import crash_message, read_tail
 # so the app links its staging log only into the run its own trainer created (docs/CONTRACTS.md, status.json).
 LAUNCH_ID_ENV = "MRTPO_LAUNCH_ID"
 
-SCHEMA_VERSION = 3  # of the run store: config.json's schema_version and the credit files' mrtpo_schema_version
+# Of the run store: config.json's schema_version, and the mrtpo_schema_version the credit files are written with (one
+# number, kept by the credit file format)
+SCHEMA_VERSION = credit_format.VERSION
 # 1: the long credit map (CREDIT_SCHEMA), read as it is; 2 and 3: `core.run.credit_format` (3 leaves out `credit` and
 # `token` where they can be given back exactly)
 READABLE_VERSIONS = (1, 2, 3)
