@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mrtpo_viz.ui.warm import warm_other_pages
+from mrtpo_viz.ui.warm import script_run, warm_other_pages
 
 # A local favicon: a page's ":material/...:" icon would otherwise become the tab's favicon, which the browser fetches
 # from an outside font host on every page (the app must work offline and send nothing out).
@@ -36,6 +36,7 @@ pages = {
     ],
 }
 page = st.navigation(pages)
-page.run()
+with script_run():  # no warm session runs meanwhile
+    page.run()
 # The server's caches for the chart pages this session may open next, filled while the user reads this one.
 warm_other_pages(page.url_path)

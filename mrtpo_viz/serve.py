@@ -110,11 +110,18 @@ class ChartPagePreload:
         self.loop_told = False
 
     async def __call__(self, scope, receive, send):
-        if not self.loop_told:  # the loop the runtime serves on, for the warm sessions (`ui.warm`)
-            from mrtpo_viz.ui.warm import serving
+        from mrtpo_viz.ui import warm
 
-            serving(asyncio.get_running_loop())
+        if not self.loop_told:  # the loop the runtime serves on, for the warm sessions (`ui.warm`)
+            warm.serving(asyncio.get_running_loop())
             self.loop_told = True
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        async with warm.request():  # no warm session starts while the server answers a request
+            return await self.edited(scope, receive, send)
+
+    async def edited(self, scope, receive, send):
+        """An HTTP request: a chart page's HTML edited, anything else passed on."""
         if scope["type"] != "http" or scope.get("method") != "GET" or scope["path"] not in self.paths or not self.head:
             return await self.app(scope, receive, send)
         scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"accept-encoding"]}

@@ -105,3 +105,27 @@ def test_a_warm_session_is_done_when_its_script_finished_not_when_it_stopped_for
     client.write_forward_msg(shown)
     client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY))
     assert client.finished.is_set() and client.errors == ["boom"] and client.client_context is None
+
+
+def test_a_warm_page_waits_for_the_server_to_be_quiet():
+    """`ui.warm.quiet`: no warm page starts while the server answers a request (the middleware counts every HTTP
+    request) or in the QUIET_S after one; a server never quiet gives up."""
+    from mrtpo_viz.ui import warm
+
+    seen = []
+
+    async def inner(scope, receive, send):
+        seen.append(dict(warm._busy))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x"})
+
+    async def nothing(*_):
+        return {"type": "http.request"}
+
+    scope = {"type": "http", "method": "GET", "path": "/static/js/a.js", "headers": []}
+    asyncio.run(serve.ChartPagePreload(inner, head=HEAD)(scope, nothing, nothing))
+    assert seen[0]["requests"] == 1 and warm._busy["requests"] == 0  # counted while answered
+    assert not warm.quiet(quiet_s=10.0, give_up_s=0.2)  # the request just ended
+    assert warm.quiet(quiet_s=0.05, give_up_s=2.0)
+    with warm.script_run():  # outside a script run (no session): nothing to count
+        assert warm._busy["scripts"] == 0

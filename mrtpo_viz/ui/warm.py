@@ -10,6 +10,11 @@ docs/results/app-speed.md). Nothing is computed that a visit would not compute; 
 Streamlit session (`Runtime.connect_session`; the page asked for as a browser asks, a `rerun_script` message with the
 page's URL path and query) whose messages are dropped and which is closed once its script has finished.
 
+A warm session runs only while the server is otherwise quiet: no browser's script run under way and no HTTP request
+(the files a page loads after its script, the modules the browser loads ahead: `ui.prefetch`) for QUIET_S; it waits
+for that before each page. A warm run that began when the server was busy made the page being opened 0.1-0.25 s
+slower (its files came from a server whose one Python thread the warm held; `mrtpo bench app`, cold Runs and Launch).
+
 Each (page, chosen run, state of the listed runs) is warmed once per server. Nothing is warmed while a run trains
 (every step changes what the pages draw, and the trainer needs the CPU), for a warm session itself, or without the
 app's ASGI entry (`mrtpo_viz/asgi.py`, which hands over the server's event loop: `streamlit run app.py` and
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,12 +44,15 @@ from core.run.store import ACTIVE_STATES, RunInfo
 
 WARM_PAGES = ("curves", "js", "debugger")  # URL paths (app.py), in the order a warm runs them
 WAIT_S = 60.0  # the longest a warm session's script may take before it is closed unfinished
+QUIET_S = 0.3  # a warm page starts once the server had no request and no browser's script run for this long
+GIVE_UP_S = 60.0  # the pages not warmed after waiting this long for quiet are left cold
 _MAX_DONE = 512
 _LOG = get_logger(__name__)
 _loop: list[asyncio.AbstractEventLoop] = []  # the serving event loop, once `serving` was told it
 _done: set[tuple] = set()  # (page, query, runs state) already warmed or under way
 _ghosts: set[str] = set()  # the session ids of warm sessions
 _lock = threading.Lock()
+_busy = {"requests": 0, "scripts": 0, "since": 0.0}  # HTTP requests and browsers' script runs under way; last change
 _FINISHED = {ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
              ForwardMsg.ScriptFinishedStatus.FINISHED_WITH_COMPILE_ERROR}
 
@@ -52,6 +61,50 @@ def serving(loop: asyncio.AbstractEventLoop) -> None:
     """The event loop the Streamlit runtime serves on (`serve.ChartPagePreload` tells it on its first request):
     sessions are opened, asked and closed on it. The latest one counts; one that no longer runs warms nothing."""
     _loop[:] = [loop]
+
+
+def _count(what: str, change: int) -> None:
+    with _lock:
+        _busy[what] += change
+        _busy["since"] = time.monotonic()
+
+
+@contextlib.asynccontextmanager
+async def request():
+    """Around each HTTP request the server answers (`serve.ChartPagePreload`): no warm page starts meanwhile."""
+    _count("requests", 1)
+    try:
+        yield
+    finally:
+        _count("requests", -1)
+
+
+@contextlib.contextmanager
+def script_run():
+    """Around a page's script run (app.py): no warm page starts while a browser's session runs one."""
+    ctx = get_script_run_ctx()
+    mine = ctx is not None and ctx.session_id not in _ghosts
+    if mine:
+        _count("scripts", 1)
+    try:
+        yield
+    finally:
+        if mine:
+            _count("scripts", -1)
+
+
+def quiet(quiet_s: float = QUIET_S, give_up_s: float = GIVE_UP_S) -> bool:
+    """Wait until the server has had no HTTP request and no browser's script run for `quiet_s`: True, or False after
+    `give_up_s`."""
+    deadline = time.monotonic() + give_up_s
+    while time.monotonic() < deadline:
+        with _lock:
+            idle = not _busy["requests"] and not _busy["scripts"]
+            left = _busy["since"] + quiet_s - time.monotonic()
+        if idle and left <= 0:
+            return True
+        time.sleep(max(0.02, min(left, 0.1)) if idle else 0.05)
+    return False
 
 
 class _Client:
@@ -108,7 +161,12 @@ def run_page(loop: asyncio.AbstractEventLoop, page: str, query: str = "") -> tup
 
 
 def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str) -> None:
-    for page in pages:
+    for i, page in enumerate(pages):
+        if not quiet():
+            _LOG.debug("warm: the server was never quiet; %s left cold", ", ".join(pages[i:]))
+            with _lock:  # a later page run may try again
+                _done.difference_update({key for key in _done if key[0] in pages[i:] and key[1] == query})
+            return
         t0 = time.perf_counter()
         try:
             finished, errors = run_page(loop, page, query)
