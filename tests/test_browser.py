@@ -686,8 +686,8 @@ def warm_lines(log: Path) -> list[tuple[str, str, str]]:
 def test_after_a_page_the_server_fills_its_caches_by_running_the_other_chart_pages(tmp_path):
     """`ui.warm`: once the Runs page is drawn, the server runs Training curves, JS divergence and the Verifier
     debugger for the run this session opens them on, each in a session without a browser, to its end and without
-    an exception (the user's first visit of each then draws from the caches); each is warmed once for the same runs,
-    and nothing is warmed while a run trains."""
+    an exception (the user's first visit of each then draws from the caches); each is warmed once for the same runs;
+    nothing is warmed for the pages' default run while a run trains, and a chosen run is warmed by name."""
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
     runs = tmp_path / "runs"
@@ -709,7 +709,14 @@ def test_after_a_page_the_server_fills_its_caches_by_running_the_other_chart_pag
                             pid=os.getpid())
         sidebar(page, "Runs")
         page.wait_for_timeout(2000)
-        assert len(warm_lines(log)) == 3  # a run trains: nothing warmed
+        assert len(warm_lines(log)) == 3  # a run trains and no run is chosen: the pages would open on it
+        page.goto(url + "/credit?run=demo")  # a chosen run that does not train: warmed, named in the link
+        wait_for_script(page)
+        deadline = time.time() + 60
+        while len(warm_lines(log)) < 6 and time.time() < deadline:
+            time.sleep(0.3)
+        assert sorted(warm_lines(log)[3:]) == [("curves", "run=demo", "finished"), ("debugger", "run=demo", "finished"),
+                                               ("js", "run=demo", "finished")], warm_lines(log)
 
 
 def test_no_page_sends_a_request_outside_the_app(tmp_path):

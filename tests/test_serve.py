@@ -86,27 +86,6 @@ def test_the_middleware_tells_the_warm_the_loop_it_serves_on(monkeypatch):
     assert len(told) == 2 and all(isinstance(loop, asyncio.AbstractEventLoop) for loop in told)  # each on its first call
 
 
-def test_a_warm_session_is_done_when_its_script_finished_not_when_it_stopped_for_a_rerun():
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    from mrtpo_viz.ui.warm import _Client
-
-    def finished(status) -> ForwardMsg:
-        msg = ForwardMsg()
-        msg.script_finished = status
-        return msg
-
-    client = _Client()
-    client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN))
-    client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY))
-    assert not client.finished.is_set()
-    shown = ForwardMsg()
-    shown.delta.new_element.exception.message = "boom"
-    client.write_forward_msg(shown)
-    client.write_forward_msg(finished(ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY))
-    assert client.finished.is_set() and client.errors == ["boom"] and client.client_context is None
-
-
 def test_a_warm_page_waits_for_the_server_to_be_quiet():
     """`ui.warm.quiet`: no warm page starts while the server answers a request (the middleware counts every HTTP
     request) or in the QUIET_S after one; a server never quiet gives up."""

@@ -12,13 +12,15 @@ page's URL path and query) whose messages are dropped and which is closed once i
 
 A warm session runs only while the server is otherwise quiet: no browser's script run under way and no HTTP request
 (the files a page loads after its script, the modules the browser loads ahead: `ui.prefetch`) for QUIET_S; it waits
-for that before each page. A warm run that began when the server was busy made the page being opened 0.1-0.25 s
-slower (its files came from a server whose one Python thread the warm held; `mrtpo bench app`, cold Runs and Launch).
+for that before each page, and a browser's script run that starts meanwhile stops it (the page is warmed again
+later). Started at once instead, the warm made the page being opened 0.1-0.25 s slower (its files came from a server
+whose one Python thread the warm held; `mrtpo bench app`, cold Runs and Launch).
 
-Each (page, chosen run, state of the listed runs) is warmed once per server. Nothing is warmed while a run trains
-(every step changes what the pages draw, and the trainer needs the CPU), for a warm session itself, or without the
-app's ASGI entry (`mrtpo_viz/asgi.py`, which hands over the server's event loop: `streamlit run app.py` and
-Streamlit's AppTest warm nothing). `STREAMLIT_LOGGER_LEVEL=debug` logs each warm run (page, milliseconds, errors).
+Each (page, chosen run, state of the runs deciding what it draws) is warmed once per server. Nothing is warmed for a
+run that trains (every step changes what the pages draw), nor, when the session has chosen no run, while any listed
+run trains (the pages open on it), for a warm session itself, or without the app's ASGI entry (`mrtpo_viz/asgi.py`,
+which hands over the server's event loop: `streamlit run app.py` and Streamlit's AppTest warm nothing).
+`STREAMLIT_LOGGER_LEVEL=debug` logs each warm run (page, query, milliseconds, how it ended, errors).
 
 Never imports torch.
 """
@@ -46,11 +48,13 @@ WARM_PAGES = ("curves", "js", "debugger")  # URL paths (app.py), in the order a 
 WAIT_S = 60.0  # the longest a warm session's script may take before it is closed unfinished
 QUIET_S = 0.3  # a warm page starts once the server had no request and no browser's script run for this long
 GIVE_UP_S = 60.0  # the pages not warmed after waiting this long for quiet are left cold
+MAX_TRIES = 3  # runs of a warm page that a browser's script run may interrupt before it is left cold
 _MAX_DONE = 512
 _LOG = get_logger(__name__)
 _loop: list[asyncio.AbstractEventLoop] = []  # the serving event loop, once `serving` was told it
 _done: set[tuple] = set()  # (page, query, runs state) already warmed or under way
 _ghosts: set[str] = set()  # the session ids of warm sessions
+_running: dict = {}  # the warm session whose script runs now: {"sid", "interrupted"}
 _lock = threading.Lock()
 _busy = {"requests": 0, "scripts": 0, "since": 0.0}  # HTTP requests and browsers' script runs under way; last change
 _FINISHED = {ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
@@ -81,11 +85,13 @@ async def request():
 
 @contextlib.contextmanager
 def script_run():
-    """Around a page's script run (app.py): no warm page starts while a browser's session runs one."""
+    """Around a page's script run (app.py): no warm page starts while a browser's session runs one, and a warm page
+    under way is stopped (`_interrupt`; it runs again once the server is quiet)."""
     ctx = get_script_run_ctx()
     mine = ctx is not None and ctx.session_id not in _ghosts
     if mine:
         _count("scripts", 1)
+        _interrupt()
     try:
         yield
     finally:
@@ -142,51 +148,85 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> objec
     return done.result(timeout=WAIT_S)
 
 
-def run_page(loop: asyncio.AbstractEventLoop, page: str, query: str = "") -> tuple[bool, list[str]]:
+def run_page(loop: asyncio.AbstractEventLoop, page: str, query: str = "") -> tuple[str, list[str]]:
     """One script run of the app's page at URL path `page` with `query` (a link's query string) in a new session
-    without a browser, closed afterwards: (whether the script finished within WAIT_S, the exceptions it showed)."""
+    without a browser, closed afterwards: (how it ended: "finished", "interrupted" (a browser's script run started
+    meanwhile: `script_run` stopped it) or "unfinished" (not within WAIT_S), the exceptions it showed)."""
     runtime = Runtime.instance()
     client = _Client()
     sid = str(_on_loop(loop, lambda: runtime.connect_session(client, user_info={})))
     _ghosts.add(sid)
+    _running.update(sid=sid, interrupted=False)
     try:
         msg = BackMsg()
         msg.rerun_script.page_name = page
         msg.rerun_script.query_string = query
         _on_loop(loop, lambda: runtime.handle_backmsg(sid, msg))
-        return client.finished.wait(WAIT_S), client.errors
+        finished = client.finished.wait(WAIT_S)
+        return ("interrupted" if _running.get("interrupted") else "finished" if finished else "unfinished",
+                client.errors)
     finally:
+        _running.clear()
         _on_loop(loop, lambda: runtime.close_session(sid))
         _ghosts.discard(sid)
 
 
+def _interrupt() -> None:
+    """Stop the warm session's script run, if one is under way, at its next Streamlit call (safe from any thread):
+    a browser's script run has started, which must not share the server's one Python thread with it."""
+    sid = _running.get("sid")
+    session = Runtime.instance().get_app_session(sid) if sid and Runtime.exists() else None
+    if session is not None:
+        _running["interrupted"] = True
+        session.request_script_stop()
+
+
 def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str) -> None:
-    for i, page in enumerate(pages):
+    todo = [(page, 0) for page in pages]
+    while todo:
+        page, tries = todo.pop(0)
         if not quiet():
-            _LOG.debug("warm: the server was never quiet; %s left cold", ", ".join(pages[i:]))
+            left = {page, *(p for p, _ in todo)}
+            _LOG.debug("warm: the server was never quiet; %s left cold", ", ".join(sorted(left)))
             with _lock:  # a later page run may try again
-                _done.difference_update({key for key in _done if key[0] in pages[i:] and key[1] == query})
+                _done.difference_update({key for key in _done if key[0] in left and key[1] == query})
             return
         t0 = time.perf_counter()
         try:
-            finished, errors = run_page(loop, page, query)
+            ended, errors = run_page(loop, page, query)
         except Exception as exc:  # noqa: BLE001 - a warm that fails costs a cold visit, never the server
             _LOG.debug("warm %s?%s failed: %r", page, query, exc)
             continue
-        _LOG.debug("warm %s?%s: %.0f ms, %s%s", page, query, (time.perf_counter() - t0) * 1e3,
-                   "finished" if finished else "unfinished", f", errors {errors}" if errors else "")
+        _LOG.debug("warm %s?%s: %.0f ms, %s%s", page, query, (time.perf_counter() - t0) * 1e3, ended,
+                   f", errors {errors}" if errors else "")
+        if ended == "interrupted" and tries < MAX_TRIES - 1:
+            todo.append((page, tries + 1))  # again once the server is quiet
 
 
 def warm_key(page: str, query: str, runs: Sequence[RunInfo]) -> tuple:
-    """What a warm of `page` depends on: the link it was run with and every listed run's path, state, step and
-    last update (a new run, a new step or a changed status changes what a page opens on or draws)."""
+    """What a warm of `page` depends on: the link it was run with and the path, state, step and last update of the
+    runs that decide what it opens on and draws (a new step or a changed status changes it)."""
     return page, query, tuple((str(r.path), r.state, r.step, r.updated_at) for r in runs)
+
+
+def warm_target(runs: Sequence[RunInfo], chosen: RunInfo | None) -> tuple[str, list[RunInfo]] | None:
+    """(the query string the warm sessions open the pages with, the runs their warm depends on) for a session whose
+    chosen run is `chosen` among the listed `runs`; None when there is nothing to warm: the run the pages open on
+    trains (what they draw changes every step), or there is no run. A chosen run is named in the query (`run=`);
+    without one each page opens on its default, which every listed run's state decides, so none may train."""
+    from mrtpo_viz import loaders
+
+    if chosen is not None:
+        return (None if chosen.state in ACTIVE_STATES else (urlencode({"run": loaders.run_label(chosen)}), [chosen]))
+    if not runs or any(r.state in ACTIVE_STATES for r in runs):
+        return None
+    return "", list(runs)
 
 
 def warm_other_pages(current: str) -> list[str]:
     """After a page (URL path `current`) was drawn in a browser's session: warm the WARM_PAGES other than it for
-    the run this session opens them on, in a thread of its own. Returns the pages it started warming."""
-    from mrtpo_viz import loaders
+    the run this session opens them on (`warm_target`), in a thread of its own. Returns the pages it started
+    warming."""
     from mrtpo_viz.ui.page import session_runs
     from mrtpo_viz.ui.pickers import RUN_KEY
 
@@ -194,15 +234,15 @@ def warm_other_pages(current: str) -> list[str]:
     if not _loop or not _loop[0].is_running() or not Runtime.exists() or ctx is None or ctx.session_id in _ghosts:
         return []
     runs = session_runs()
-    if not runs or any(r.state in ACTIVE_STATES for r in runs):
+    target = warm_target(runs, {str(r.path): r for r in runs}.get(st.session_state.get(RUN_KEY)))
+    if target is None:
         return []
-    chosen = {str(r.path): r for r in runs}.get(st.session_state.get(RUN_KEY))
-    query = urlencode({"run": loaders.run_label(chosen)}) if chosen is not None else ""
+    query, deciding = target
     with _lock:
         if len(_done) > _MAX_DONE:
             _done.clear()
-        todo = [p for p in WARM_PAGES if p != current and warm_key(p, query, runs) not in _done]
-        _done.update(warm_key(p, query, runs) for p in todo)
+        todo = [p for p in WARM_PAGES if p != current and warm_key(p, query, deciding) not in _done]
+        _done.update(warm_key(p, query, deciding) for p in todo)
     if todo:
         threading.Thread(target=_warm, args=(_loop[0], todo, query), name="mrtpo-warm", daemon=True).start()
     return todo
