@@ -97,7 +97,9 @@ class ChartPagePreload:
     """ASGI middleware around Streamlit (`mrtpo_viz/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
     app's index.html, which Streamlit serves for every page path) gets `head` before its `</head>`; the request is
     passed on without Accept-Encoding, so that the page comes back uncompressed to edit (index.html is ~7 kB, sent
-    once per visit). Every other request (the websocket, static files, other pages) passes untouched."""
+    once per visit). A POST to `<root>/_mrtpo/settled` (`ui.warm.SETTLED_PATH`: a browser has drawn its first page,
+    `ui.prefetch`) is answered here (204) and lets the warm sessions start (`ui.warm`); every other request (the
+    websocket, static files, other pages) passes untouched, counted while it is answered (`ui.warm.request`)."""
 
     def __init__(self, app, head: str | None = None):
         self.app = app
@@ -117,6 +119,10 @@ class ChartPagePreload:
             self.loop_told = True
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if scope["path"].endswith("/" + warm.SETTLED_PATH) and scope.get("method") == "POST":
+            warm.settled()  # a browser has drawn its first page (`ui.prefetch`): the warm sessions may run
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            return await send({"type": "http.response.body", "body": b""})
         async with warm.request():  # no warm session starts while the server answers a request
             return await self.edited(scope, receive, send)
 

@@ -701,6 +701,8 @@ def test_after_a_page_the_server_fills_its_caches_by_running_the_other_chart_pag
             time.sleep(0.3)
         assert sorted(warm_lines(log)) == [("curves", "", "finished"), ("debugger", "", "finished"),
                                            ("js", "", "finished")], warm_lines(log)
+        text = log.read_text(errors="replace")  # started by the browser's word that its first page is drawn
+        assert -1 < text.find("warm: a browser's page is drawn") < text.find("warm curves?")
         sidebar(page, "Training curves")  # warmed: nothing of the same runs is warmed again
         page.wait_for_timeout(1500)
         assert len(warm_lines(log)) == 3

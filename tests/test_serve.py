@@ -86,9 +86,12 @@ def test_the_middleware_tells_the_warm_the_loop_it_serves_on(monkeypatch):
     assert len(told) == 2 and all(isinstance(loop, asyncio.AbstractEventLoop) for loop in told)  # each on its first call
 
 
-def test_a_warm_page_waits_for_the_server_to_be_quiet():
-    """`ui.warm.quiet`: no warm page starts while the server answers a request (the middleware counts every HTTP
-    request) or in the QUIET_S after one; a server never quiet gives up."""
+def test_a_warm_starts_when_a_browser_says_its_page_is_drawn_or_the_server_is_quiet():
+    """`ui.warm.quiet`: the middleware counts every HTTP request while it is answered; a warm starts once a browser
+    posts that its page is drawn (`ui.prefetch`, answered here with 204), or after FALLBACK_S without a request;
+    a server never quiet gives up."""
+    import time
+
     from mrtpo_viz.ui import warm
 
     seen = []
@@ -101,10 +104,24 @@ def test_a_warm_page_waits_for_the_server_to_be_quiet():
     async def nothing(*_):
         return {"type": "http.request"}
 
-    scope = {"type": "http", "method": "GET", "path": "/static/js/a.js", "headers": []}
-    asyncio.run(serve.ChartPagePreload(inner, head=HEAD)(scope, nothing, nothing))
+    def call(path: str, method: str = "GET") -> list[dict]:
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": method, "path": path, "headers": []}
+        asyncio.run(serve.ChartPagePreload(inner, head=HEAD)(scope, nothing, send))
+        return sent
+
+    since = time.monotonic()
+    call("/static/js/a.js")
     assert seen[0]["requests"] == 1 and warm._busy["requests"] == 0  # counted while answered
-    assert not warm.quiet(quiet_s=10.0, give_up_s=0.2)  # the request just ended
-    assert warm.quiet(quiet_s=0.05, give_up_s=2.0)
+    assert not warm.quiet(since, quiet_s=10.0, give_up_s=0.2)  # a request just now, no word from a browser
+    assert warm.quiet(since, quiet_s=0.05, give_up_s=2.0)  # quiet long enough
+    answer = call("/app/" + warm.SETTLED_PATH, "POST")  # under a base URL path too
+    assert answer[0]["status"] == 204 and len(seen) == 1  # answered by the middleware, not passed on
+    assert warm.quiet(since, quiet_s=10.0, give_up_s=2.0)  # the browser's word (and no request for AFTER_WORD_S)
+    assert not warm.quiet(time.monotonic(), quiet_s=10.0, give_up_s=0.2)  # a word from before does not count
     with warm.script_run():  # outside a script run (no session): nothing to count
         assert warm._busy["scripts"] == 0

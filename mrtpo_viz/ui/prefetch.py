@@ -15,6 +15,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from mrtpo_viz.ui.warm import SETTLED_PATH
+
 PREFETCHED_KEY = "_charts_prefetched"
 JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
 # The Streamlit elements the app's pages draw, by the first part of their browser module's file name in JS_FOLDER
@@ -83,9 +85,10 @@ def app_modules() -> tuple[str, ...]:
 
 
 # Browser code for prefetch_charts: `at_once` imports the chart module immediately; then, once the page has settled
-# (its script run finished and no file fetched for QUIET ms, or MAX ms passed) and at an idle moment, every module of
-# the list (the chart module, already loaded or on its way, among them). When all are loaded, <html> gets
-# data-mrtpo-prefetched="done".
+# (its script run finished, no file fetched and nothing added to or removed from the page for QUIET ms: drawn; or
+# MAX ms passed), it tells the server so (a POST to
+# SETTLED_PATH: `ui.warm` starts) and, at an idle moment, imports every module of the list (the chart module, already
+# loaded or on its way, among them). When all are loaded, <html> gets data-mrtpo-prefetched="done".
 _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   const modules = %(modules)s;
   const load = (m) => import(new URL(m, document.baseURI).href).catch(() => {});
@@ -95,16 +98,21 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   const t0 = performance.now();
   let last = t0;
   try { new PerformanceObserver(() => { last = performance.now(); }).observe({type: 'resource'}); } catch (e) {}
+  new MutationObserver(() => { last = performance.now(); }).observe(document.body, {childList: true, subtree: true});
   const wait = () => {
     const app = document.querySelector('[data-testid="stApp"]');
     const done = app && app.getAttribute('data-test-script-state') === 'notRunning';
     const now = performance.now();
-    if ((done && now - last >= %(quiet)d) || now - t0 >= %(max)d) (window.requestIdleCallback || setTimeout)(all);
-    else setTimeout(wait, 100);
+    if ((done && now - last >= %(quiet)d) || now - t0 >= %(max)d) {
+      // the page is drawn: the server may now run its warm sessions (`ui.warm`) without slowing it
+      fetch(new URL(%(settled)s, document.baseURI).href, {method: 'POST', keepalive: true}).catch(() => {});
+      (window.requestIdleCallback || setTimeout)(all);
+    } else setTimeout(wait, 100);
   };
   wait();
 })();</script>"""
-PREFETCH_QUIET_MS = 500  # a page counts as settled when no file was fetched for this long after its script ran
+PREFETCH_QUIET_MS = 500  # a page counts as settled when no file was fetched and nothing drawn for this long after its
+# script ran
 PREFETCH_MAX_MS = 8000
 
 
@@ -123,7 +131,7 @@ def prefetch_charts(at_once: bool = False) -> None:
         return
     st.session_state[PREFETCHED_KEY] = True
     st.sidebar.html(_PREFETCH_JS % {"modules": json.dumps(list(modules)), "chart": json.dumps(chart_module()),
-                                    "at_once": "true" if at_once else "false",
+                                    "at_once": "true" if at_once else "false", "settled": json.dumps(SETTLED_PATH),
                                     "when": "at-once" if at_once else "settled",
                                     "quiet": PREFETCH_QUIET_MS, "max": PREFETCH_MAX_MS},
                     unsafe_allow_javascript=True)

@@ -10,11 +10,14 @@ docs/results/app-speed.md). Nothing is computed that a visit would not compute; 
 Streamlit session (`Runtime.connect_session`; the page asked for as a browser asks, a `rerun_script` message with the
 page's URL path and query) whose messages are dropped and which is closed once its script has finished.
 
-A warm session runs only while the server is otherwise quiet: no browser's script run under way and no HTTP request
-(the files a page loads after its script, the modules the browser loads ahead: `ui.prefetch`) for QUIET_S; it waits
-for that before each page, and a browser's script run that starts meanwhile stops it (the page is warmed again
-later). Started at once instead, the warm made the page being opened 0.1-0.25 s slower (its files came from a server
-whose one Python thread the warm held; `mrtpo bench app`, cold Runs and Launch).
+A warm starts once the browser has drawn its page: the first page of a browser's session says so when it has settled
+(`ui.prefetch` posts to SETTLED_PATH), and the warm waits for the modules that browser loads next (no HTTP request for
+AFTER_WORD_S); without that word (a later page of the session), once the server has had no HTTP request and no
+browser's script run for FALLBACK_S. No warm page runs while a browser's script run is under way,
+and one that starts meanwhile stops it (the page is warmed again later). Started when the page's script ended, the
+warm made the page being opened slower: 0.1-0.25 s for cold Runs and Launch at once (its files came from a server
+whose one Python thread the warm held), ~0.1 s for cold chart pages 0.3 s after (the warm's CPU against the
+browser's drawing on two cores; `mrtpo bench app`).
 
 Each (page, chosen run, state of the runs deciding what it draws) is warmed once per server. Nothing is warmed for a
 run that trains (every step changes what the pages draw), nor, when the session has chosen no run, while any listed
@@ -46,7 +49,9 @@ from core.run.store import ACTIVE_STATES, RunInfo
 
 WARM_PAGES = ("curves", "js", "debugger")  # URL paths (app.py), in the order a warm runs them
 WAIT_S = 60.0  # the longest a warm session's script may take before it is closed unfinished
-QUIET_S = 0.3  # a warm page starts once the server had no request and no browser's script run for this long
+SETTLED_PATH = "_mrtpo/settled"  # a browser posts here (relative to the app's root URL) when its first page is drawn
+AFTER_WORD_S = 0.3  # after that word, a warm starts once the server has had no request for this long
+FALLBACK_S = 1.0  # without it, a warm starts once the server had no request and no browser's script run this long
 GIVE_UP_S = 60.0  # the pages not warmed after waiting this long for quiet are left cold
 MAX_TRIES = 3  # runs of a warm page that a browser's script run may interrupt before it is left cold
 _MAX_DONE = 512
@@ -57,6 +62,7 @@ _ghosts: set[str] = set()  # the session ids of warm sessions
 _running: dict = {}  # the warm session whose script runs now: {"sid", "interrupted"}
 _lock = threading.Lock()
 _busy = {"requests": 0, "scripts": 0, "since": 0.0}  # HTTP requests and browsers' script runs under way; last change
+_settled = [0.0]  # when a browser last said its page is drawn (time.monotonic)
 _FINISHED = {ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
              ForwardMsg.ScriptFinishedStatus.FINISHED_WITH_COMPILE_ERROR}
 
@@ -86,7 +92,7 @@ async def request():
 @contextlib.contextmanager
 def script_run():
     """Around a page's script run (app.py): no warm page starts while a browser's session runs one, and a warm page
-    under way is stopped (`_interrupt`; it runs again once the server is quiet)."""
+    under way is stopped (`_interrupt`; it runs again after)."""
     ctx = get_script_run_ctx()
     mine = ctx is not None and ctx.session_id not in _ghosts
     if mine:
@@ -99,17 +105,26 @@ def script_run():
             _count("scripts", -1)
 
 
-def quiet(quiet_s: float = QUIET_S, give_up_s: float = GIVE_UP_S) -> bool:
-    """Wait until the server has had no HTTP request and no browser's script run for `quiet_s`: True, or False after
-    `give_up_s`."""
+def settled() -> None:
+    """A browser has drawn its page and is idle (the POST to SETTLED_PATH)."""
+    _settled[0] = time.monotonic()
+    _LOG.debug("warm: a browser's page is drawn")
+
+
+def quiet(since: float | None = None, quiet_s: float = FALLBACK_S, give_up_s: float = GIVE_UP_S) -> bool:
+    """Wait until no browser's script run is under way and, with `since` (a time.monotonic), either a browser has
+    said its page is drawn after `since` and the server has had no HTTP request for AFTER_WORD_S (the modules that
+    browser loads next, `ui.prefetch`), or it has had no HTTP request and no script run for `quiet_s`. True, or
+    False after `give_up_s`."""
     deadline = time.monotonic() + give_up_s
     while time.monotonic() < deadline:
         with _lock:
-            idle = not _busy["requests"] and not _busy["scripts"]
-            left = _busy["since"] + quiet_s - time.monotonic()
-        if idle and left <= 0:
+            idle = 0.0 if _busy["requests"] else time.monotonic() - _busy["since"]  # seconds without a request
+            word = since is not None and _settled[0] > since
+            ready = not _busy["scripts"] and (since is None or (word and idle >= AFTER_WORD_S) or idle >= quiet_s)
+        if ready:
             return True
-        time.sleep(max(0.02, min(left, 0.1)) if idle else 0.05)
+        time.sleep(0.05)
     return False
 
 
@@ -181,16 +196,18 @@ def _interrupt() -> None:
         session.request_script_stop()
 
 
-def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str) -> None:
+def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str, since: float) -> None:
     todo = [(page, 0) for page in pages]
+    first = True
     while todo:
         page, tries = todo.pop(0)
-        if not quiet():
+        if not quiet(since if first else None):
             left = {page, *(p for p, _ in todo)}
             _LOG.debug("warm: the server was never quiet; %s left cold", ", ".join(sorted(left)))
             with _lock:  # a later page run may try again
                 _done.difference_update({key for key in _done if key[0] in left and key[1] == query})
             return
+        first = False
         t0 = time.perf_counter()
         try:
             ended, errors = run_page(loop, page, query)
@@ -200,7 +217,7 @@ def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str) -> 
         _LOG.debug("warm %s?%s: %.0f ms, %s%s", page, query, (time.perf_counter() - t0) * 1e3, ended,
                    f", errors {errors}" if errors else "")
         if ended == "interrupted" and tries < MAX_TRIES - 1:
-            todo.append((page, tries + 1))  # again once the server is quiet
+            todo.append((page, tries + 1))  # again once no browser's script run is under way
 
 
 def warm_key(page: str, query: str, runs: Sequence[RunInfo]) -> tuple:
@@ -244,5 +261,6 @@ def warm_other_pages(current: str) -> list[str]:
         todo = [p for p in WARM_PAGES if p != current and warm_key(p, query, deciding) not in _done]
         _done.update(warm_key(p, query, deciding) for p in todo)
     if todo:
-        threading.Thread(target=_warm, args=(_loop[0], todo, query), name="mrtpo-warm", daemon=True).start()
+        threading.Thread(target=_warm, args=(_loop[0], todo, query, time.monotonic()), name="mrtpo-warm",
+                         daemon=True).start()
     return todo
