@@ -85,8 +85,9 @@ def app_modules() -> tuple[str, ...]:
 
 
 # Browser code for prefetch_charts: `at_once` imports the chart module immediately; then, once the page has settled
-# (its script run finished, no file fetched and nothing added to or removed from the page for QUIET ms: drawn; or
-# MAX ms passed), it tells the server so (a POST to
+# (its script run finished, every chart drawn, and checks 100 ms apart found no file fetched and nothing added to or
+# removed from the page for QUIET ms: a long task, such as running the chart module, counts as one check; or MAX ms
+# passed), it tells the server so (a POST to
 # SETTLED_PATH: `ui.warm` starts) and, at an idle moment, imports every module of the list (the chart module, already
 # loaded or on its way, among them). When all are loaded, <html> gets data-mrtpo-prefetched="done".
 _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
@@ -96,14 +97,17 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   const all = () => Promise.all(modules.map(load)).then(() => {
     document.documentElement.setAttribute('data-mrtpo-prefetched', 'done'); });
   const t0 = performance.now();
-  let last = t0;
-  try { new PerformanceObserver(() => { last = performance.now(); }).observe({type: 'resource'}); } catch (e) {}
-  new MutationObserver(() => { last = performance.now(); }).observe(document.body, {childList: true, subtree: true});
+  let changed = true, calm = 0;  // calm: checks in a row, 100 ms apart, that found nothing fetched or drawn since
+  try { new PerformanceObserver(() => { changed = true; }).observe({type: 'resource'}); } catch (e) {}
+  new MutationObserver(() => { changed = true; }).observe(document.body, {childList: true, subtree: true});
   const wait = () => {
     const app = document.querySelector('[data-testid="stApp"]');
     const done = app && app.getAttribute('data-test-script-state') === 'notRunning';
-    const now = performance.now();
-    if ((done && now - last >= %(quiet)d) || now - t0 >= %(max)d) {
+    const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
+    const drawn = document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length;
+    calm = done && !changed && drawn >= charts ? calm + 1 : 0;
+    changed = false;
+    if (calm * 100 >= %(quiet)d || performance.now() - t0 >= %(max)d) {
       // the page is drawn: the server may now run its warm sessions (`ui.warm`) without slowing it
       fetch(new URL(%(settled)s, document.baseURI).href, {method: 'POST', keepalive: true}).catch(() => {});
       (window.requestIdleCallback || setTimeout)(all);

@@ -61,6 +61,7 @@ _done: set[tuple] = set()  # (page, query, runs state) already warmed or under w
 _ghosts: set[str] = set()  # the session ids of warm sessions
 _running: dict = {}  # the warm session whose script runs now: {"sid", "interrupted"}
 _lock = threading.Lock()
+_one_warm = threading.Lock()
 _busy = {"requests": 0, "scripts": 0, "since": 0.0}  # HTTP requests and browsers' script runs under way; last change
 _settled = [0.0]  # when a browser last said its page is drawn (time.monotonic)
 _FINISHED = {ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY,
@@ -197,6 +198,11 @@ def _interrupt() -> None:
 
 
 def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str, since: float) -> None:
+    with _one_warm:  # one warm at a time (two sessions' warms would share the CPU and `_running`)
+        _warm_pages(loop, pages, query, since)
+
+
+def _warm_pages(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str, since: float) -> None:
     todo = [(page, 0) for page in pages]
     first = True
     while todo:
