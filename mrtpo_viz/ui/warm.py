@@ -191,10 +191,15 @@ def _interrupt() -> None:
     """Stop the warm session's script run, if one is under way, at its next Streamlit call (safe from any thread):
     a browser's script run has started, which must not share the server's one Python thread with it."""
     sid = _running.get("sid")
-    session = Runtime.instance().get_app_session(sid) if sid and Runtime.exists() else None
-    if session is not None:
-        _running["interrupted"] = True
-        session.request_script_stop()
+    if not sid:
+        return
+    try:
+        session = Runtime.instance().get_app_session(sid) if Runtime.exists() else None
+        if session is not None:
+            _running["interrupted"] = True
+            session.request_script_stop()
+    except Exception as exc:  # noqa: BLE001 - the browser's own page run must go on whatever the warm's state
+        _LOG.debug("warm: could not stop the warm page: %r", exc)
 
 
 def _warm(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: str, since: float) -> None:
