@@ -128,7 +128,7 @@ class ChartPagePreload:
 
     async def edited(self, scope, receive, send):
         """An HTTP request: a chart page's HTML edited, anything else passed on."""
-        if scope["type"] != "http" or scope.get("method") != "GET" or scope["path"] not in self.paths or not self.head:
+        if scope.get("method") != "GET" or scope["path"] not in self.paths or not self.head:
             return await self.app(scope, receive, send)
         scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"accept-encoding"]}
         start: dict = {}

@@ -87,9 +87,9 @@ def app_modules() -> tuple[str, ...]:
 # Browser code for prefetch_charts: `at_once` imports the chart module immediately; then, once the page has settled
 # (its script run finished, every chart drawn, and checks 100 ms apart found no file fetched and nothing added to or
 # removed from the page for QUIET ms: a long task, such as running the chart module, counts as one check; or MAX ms
-# passed), it tells the server so (a POST to
-# SETTLED_PATH: `ui.warm` starts) and, at an idle moment, imports every module of the list (the chart module, already
-# loaded or on its way, among them). When all are loaded, <html> gets data-mrtpo-prefetched="done".
+# passed), it tells the server so (a POST to SETTLED_PATH: `ui.warm` starts) and, at an idle moment, imports every
+# module of the list (the chart module, already loaded or on its way, among them). When all are loaded, <html> gets
+# data-mrtpo-prefetched="done".
 _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   const modules = %(modules)s;
   const load = (m) => import(new URL(m, document.baseURI).href).catch(() => {});
