@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("core.run.train_cli", "train a policy with GRPO, GDPO or MRTPO and write a run store"),
     "app": ("core.cli", "serve the Streamlit workbench on http://127.0.0.1:8501"),
     "eval": ("core.evaluate.ifeval", "IFEval's four accuracies of a model or a responses file on a prompt set"),
+    "upgrade": ("core.tools.upgrade_run", "rewrite a finished run's credit maps in the newest schema (opens faster)"),
     "bootstrap": ("core.tools.bootstrap", "build an embedded model from a synthetic corpus (tiny-instruct; "
                   "--setting multi: tiny-multi)"),
 }

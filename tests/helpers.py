@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+
+from core.run.store import CREDIT_SCHEMA, credit_path
 
 # Under CI (env CI set and not "0"/"false", as GitHub Actions and most CI services set it) a test whose tool is
 # missing fails instead of skipping: a green CI build means the test ran.
@@ -128,3 +133,24 @@ def start_stand_in(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
                             stdout=subprocess.PIPE, env=env, start_new_session=True)
     assert proc.stdout.readline().strip() == b"ready"
     return proc, tmp_path / "runs" / "r"
+
+
+def write_schema_1(path: Path, frame: pd.DataFrame, with_skipped: bool = True) -> Path:
+    """One step's credit file as schema 1 wrote it (the runs shipped before schema 3 are such files): the long
+    frame's columns in CREDIT_SCHEMA's order and types, `distance` / `distance_skipped` under their schema-1 names
+    `js` / `js_skipped` (the oldest files have no `js_skipped`: `with_skipped=False`), one row group, metadata
+    version "1". `frame`: one step's long credit map (CREDIT_SCHEMA's columns); returns the file written."""
+    names = {"distance": "js", "distance_skipped": "js_skipped"}
+    fields = [pa.field(names.get(f.name, f.name), f.type) for f in CREDIT_SCHEMA
+              if with_skipped or f.name != "distance_skipped"]
+    back = {v: k for k, v in names.items()}
+    columns = {}
+    for f in fields:
+        values = frame[back.get(f.name, f.name)]
+        values = values.astype(str).tolist() if pa.types.is_string(f.type) else values.to_numpy()
+        columns[f.name] = pa.array(values, f.type)  # a numpy NaN stays NaN (not null), as schema 1 wrote it
+    table = pa.table(columns, schema=pa.schema(fields, metadata={b"mrtpo_schema_version": b"1"}))
+    out = credit_path(path, int(frame["step"].iloc[0]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out)
+    return out

@@ -10,13 +10,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers import write_schema_1
 
 from core.run import credit_format, record
-from core.run.store import CREDIT_COLUMNS, RunStore, RunWriter, credit_path
+from core.run.store import CREDIT_COLUMNS, RunStore, RunWriter
 from core.tools.bench_store import make_record
-
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ROOT / "sample_data" / "runs" / "tiny-instruct-mrtpo-demo"
 
 
 def _equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
@@ -103,15 +101,24 @@ def test_a_sample_subset_keeps_its_batch_indices(tmp_path):
     assert sorted(set(store.credit_index(1)["sample"])) == [4, 5, 6, 7, 12]
 
 
-def test_schema_1_stores_open_as_they_are():
-    """The shipped runs were written in schema 1: read as they are (no conversion), by every reader."""
-    store = RunStore(SHIPPED)
-    step = store.credit_steps()[-1]
-    assert pq.ParquetFile(credit_path(SHIPPED, step)).metadata.metadata[b"mrtpo_schema_version"] == b"1"
-    whole = store.credit(step)
-    index = store.credit_index(step)
+@pytest.mark.parametrize("with_skipped", [True, False])
+def test_schema_1_stores_open_as_they_are(tmp_path, with_skipped):
+    """Runs written in schema 1 (the shipped runs were, until `mrtpo upgrade`) are read as they are, by every reader;
+    the oldest files have no `js_skipped` column (read as False)."""
+    rec = make_record(12, 20, 3, group_size=4, seed=6)
+    w = RunWriter.create(tmp_path, "r", {"steps": 1, "reward_names": rec.reward_names})
+    w.append_metrics({"step": 1})
+    frame = record.credit_frame(rec)
+    if not with_skipped:
+        frame["distance_skipped"] = False
+    path = write_schema_1(w.path, frame, with_skipped)
+    store = RunStore(w.path)
+    assert pq.ParquetFile(path).metadata.metadata[b"mrtpo_schema_version"] == b"1"
+    whole = store.credit(1)
+    _equal(whole, frame)
+    index = store.credit_index(1)
     sample = int(whole["sample"].iloc[-1])
-    _equal(store.credit_tokens(step, samples=[sample]), whole[whole["sample"] == sample].reset_index(drop=True))
+    _equal(store.credit_tokens(1, samples=[sample]), whole[whole["sample"] == sample].reset_index(drop=True))
     assert len(index) == whole.groupby(["sample", "reward"]).ngroups and store.warnings == []
     assert (index["length"] == whole.groupby(["sample", "reward"], sort=False)["t"].size().to_numpy()).all()
 
@@ -141,8 +148,12 @@ def test_the_index_sums_and_the_distance_summary_match_the_tokens(tmp_path):
         assert r.n == len(d) and r.tokens == ((whole["reward"] == r.reward) & (whole["in_span"] == (r.where == "in"))).sum()
         np.testing.assert_allclose([r.mean, r.median, r.q1, r.max], [d.mean(), d.median(), d.quantile(0.25), d.max()],
                                    rtol=1e-5)
-    v1 = RunStore(SHIPPED)  # schema 1: the same summary from the whole file
-    assert set(v1.credit_summary(v1.credit_steps()[-1])["where"]) <= {"in", "out"}
+    v1 = RunWriter.create(tmp_path, "v1", {"steps": 1, "reward_names": rec.reward_names})
+    v1.append_metrics({"step": 1})
+    write_schema_1(v1.path, whole)
+    v1 = RunStore(v1.path)  # schema 1: the same index and summary, from the whole file
+    pd.testing.assert_frame_equal(v1.credit_summary(1), summary, check_exact=False, rtol=1e-5)
+    pd.testing.assert_frame_equal(v1.credit_index(1), index, check_exact=False, rtol=1e-5, check_dtype=False)
 
 
 def test_bench_store_prints_a_row_per_size_and_refuses_bad_sizes(capsys):

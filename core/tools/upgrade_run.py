@@ -1,0 +1,161 @@
+"""`mrtpo upgrade RUN [RUN ...]`: a finished run's credit maps rewritten in the newest schema, in place.
+
+    mrtpo upgrade runs/my-old-run
+    mrtpo upgrade sample_data/runs/*
+
+A run written before schema 3 (docs/CONTRACTS.md, "Credit map, schema 3") opens as it is, but a schema-1 credit map
+is read whole for anything the app shows from it: the index of a step (one row per (sample, reward)) is computed from
+every token, where a schema-3 file has it in its footer. The upgrade reads each older map with the run store's
+reader, writes it with the run store's writer (`RunWriter.write_credit`, atomic per file), reads the new file back
+and keeps it only when it gives back the same long frame, value for value (floats compared as float32 bits, NaN
+equal to NaN); otherwise the old bytes are put back and the run is reported as not upgraded. config.json's
+`schema_version` becomes the newest once every map is of it. Nothing else in the folder changes (metrics, status,
+notes, checkpoints).
+
+Refused: a folder without config.json, a run that is being written (its writer lock is held or its status is
+active). A crash in the middle leaves every map either old or new (each is replaced by one rename), and both open;
+running the command again finishes the job. Exit status 2 when a run was refused or a map could not be upgraded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from core.run.store import (
+    ACTIVE_STATES,
+    SCHEMA_KEY,
+    SCHEMA_VERSION,
+    RunStore,
+    RunWriter,
+    atomic_write_bytes,
+    atomic_write_json,
+    credit_path,
+    writer_lock_held,
+)
+
+
+@dataclass
+class Upgraded:
+    """What `upgrade_run` did to one run: maps rewritten, already new, failed (step: why); bytes before and after
+    of the maps it rewrote."""
+
+    rewritten: list[int]
+    current: list[int]
+    failed: dict[int, str]
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def file_version(path: Path) -> str:
+    """The `mrtpo_schema_version` in a credit file's metadata ("?" when it has none)."""
+    meta = pq.ParquetFile(path).metadata.metadata or {}
+    return meta.get(SCHEMA_KEY, b"?").decode(errors="replace")
+
+
+def frame_difference(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    """The first column in which two long credit maps differ ("" when equal): same columns in the same order, same
+    rows; floats equal as float32 with NaN equal to NaN; categorical and text columns equal as strings."""
+    if list(a.columns) != list(b.columns):
+        return f"columns {list(a.columns)} != {list(b.columns)}"
+    if len(a) != len(b):
+        return f"{len(a)} rows != {len(b)}"
+    for col in a.columns:
+        x, y = a[col], b[col]
+        if x.dtype.kind == "f" or y.dtype.kind == "f":
+            same = np.array_equal(x.to_numpy(np.float32), y.to_numpy(np.float32), equal_nan=True)
+        elif x.dtype.kind in "biu" and y.dtype.kind in "biu":
+            same = np.array_equal(x.to_numpy(), y.to_numpy())
+        else:
+            same = (x.astype(str).to_numpy() == y.astype(str).to_numpy()).all()
+        if not same:
+            return col
+    return ""
+
+
+def refusal(path: Path) -> str:
+    """Why `path` cannot be upgraded now ("" when it can)."""
+    if not (path / "config.json").is_file():
+        return f"{path} is not a run folder (no config.json)"
+    state = RunStore(path).status().get("state")
+    if state in ACTIVE_STATES or writer_lock_held(path):
+        return f"{path} is being written (state {state!r}); upgrade it once it has finished or been stopped"
+    return ""
+
+
+def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
+    """Rewrite every credit map of run `path` that is not of schema `SCHEMA_VERSION` (module docstring).
+    ValueError when the run is refused (`refusal`)."""
+    path = Path(path)
+    why = refusal(path)
+    if why:
+        raise ValueError(why)
+    store = RunStore(path)
+    steps = store.credit_steps()
+    out = Upgraded(rewritten=[], current=[], failed={})
+    writer = RunWriter.open(path)  # the writer lock: no trainer can resume the run while its files change
+    try:
+        for step in tqdm(steps, desc=path.name, unit="map", disable=not progress, file=sys.stderr):
+            file = credit_path(path, step)
+            if file_version(file) == str(SCHEMA_VERSION):
+                out.current.append(step)
+                continue
+            old_bytes = file.read_bytes()
+            store.warnings.clear()
+            frame = store.credit(step)
+            if store.warnings:
+                out.failed[step] = "; ".join(store.warnings)
+                continue
+            writer.write_credit(step, frame)
+            back = RunStore(path)
+            difference = frame_difference(frame, back.credit(step)) or "; ".join(back.warnings)
+            if difference:
+                atomic_write_bytes(file, old_bytes)
+                out.failed[step] = f"the new file reads back differently ({difference}); the old one is kept"
+                continue
+            out.rewritten.append(step)
+            out.bytes_before += len(old_bytes)
+            out.bytes_after += file.stat().st_size
+        if not out.failed:
+            config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            if config.get("schema_version") != SCHEMA_VERSION:
+                atomic_write_json(path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
+    finally:
+        writer.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mrtpo upgrade", description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", help="finished run folders")
+    args = p.parse_args(argv)
+    status = 0
+    for run in args.runs:
+        try:
+            done = upgrade_run(run, progress=sys.stderr.isatty())
+        except ValueError as e:
+            print(f"mrtpo upgrade: {e}", file=sys.stderr)
+            status = 2
+            continue
+        line = f"{run}: {len(done.rewritten)} credit maps rewritten in schema {SCHEMA_VERSION}"
+        if done.rewritten:
+            line += f" ({done.bytes_before / 2**20:.1f} -> {done.bytes_after / 2**20:.1f} MiB)"
+        if done.current:
+            line += f", {len(done.current)} already of it"
+        print(line)
+        for step, why in done.failed.items():
+            print(f"mrtpo upgrade: {run}: step {step}: {why}", file=sys.stderr)
+            status = 2
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
