@@ -257,6 +257,57 @@ def nonpositive_count(fig: go.Figure) -> int:
     return n
 
 
+# A line drawn in the browser keeps at most this many points (`for_display`); the figure, and its CSV, keep all.
+DISPLAY_POINTS = 400
+# trace properties that hold one value per point, thinned with x and y
+_PER_POINT = ("x", "y", "customdata", "text", "hovertext")
+
+
+def display_indices(y: Sequence[float], max_points: int = DISPLAY_POINTS) -> np.ndarray:
+    """Which of a line's n points to draw (min-max decimation, display only): all n when n <= max_points; else the
+    points cut into B = max_points // 2 buckets of ceil(n / B) consecutive points, and of each bucket the index of
+    its lowest and of its highest finite y, in order (one index when they are the same point; a bucket of NaN
+    alone keeps its first point, so a gap stays one), plus the first and the last point. At most max_points + 2
+    indices, increasing. Every bucket's whole range of y is drawn, so no spike of the line disappears, and each
+    drawn point is one of the line's own (its hover shows a logged value, never an average)."""
+    if max_points < 2:
+        raise ValueError(f"max_points must be at least 2, got {max_points}")
+    v = np.asarray(y, dtype=np.float64)
+    n = len(v)
+    if n <= max_points:
+        return np.arange(n)
+    width = -(-n // (max_points // 2))
+    pad = -n % width
+    grid = np.concatenate([v, np.full(pad, np.nan)]).reshape(-1, width)
+    finite = np.isfinite(grid)
+    starts = np.arange(grid.shape[0]) * width
+    lo = np.where(finite, grid, np.inf).argmin(axis=1)
+    hi = np.where(finite, grid, -np.inf).argmax(axis=1)  # all-NaN buckets: both 0, the bucket's first point
+    keep = np.unique(np.concatenate([[0, n - 1], starts + lo, starts + hi]))
+    return keep[keep < n]
+
+
+def for_display(fig: go.Figure, max_points: int = DISPLAY_POINTS) -> go.Figure:
+    """A copy of `fig` to draw: each line trace longer than max_points keeps the points of `display_indices` (its
+    x, y, customdata, text and hovertext thinned alike); bars, boxes, stacked areas (`stackgroup`: their traces must
+    share x) and short traces are kept whole. The Verifier debugger's two figures of a 2,000-step run (15 lines of
+    2,000 points) were shown ~0.1 s sooner from the sidebar (docs/results/app-speed.md); on a 500-1,400 px wide
+    chart 200 buckets of two points draw the line's envelope. `fig` is not changed (the CSV exports read it)."""
+    data = fig.to_dict()  # a copy, its arrays base64-encoded: the values are read from fig's traces
+    thinned = False
+    for obj, trace in zip(fig.data, data.get("data", []), strict=True):
+        y = obj.y
+        if trace.get("type") != "scatter" or obj.stackgroup or y is None or len(y) <= max_points:
+            continue
+        keep = display_indices(pd.to_numeric(pd.Series(y), errors="coerce").to_numpy(), max_points)
+        for prop in _PER_POINT:
+            values = obj[prop]
+            if values is not None and not isinstance(values, str) and len(values) == len(y):
+                trace[prop] = np.asarray(values)[keep]
+        thinned = True
+    return go.Figure(data, _validate=False) if thinned else fig
+
+
 # Titles of the x axes the curves can be drawn against (columns of `analysis.with_x_columns`).
 X_TITLES = {"step": "step", "samples": "samples seen (responses)", "minutes": "training time (min, sum of step times)"}
 
@@ -630,7 +681,8 @@ def js_in_out_summary_figure(summary: pd.DataFrame, reward_names: Sequence[str])
 
 
 __all__ = [
-    "REWARD_PALETTE", "auc_figure", "js_in_out_figure", "js_in_out_summary_figure", "js_positions_figure",
+    "DISPLAY_POINTS", "REWARD_PALETTE", "auc_figure", "display_indices", "for_display", "js_in_out_figure",
+    "js_in_out_summary_figure", "js_positions_figure",
     "loss_figure", "metric_lines",
     "per_reward_lines", "plotted_series", "reward_curves", "reward_series", "step_time_figure",
 ]

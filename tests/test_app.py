@@ -6,6 +6,7 @@ folder, a crashed run and a "running" run whose pid is this test process (alive,
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -1057,3 +1058,37 @@ def test_runs_table_shows_summary_metrics_backend_and_processes(tmp_path, monkey
     assert row["backend"] == "trl" and row["processes"] == 2
     shipped = at.dataframe[0].value.set_index("run").loc["sample/study-v2-mrtpo-swap-s0"]
     assert shipped["backend"] == "builtin" and shipped["processes"] == 1
+
+
+def test_long_runs_are_drawn_with_their_lines_thinned_and_exported_whole(tmp_path, monkeypatch):
+    """A 1,500-step run: the lines each page draws keep at most DISPLAY_POINTS (+2) points (min-max decimation,
+    `figures.for_display`: a browser draws them sooner), while the Training curves CSV keeps every step."""
+    import numpy as np
+
+    from core.run.store import RunWriter
+    from mrtpo_viz.tools.synthetic import synthetic_metrics
+
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    w = write_synthetic_run(tmp_path, "long", steps=2, rewards=DEFAULT_REWARDS[:3], n_tokens=8, with_eval=False)
+    w = RunWriter.open(w.path)
+    rng = np.random.default_rng(0)
+    for step in range(3, 1501):
+        w.append_metrics(synthetic_metrics(step, DEFAULT_REWARDS[:3], rng))
+    w.set_status(step=1500, total_steps=1500)
+    most = figures.DISPLAY_POINTS + 2
+
+    def points(trace: dict) -> int:  # Plotly sends numeric arrays as {"dtype", "bdata"} (base64), others as lists
+        x = trace["x"]
+        return len(base64.b64decode(x["bdata"])) // np.dtype(x["dtype"]).itemsize if isinstance(x, dict) else len(x)
+
+    def lines(at: AppTest, key: str) -> list[int]:
+        spec = json.loads(next(c for c in charts(at) if c.key == key).proto.spec)
+        return [points(tr) for tr in spec["data"] if tr.get("mode", "").startswith("lines")]
+
+    for name, key, query in (("curves", "fig_rewards", None), ("debugger", "fig_dbg_mass", None),
+                             ("debugger", "fig_dbg_auc", None), ("js", "fig_js_training", {"view": "training"})):
+        drawn = lines(page(name, tmp_path, query, mrtpo_run=str(w.path)), key)
+        # thinned, not emptied
+        assert drawn and max(drawn) <= most and min(drawn) >= figures.DISPLAY_POINTS // 2, (name, key, drawn)
+    whole = figures.metric_lines({"long": RunStore(w.path).metrics()}, ["reward/all_satisfied"], "t")
+    assert points(json.loads(whole.to_json())["data"][0]) == 1500  # the figure itself (the CSV's source) is whole

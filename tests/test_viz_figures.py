@@ -548,3 +548,49 @@ def test_ten_reward_curves_are_one_small_panel_per_reward():
     assert {tr.line.color for tr in fig.data if tr.name != "all satisfied"} == set(reward_colors(names).values())
     few = figures.reward_curves({"run": df}, names[:4])
     assert not few.layout.annotations and len(few.data) == 5  # four rewards: one panel, as before
+
+
+def test_display_indices_keep_each_buckets_lowest_and_highest_point():
+    y = [0, 5, 1, 3, 2, 9, 4, 4]  # 2 buckets of 4: (0 at 0, 5 at 1), (2 at 4, 9 at 5); plus the last point
+    assert figures.display_indices(y, 4).tolist() == [0, 1, 4, 5, 7]
+    nan = float("nan")
+    assert figures.display_indices([nan, nan, nan, 1, 2, 3], 4).tolist() == [0, 3, 5]  # a NaN bucket: its first
+    assert figures.display_indices([3, 1, 2, 0, 7, 6, 5], 4).tolist() == [0, 3, 4, 6]  # (3 at 0, 0 at 3), (7, 5)
+    assert figures.display_indices([1, 2, 3], 4).tolist() == [0, 1, 2]  # short: all
+    with pytest.raises(ValueError, match="at least 2"):
+        figures.display_indices([1, 2, 3], 1)
+
+
+@pytest.mark.parametrize("n, max_points", [(2000, 600), (601, 600), (1999, 10), (5000, 2)])
+def test_display_indices_keep_every_buckets_range_and_the_ends(n, max_points):
+    rng = np.random.default_rng(n)
+    y = rng.normal(size=n).cumsum()
+    y[rng.random(n) < 0.05] = np.nan
+    keep = figures.display_indices(y, max_points)
+    assert len(keep) <= max_points + 2 and (np.diff(keep) > 0).all() and keep[0] == 0 and keep[-1] == n - 1
+    width = -(-n // (max_points // 2))
+    for start in range(0, n, width):  # the drawn points span each bucket's lowest to highest value
+        bucket = y[start:start + width]
+        drawn = y[keep[(keep >= start) & (keep < start + width)]]
+        if np.isfinite(bucket).any():
+            assert np.nanmin(drawn) == np.nanmin(bucket) and np.nanmax(drawn) == np.nanmax(bucket)
+
+
+def test_for_display_thins_long_lines_only_and_leaves_the_figure_whole():
+    steps = pd.DataFrame({"step": np.arange(1, 2001), "reward/a": np.sin(np.arange(2000) / 50.0)})
+    fig = figures.metric_lines({"r": steps}, ["reward/a"], "t")
+    fig.add_trace(go.Scatter(x=list(range(2000)), y=list(range(2000)), customdata=list(range(2000)),
+                             text=[f"t{i}" for i in range(2000)]))
+    fig.add_trace(go.Bar(x=list(range(2000)), y=[1] * 2000))
+    fig.add_trace(go.Scatter(x=list(range(2000)), y=[1.0] * 2000, stackgroup="time"))
+    fig.add_trace(go.Scatter(x=[1, 2], y=[3, 4]))
+    shown = figures.for_display(fig, 100)
+    assert [len(t.y) for t in fig.data] == [2000, 2000, 2000, 2000, 2]  # the figure (and its CSV) keep all
+    assert len(figures.plotted_series({"t": fig})) == 2000
+    lens = [len(t.y) for t in shown.data]
+    assert lens[0] <= 102 and lens[1] <= 102 and lens[2:] == [2000, 2000, 2]
+    line = shown.data[1]
+    assert list(line.customdata) == list(line.x) == list(line.y) and list(line.text) == [f"t{i}" for i in line.x]
+    assert shown.layout.title.text == "t" and shown.data[0].meta == fig.data[0].meta
+    short = figures.metric_lines({"r": steps.head(50)}, ["reward/a"], "t")
+    assert figures.for_display(short) is short  # nothing to thin: the same figure

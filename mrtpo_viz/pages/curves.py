@@ -57,9 +57,10 @@ paths = [str(r.path) for r in chosen]
 labels = {str(r.path): loaders.run_label(r) for r in chosen}
 
 
-def build() -> tuple[dict, object, list[str], dict[str, list[str]]]:
-    """(figures by panel name, the view's half-width panels as one figure of small panels zoomed together
-    (`figures.small_multiples`; None without any), reasons of the panels left out, warnings by run)."""
+def build() -> tuple[dict, dict, object, list[str], dict[str, list[str]]]:
+    """(figures by panel name, the full-width ones as drawn (`figures.for_display`: long lines thinned; the CSV reads
+    the first), the view's half-width panels as one figure of small panels zoomed together (`figures.small_multiples`,
+    as drawn; None without any), reasons of the panels left out, warnings by run)."""
     metrics, configs, rewards, problems = {}, {}, [], {}
     for p in paths:
         df, warnings = loaders.metrics(p)
@@ -86,26 +87,26 @@ def build() -> tuple[dict, object, list[str], dict[str, list[str]]]:
         drawn[f"pattern_{pattern}"] = (panels.Panel(f"pattern_{pattern}", lambda *a, f=fig, **k: f), fig)
     half = {fig.layout.title.text: fig for panel, fig in drawn.values() if not panel.full}
     combined = figures.small_multiples(half, VIEWS[view], cols=2, row_px=340) if half else None
-    return drawn, combined, hidden, problems
+    shown = {name: figures.for_display(fig) for name, (panel, fig) in drawn.items() if panel.full}
+    return drawn, shown, figures.for_display(combined) if combined is not None else None, hidden, problems
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def built(key: tuple, run_labels: tuple) -> tuple[dict, object, list[str], dict[str, list[str]]]:
+def built(key: tuple, run_labels: tuple) -> tuple[dict, dict, object, list[str], dict[str, list[str]]]:
     """`build()` once per signature and run labels, for every session (the figures are only read)."""
     return build()
 
 
 key = ui.follow_runs(paths, labels, PAGE, extra=(*sorted(style.items()), view, *patterns))
-drawn, combined, hidden, problems = built(key, tuple(labels.items()))
+drawn, shown, combined, hidden, problems = built(key, tuple(labels.items()))
 for label, warnings in problems.items():
     ui.show_warnings(label, warnings)
 
 with tab:
     if view == "more" and not patterns:
         st.info("Type metric names or glob patterns above (e.g. `span/*/overlap, time/replay`): one panel each.")
-    for name, (panel, fig) in drawn.items():  # the full-width panels, then the others as one figure
-        if panel.full:
-            st.plotly_chart(fig, key=f"fig_{name}")
+    for name, fig in shown.items():  # the full-width panels, then the others as one figure
+        st.plotly_chart(fig, key=f"fig_{name}")
     if combined is not None:
         st.plotly_chart(combined, key=f"fig_{view}")
     for why in hidden:

@@ -110,5 +110,6 @@ else:
         label = loaders.run_label(run)
         st.plotly_chart(ui.cached_figure(("js_training", path, label, loaders.file_key(Path(path) / "metrics.jsonl"),
                                           tuple(rewards)),
-                                         lambda: figures.replay_training_figure({label: metrics}, rewards)),
+                                         lambda: figures.for_display(
+                                             figures.replay_training_figure({label: metrics}, rewards))),
                         key="fig_js_training")
