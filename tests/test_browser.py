@@ -675,6 +675,38 @@ def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
         assert not late, f"pages fetched modules the prefetch did not load: {late}"
 
 
+# Start times (ms since navigation) of the syntax highlighter's module fetches and of the page's "settled" word.
+HIGHLIGHTER_JS = """() => {
+    const entries = performance.getEntriesByType('resource');
+    return [entries.filter(e => /\\/StreamlitSyntaxHighlighter\\.[^/]*\\.js$/.test(e.name)).map(e => e.startTime),
+            entries.filter(e => e.name.endsWith('/_mrtpo/settled')).map(e => e.startTime)];
+}"""
+
+
+def test_the_sample_pages_show_the_response_text_without_the_syntax_highlighter(tmp_path):
+    """Token credit and JS divergence show a sample's response (escaped, whitespace kept) without `st.code`, whose
+    element module, Streamlit's syntax highlighter (1.6 MB), was fetched and run on every cold visit of Token credit
+    for a closed expander: the page was shown ~0.3 s later (docs/results/app-speed.md). The module may still come
+    with the idle prefetch of every element's module (`ui.prefetch`), which starts after the page has settled."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    writer = write_synthetic_run(runs, "demo", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
+    response = RunStore(writer.path).credit(2).query("sample == 0")["response"].iloc[0]
+    with app_in_browser(tmp_path, "response_text", runs) as (url, page):
+        for path in ("credit", "js"):
+            page.goto(f"{url}/{path}?run=demo&step=2&sample=0")  # a first page: nothing prefetched yet
+            wait_for_script(page)
+            page.get_by_text("Response text", exact=False).first.click()
+            shown = page.locator('pre[data-mrtpo="response"]').first
+            shown.wait_for(state="visible")
+            assert shown.inner_text() == response
+            page.wait_for_function("() => performance.getEntriesByType('resource')"
+                                   ".some(e => e.name.endsWith('/_mrtpo/settled'))", timeout=30000)
+            highlighter, settled = page.evaluate(HIGHLIGHTER_JS)
+            assert all(t >= settled[0] for t in highlighter), (path, highlighter, settled)
+
+
 # A warm session's log line (`ui.warm`, with STREAMLIT_LOGGER_LEVEL=debug): page, query, ms, how it ended.
 WARM_LINE = re.compile(r"warm (\w+)\?(\S*): \d+ ms, (.*)")
 

@@ -163,7 +163,7 @@ st.dataframe(analysis.sample_rewards_table(sample_df), hide_index=True, width="s
              column_config={"credit_share_in_span": st.column_config.NumberColumn(format="%.2f")})
 ui.specificity_panel(sample_df, present)
 with st.expander("Response text"):
-    st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
+    ui.response_text(sample_df["response"].iloc[0])
 d1, d2, _ = st.columns([1, 1, 3])
 d1.download_button("Sample credit CSV", lambda: analysis.to_csv_bytes(sample_df),
                    f"{run.name}_step{step}_sample{sample}_credit.csv", "text/csv", on_click="ignore")

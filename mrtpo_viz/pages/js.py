@@ -92,7 +92,7 @@ if view == "sample":
             st.caption("No panel for " + ", ".join(ui.plain(u) for u in unstated) + ": this sample's prompt does not "
                        "state " + ("it." if len(unstated) == 1 else "them."))
         with st.expander("Response text of this sample"):
-            st.code(sample_df["response"].iloc[0], language=None, wrap_lines=True)
+            ui.response_text(sample_df["response"].iloc[0])
         ui.specificity_panel(sample_df, present)
 elif view == "step":
     with tab:

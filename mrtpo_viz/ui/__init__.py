@@ -20,6 +20,7 @@ from mrtpo_viz.ui.messages import (
     md_text,
     no_runs_message,
     plain,
+    response_text,
     show_startup,
     show_warnings,
     state_badge,
@@ -62,7 +63,7 @@ __all__ = [
     "REFRESH_S", "RUNS_KEY", "RUN_KEY", "STATE_ICONS", "STYLE_PARAMS", "X_CHOICES",
     "app_modules", "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe",
     "find_run", "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
-    "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when",
+    "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "response_text",
     "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",
     "specificity_panel", "state_badge", "style_params", "view_tabs", "write_link",
 ]

@@ -6,6 +6,7 @@ Never imports torch.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,6 +53,15 @@ def md_text(text: object) -> str:
     'logp\\_specific \\(token log\\-probs\\)'
     """
     return _MD_PUNCTUATION.sub(r"\\\1", str(text).replace("\n", " "))
+
+
+def response_text(text: object) -> None:
+    """A sample's response as it was generated: monospace, whitespace kept, long lines wrapped, the text escaped
+    (`st.html` of a <pre>, not Markdown). Not `st.code`: its element module (Streamlit's syntax highlighter, 1.6 MB)
+    was fetched and run on the first visit of Token credit just to show this text in a closed expander, and the page
+    was shown ~0.3 s later cold (docs/results/app-speed.md)."""
+    st.html('<pre data-mrtpo="response" style="white-space: pre-wrap; overflow-wrap: anywhere; margin: 0; '
+            f'font-size: 0.875rem; line-height: 1.5">{html.escape(str(text))}</pre>')
 
 
 def show_warnings(label: str, warnings: Sequence[str]) -> None:
