@@ -57,3 +57,24 @@ def test_a_running_run_or_an_existing_destination_is_refused(tmp_path, capsys):
     assert "exists already" in capsys.readouterr().err
     assert ship.main([str(tmp_path), str(tmp_path / "y")]) == 2
     assert "not a run folder" in capsys.readouterr().err
+
+
+def test_a_run_of_schema_1_is_shipped_in_schema_3(tmp_path):
+    """The copy's credit maps are schema 3 whatever the source's (the pages read a schema-3 index from the footer),
+    and read back as the source's; the source is not changed."""
+    import pyarrow.parquet as pq
+    from helpers import write_schema_1
+
+    from core.run.store import credit_path
+    from core.tools.upgrade_run import frame_difference
+
+    src = write_synthetic_run(tmp_path / "runs", "old", steps=2).path
+    for step in (1, 2):
+        write_schema_1(src, RunStore(src).credit(step))
+    assert ship.main([str(src), str(tmp_path / "out" / "old"), "--credit-every", "1"]) == 0
+    a, b = RunStore(src), RunStore(tmp_path / "out" / "old")
+    for step in (1, 2):
+        assert pq.ParquetFile(credit_path(src, step)).metadata.metadata[b"mrtpo_schema_version"] == b"1"
+        assert pq.ParquetFile(credit_path(b.path, step)).metadata.metadata[b"mrtpo_schema_version"] == b"3"
+        assert frame_difference(a.credit(step), b.credit(step)) == ""
+    assert b.config()["schema_version"] == 3 and b.warnings == []

@@ -68,6 +68,7 @@ def test_a_schema_1_run_is_rewritten_in_schema_3_and_reads_back_the_same(tmp_pat
                                       check_dtype=False)
     assert after.config()["schema_version"] == SCHEMA_VERSION and after.warnings == []
     assert (path / "metrics.jsonl").read_bytes() == metrics_before and after.status()["state"] == "completed"
+    assert (path / ".writer.lock").exists()  # the trainer's lock file, there before, is left
     assert not up.writer_lock_held(path)
     done = up.upgrade_run(path)  # again: nothing left to do
     assert done.rewritten == [] and done.current == [1, 2, 3] and done.failed == {}

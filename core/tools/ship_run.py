@@ -4,11 +4,12 @@
 
 The copy keeps what every app page reads: `config.json`, `status.json`, `metrics.jsonl` (every step, so the
 curves are whole) and the notes file as they are, except that the config names its new place (`run_name`,
-`runs_dir`) and a path into a checkout's `sample_data/` becomes relative to the repository (`portable_path`), and the credit maps (the per-step Parquet) of every N-th
-step and the last one. Checkpoints, the log and the writer's lock file stay behind. The Token credit and JS
-pages list only the steps whose credit map exists, so a shipped run offers steps N, 2N, ... and the last.
-A run that is still being written (its writer lock is held, or its status is active) is refused, and so is
-an existing destination.
+`runs_dir`) and a path into a checkout's `sample_data/` becomes relative to the repository (`portable_path`), and
+the credit maps (the per-step Parquet) of every N-th step and the last one, in schema 3 (a map of an older schema
+is rewritten in the copy: `core.tools.upgrade_run`). Checkpoints, the log and the writer's lock file stay behind.
+The Token credit and JS pages list only the steps whose credit map exists, so a shipped run offers steps N, 2N, ...
+and the last. A run that is still being written (its writer lock is held, or its status is active) is refused, and
+so is an existing destination.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from core.paths import REPO_ROOT
 from core.run.store import ACTIVE_STATES, NOTES_FILE, RunStore, atomic_write_json, credit_path, writer_lock_held
+from core.tools.upgrade_run import upgrade_run
 
 # Files copied as they are when present (the run store's own files; docs/CONTRACTS.md "Run store"); config.json
 # is written anew (`shipped_config`).
@@ -78,6 +80,10 @@ def ship_run(src: str | Path, dst: str | Path, every: int = 5) -> list[int]:
         target = credit_path(dst, step)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(credit_path(src, step), target)
+    done = upgrade_run(dst)  # an older run's maps in schema 3: the pages read their index from the footer
+    if done.failed:
+        raise ValueError(f"{dst}: credit maps of steps {sorted(done.failed)} could not be rewritten in schema 3: "
+                         + "; ".join(done.failed.values()))
     return steps
 
 

@@ -34,6 +34,7 @@ from core.run.store import (
     ACTIVE_STATES,
     SCHEMA_KEY,
     SCHEMA_VERSION,
+    WRITER_LOCK,
     RunStore,
     RunWriter,
     atomic_write_bytes,
@@ -101,6 +102,8 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
     store = RunStore(path)
     steps = store.credit_steps()
     out = Upgraded(rewritten=[], current=[], failed={})
+    lock_file = path / WRITER_LOCK
+    had_lock_file = lock_file.exists()
     writer = RunWriter.open(path)  # the writer lock: no trainer can resume the run while its files change
     try:
         for step in tqdm(steps, desc=path.name, unit="map", disable=not progress, file=sys.stderr):
@@ -130,6 +133,8 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
                 atomic_write_json(path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
     finally:
         writer.close()
+        if not had_lock_file:  # the folder as it was: a shipped run has no lock file
+            lock_file.unlink(missing_ok=True)
     return out
 
 
