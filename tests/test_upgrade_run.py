@@ -105,3 +105,12 @@ def test_a_map_that_would_read_back_differently_keeps_its_old_file(tmp_path, mon
     assert credit_path(path, 2).read_bytes() == old and _version(path, 1) == _version(path, 3) == b"3"
     assert RunStore(path).config()["schema_version"] == 1  # not every map is of schema 3
     assert not up.writer_lock_held(path)
+
+
+def test_an_unreadable_map_is_reported_and_the_others_upgraded(tmp_path, capsys):
+    path, frames = _schema_1_run(tmp_path)
+    credit_path(path, 2).write_bytes(b"PAR1 not really")
+    assert cli.main(["upgrade", str(path)]) == 2
+    assert "step 2: unreadable" in capsys.readouterr().err
+    assert credit_path(path, 2).read_bytes() == b"PAR1 not really" and _version(path, 1) == _version(path, 3) == b"3"
+    assert RunStore(path).config()["schema_version"] == 1

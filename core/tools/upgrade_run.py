@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
@@ -108,7 +109,12 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
     try:
         for step in tqdm(steps, desc=path.name, unit="map", disable=not progress, file=sys.stderr):
             file = credit_path(path, step)
-            if file_version(file) == str(SCHEMA_VERSION):
+            try:
+                version = file_version(file)
+            except (OSError, pa.ArrowException) as exc:
+                out.failed[step] = f"unreadable ({exc.__class__.__name__}); left as it is"
+                continue
+            if version == str(SCHEMA_VERSION):
                 out.current.append(step)
                 continue
             old_bytes = file.read_bytes()
