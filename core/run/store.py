@@ -778,6 +778,11 @@ class RunStore:
         return sorted(s for f in folder.glob("step_*.parquet")
                       if (s := _step_of(f)) is not None and s <= last and not f.is_symlink())
 
+    def credit_version(self, step: int) -> str:
+        """The `mrtpo_schema_version` the step's credit file was written in ("" when it is missing or unreadable,
+        with a warning)."""
+        return self._credit_file(step)[1]
+
     def _credit_file(self, step: int) -> tuple[pq.ParquetFile | None, str]:
         """The step's open credit file and its schema version (None and "" when unreadable, with a warning)."""
         file = credit_path(self.path, step)

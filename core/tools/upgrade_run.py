@@ -27,13 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from core.run.store import (
     ACTIVE_STATES,
-    SCHEMA_KEY,
     SCHEMA_VERSION,
     WRITER_LOCK,
     RunStore,
@@ -55,12 +52,6 @@ class Upgraded:
     failed: dict[int, str]
     bytes_before: int = 0
     bytes_after: int = 0
-
-
-def file_version(path: Path) -> str:
-    """The `mrtpo_schema_version` in a credit file's metadata ("?" when it has none)."""
-    meta = pq.ParquetFile(path).metadata.metadata or {}
-    return meta.get(SCHEMA_KEY, b"?").decode(errors="replace")
 
 
 def frame_difference(a: pd.DataFrame, b: pd.DataFrame) -> str:
@@ -109,10 +100,10 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
     try:
         for step in tqdm(steps, desc=path.name, unit="map", disable=not progress, file=sys.stderr):
             file = credit_path(path, step)
-            try:
-                version = file_version(file)
-            except (OSError, pa.ArrowException) as exc:
-                out.failed[step] = f"unreadable ({exc.__class__.__name__}); left as it is"
+            store.warnings.clear()
+            version = store.credit_version(step)
+            if not version:
+                out.failed[step] = f"unreadable ({'; '.join(store.warnings)}); left as it is"
                 continue
             if version == str(SCHEMA_VERSION):
                 out.current.append(step)
