@@ -50,6 +50,11 @@ def test_frame_difference_names_the_first_differing_column():
     assert up.frame_difference(a, a.assign(r=["a", "c"])) == "r"
     assert up.frame_difference(a, a[["n", "x", "r"]]).startswith("columns")
     assert up.frame_difference(a, a.iloc[:1]) == "2 rows != 1"
+    t = pd.DataFrame({"s": ["x", None, "y"]})
+    assert up.frame_difference(t, t.astype("category")) == ""  # missing on both sides
+    assert up.frame_difference(t, t.assign(s=["x", "y", "y"])) == "s"  # missing on one side only
+    assert up.frame_difference(t.assign(s=["x", "y", "y"]), t.astype("category")) == "s"
+    assert up.frame_difference(t, pd.DataFrame({"s": pd.Categorical(["x", None, "z"])})) == "s"  # not among y's
 
 
 def test_a_schema_1_run_is_rewritten_in_schema_3_and_reads_back_the_same(tmp_path, capsys):
