@@ -16,6 +16,11 @@ STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 # TRL for `mrtpo train --backend trl` and its tests; the torch spec is repeated so pip keeps the CPU build.
 TRL_STAMP := $(VENV)/.installed-trl
+# plotly.js's cartesian bundle (npm `plotly.js-cartesian-dist-min`, ~1.5 MB), of the plotly.js version the installed
+# plotly package writes its figures for: the app draws its figures with it (mrtpo_viz/ui/charts.py), a third of
+# what Streamlit's own chart element loads in the browser. Without npm, or offline, the app draws them with
+# Streamlit's element (slower first visits of the chart pages) and this is tried again at the next `make`.
+PLOTLY_JS := $(VENV)/share/mrtpo/plotly-cartesian.min.js
 
 .PHONY: demo test test-fast test-explore lint venv clean smollm2 bootstrap trl
 
@@ -33,16 +38,24 @@ $(BYTECODE): $(STAMP)
 	from mrtpo_viz.serve import warm_up; warm_up()"
 	touch $(BYTECODE)
 
-venv: $(STAMP) $(BYTECODE)
+$(PLOTLY_JS): $(STAMP)
+	@v=$$($(PY) -c "from plotly.offline import get_plotlyjs_version as v; print(v())") && d=$$(mktemp -d) && \
+	if (cd $$d && npm pack --silent --fetch-timeout=30000 --fetch-retries=1 "plotly.js-cartesian-dist-min@$$v" \
+	    >/dev/null 2>&1) && tar -xzf $$d/*.tgz -C $$d package/plotly-cartesian.min.js; then \
+	  mkdir -p $(@D) && mv $$d/package/plotly-cartesian.min.js $@ && touch $@; \
+	else echo "note: npm could not fetch plotly.js-cartesian-dist-min@$$v; the app's charts use Streamlit's" \
+	  "Plotly element (slower first visits)"; fi; rm -rf $$d
+
+venv: $(STAMP) $(BYTECODE) $(PLOTLY_JS)
 
 trl: $(TRL_STAMP)
 
 # APP_ARGS: options for `mrtpo app` (`make demo APP_ARGS="--port 8502 --headless"`).
 APP_ARGS ?=
-demo: $(STAMP) $(BYTECODE)
+demo: $(STAMP) $(BYTECODE) $(PLOTLY_JS)
 	$(PY) -m core.cli app $(APP_ARGS)
 
-test: $(TRL_STAMP) $(BYTECODE)
+test: $(TRL_STAMP) $(BYTECODE) $(PLOTLY_JS)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q
 
 # The unit tier (under a minute on a 2-core CPU): no other process, browser, TRL, AppTest or training run
