@@ -38,7 +38,7 @@ TIME_PARTS = ("time/generate", "time/verify", "time/logprobs", "time/replay", "t
 LOSS_KEYS = ("loss/policy", "loss/kl", "loss/total")
 
 
-# Every figure uses plotly's white template (Streamlit's theme is applied over it in the browser).
+# Every figure uses plotly's white template (the app's theme is applied over it in the browser: `ui.charts`).
 TEMPLATE = "plotly_white"
 # Above this many steps the step-time split is drawn as stacked areas, not bars (thousands of bars take the
 # browser seconds to draw; an area is one path per phase).

@@ -8,16 +8,20 @@ validators on the first figure it builds: together most of a cold page's time (`
 page; its seconds are printed.
 
 Streamlit serves the app (`app.py`) through `mrtpo_viz/asgi.py`, an `st.App` with one middleware of this module,
-`ChartPagePreload`: the HTML page of a page that draws charts tells the browser to fetch Plotly's chart module
-while it loads Streamlit's own, and to run it as soon as the page's script starts. Never imports torch.
+`ChartPagePreload`: it serves plotly.js's cartesian bundle that the pages draw their figures with
+(`mrtpo_viz.ui.charts`), and the HTML page of a page that draws charts tells the browser to fetch that bundle
+(or, without it, Streamlit's Plotly chart module) while it loads Streamlit's own files, and to run it as soon as
+the page's script starts. Never imports torch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import sys
 import time
+from pathlib import Path
 
 
 def warm_up() -> float:
@@ -81,34 +85,79 @@ _RUN_CHART_MODULE = """<script data-chart-module="at-start">(() => {
 
 
 def chart_page_head(chart_module: str | None, modules: list[str]) -> str:
-    """What `ChartPagePreload` adds to a chart page's <head>: a `modulepreload` link per module of `modules`
-    (paths relative to the app's root URL: the chart module and what it imports, `ui.prefetch.chart_modules`),
-    so that the browser fetches them while it loads Streamlit's own files and the server is idle, and the script
-    that runs `chart_module` when the page's script starts. Before, the module (~4.7 MB) was fetched only once the
-    script had sent the page's first elements, from the server process busy running that script: 0.5 s, then
-    0.7 s to run it, after the script had finished (measured in Chromium, docs/results/app-speed.md)."""
+    """What `ChartPagePreload` adds to a chart page's <head> when the figures are drawn by Streamlit's chart element
+    (no cartesian bundle): a `modulepreload` link per module of `modules` (paths relative to the app's root URL:
+    the chart module and what it imports, `ui.prefetch.chart_modules`), so that the browser fetches them while it
+    loads Streamlit's own files and the server is idle, and the script that runs `chart_module` when the page's
+    script starts. Before, the module (~4.7 MB) was fetched only once the script had sent the page's first elements,
+    from the server process busy running that script: 0.5 s, then 0.7 s to run it, after the script had finished
+    (measured in Chromium, docs/results/app-speed.md)."""
     if chart_module is None:
         return ""
     links = "".join(f'<link rel="modulepreload" crossorigin href="./{m}">' for m in modules)
     return links + _RUN_CHART_MODULE % json.dumps(chart_module)
 
 
+# Added to the <head> of a chart page drawn with the cartesian bundle: load and run it (`ui.charts.LOADER_JS`) when
+# the page's script starts on the server, for the reason given at _RUN_CHART_MODULE (the bundle takes the main
+# thread for ~0.3 s).
+_RUN_BUNDLE = """<script data-chart-module="bundle-at-start">(() => {
+%(loader)s
+  const start = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'running') return false;
+    window.__mrtpoLoadPlotly(%(bundle)s);
+    return true;
+  };
+  const watch = new MutationObserver(() => { if (start()) watch.disconnect(); });
+  watch.observe(document, {subtree: true, childList: true, attributes: true,
+                           attributeFilter: ['data-test-script-state']});
+})();</script>"""
+
+
+def bundle_page_head(bundle: str, modules: list[str]) -> str:
+    """What `ChartPagePreload` adds to a chart page's <head> when the figures are drawn by the cartesian bundle at
+    `bundle` (a URL path under the app's root, `ui.charts.bundle`): a `preload` link for it and a `modulepreload`
+    link per module of `modules` (the chart component's, `ui.prefetch.chart_modules`), fetched while the browser
+    loads Streamlit's own files, and the script that runs the bundle when the page's script starts."""
+    from mrtpo_viz.ui.charts import LOADER_JS
+
+    links = f'<link rel="preload" as="script" href="./{bundle}">'
+    links += "".join(f'<link rel="modulepreload" crossorigin href="./{m}">' for m in modules)
+    return links + _RUN_BUNDLE % {"loader": LOADER_JS, "bundle": json.dumps(bundle)}
+
+
 class ChartPagePreload:
     """ASGI middleware around Streamlit (`mrtpo_viz/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
     app's index.html, which Streamlit serves for every page path) gets `head` before its `</head>`; the request is
     passed on without Accept-Encoding, so that the page comes back uncompressed to edit (index.html is ~7 kB, sent
-    once per visit). A POST to `<root>/_mrtpo/settled` (`ui.warm.SETTLED_PATH`: a browser has drawn its first page,
-    `ui.prefetch`) is answered here (204) and lets the warm sessions start (`ui.warm`); every other request (the
-    websocket, static files, other pages) passes untouched, counted while it is answered (`ui.warm.request`)."""
+    once per visit). A GET of the cartesian bundle's URL path (`ui.charts.bundle`) is answered here with the file
+    (gzipped where the browser accepts it; the version is in the path, so the browser may keep it); its presence
+    makes the pages draw with it (`ui.charts.serve_bundle`). A POST to `<root>/_mrtpo/settled`
+    (`ui.warm.SETTLED_PATH`: a browser has drawn its first page, `ui.prefetch`) is answered here (204) and lets
+    the warm sessions start (`ui.warm`); every other request (the websocket, static files, other pages) passes
+    untouched, counted while it is answered (`ui.warm.request`)."""
 
-    def __init__(self, app, head: str | None = None):
+    def __init__(self, app, head: str | None = None, bundle: tuple[Path, str] | None = None):
+        """`head` and `bundle` (the file and URL path of the cartesian bundle) are found here when `head` is None
+        (`ui.charts.serve_bundle`): given, for tests."""
         self.app = app
+        self.bundle = bundle
         if head is None:
+            from mrtpo_viz.ui.charts import serve_bundle
             from mrtpo_viz.ui.prefetch import chart_module, chart_modules
 
-            head = chart_page_head(chart_module(), list(chart_modules()))
+            self.bundle = serve_bundle()
+            if self.bundle is not None:
+                head = bundle_page_head(self.bundle[1], list(chart_modules()))
+            else:
+                head = chart_page_head(chart_module(), list(chart_modules()))
         self.head = head.encode()
         self.paths = {f"/{p}" for p in CHART_PAGES} | {f"/{p}/" for p in CHART_PAGES}
+        self.bundle_bytes: dict[bool, bytes] = {}  # the bundle's file as sent, plain (False) and gzipped (True)
+        if self.bundle is not None:  # read once, when the server starts (gzip: ~0.05 s)
+            plain = self.bundle[0].read_bytes()
+            self.bundle_bytes = {False: plain, True: gzip.compress(plain, 6)}
         self.loop_told = False
 
     async def __call__(self, scope, receive, send):
@@ -123,8 +172,21 @@ class ChartPagePreload:
             warm.settled()  # a browser has drawn its first page (`ui.prefetch`): the warm sessions may run
             await send({"type": "http.response.start", "status": 204, "headers": []})
             return await send({"type": "http.response.body", "body": b""})
+        if self.bundle is not None and scope["path"].endswith("/" + self.bundle[1]):
+            return await self.send_bundle(scope, send)
         async with warm.request():  # no warm session starts while the server answers a request
             return await self.edited(scope, receive, send)
+
+    async def send_bundle(self, scope, send):
+        """The cartesian bundle's file (gzipped where the request accepts it)."""
+        accepts = b"gzip" in dict((k.lower(), v) for k, v in scope.get("headers", [])).get(b"accept-encoding", b"")
+        body = self.bundle_bytes[accepts]
+        headers = [(b"content-type", b"text/javascript; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                   (b"cache-control", b"public, max-age=31536000, immutable"), (b"vary", b"Accept-Encoding")]
+        if accepts:
+            headers.append((b"content-encoding", b"gzip"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
 
     async def edited(self, scope, receive, send):
         """An HTTP request: a chart page's HTML edited, anything else passed on."""

@@ -417,14 +417,15 @@ def test_run_store_text_is_shown_as_text_never_markdown(tmp_path):
         pixel_server.shutdown()
 
 
-# Counts DOM changes inside the page's Plotly charts from now on (a re-sent figure is re-rendered: its SVG changes).
+# Counts DOM changes inside the page's Plotly charts from now on (a re-sent figure is re-rendered: its SVG changes;
+# in `ui.charts`' component, its plot's data-draws too).
 COUNT_CHART_CHANGES_JS = """() => {
     window.__chartChanges = 0;
     const main = document.querySelector('[data-testid="stMain"]');
     new MutationObserver(records => {
         for (const r of records) {
             const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
-            if (el && el.closest('[data-testid="stPlotlyChart"]')) window.__chartChanges += 1;
+            if (el && el.closest('[data-testid="stPlotlyChart"], .mrtpo-chart')) window.__chartChanges += 1;
         }
     }).observe(main, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
@@ -487,6 +488,65 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
         trainer.wait()
 
 
+def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
+    """`ui.charts`: the chart pages draw with plotly.js's cartesian bundle (fetched once, Streamlit's 4.7 MB Plotly
+    module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to."""
+    pytest.importorskip("playwright.sync_api")
+    require(chromium_path() is not None, "no Chromium")
+    import numpy as np
+    from playwright.sync_api import sync_playwright
+    from plotly.offline import get_plotlyjs_version
+
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
+    from mrtpo_viz.ui.charts import bundle
+
+    require_tool(bundle() is not None, "plotly.js's cartesian bundle is not in .venv/share/mrtpo",
+                 "`make` installs it with npm")
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
+    rewards = tuple(DEFAULT_REWARDS[:2])
+    w = write_synthetic_run(runs, "live", steps=12, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
+    w.set_status(total_steps=40)
+    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
+    x_range = "() => document.querySelector('.mrtpo-chart')._fullLayout.xaxis.range.map(v => Math.round(v * 10) / 10)"
+    draws = "() => Number(document.querySelector('.mrtpo-chart').dataset.draws)"
+    try:
+        with sync_playwright() as pw:
+            browser = open_browser(pw)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/curves?run=live")
+            wait_for_script(page)
+            page.wait_for_function(f"() => ({STEPS_JS})() >= 12", timeout=60000)
+            assert page.evaluate("() => window.Plotly.version") == get_plotlyjs_version()
+            fetched = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+            assert [f for f in fetched if bundle()[1] in f] and not [f for f in fetched if "/PlotlyChart." in f]
+            assert page.locator(".mrtpo-chart.js-plotly-plot").count() >= 1
+            before, first_draws = page.evaluate(x_range), page.evaluate(draws)
+            box = page.locator(".mrtpo-chart .nsewdrag").first.bounding_box()
+            y = box["y"] + box["height"] / 2
+            page.mouse.move(box["x"] + box["width"] * 0.2, y)
+            page.mouse.down()
+            page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=8)
+            page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+            page.mouse.up()
+            page.wait_for_timeout(500)
+            zoomed = page.evaluate(x_range)
+            assert zoomed != before and zoomed[1] < 12, (before, zoomed)
+            for step in range(13, 17):
+                w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
+            w.set_status(step=16)
+            page.wait_for_function(f"() => ({STEPS_JS})() >= 16", timeout=30000)
+            assert page.evaluate(draws) > first_draws  # redrawn with the new steps, in the same element
+            assert page.evaluate(x_range) == zoomed  # the user's zoom kept
+            browser.close()
+    finally:
+        stop_app(proc)
+        trainer.kill()
+        trainer.wait()
+
+
 def test_compare_targets_survive_clearing_and_picking_runs_again(tmp_path):
     """Regression: after "Clear all" runs and picking runs again, the Targets box came back empty (the browser
     sent the vanished widget's last value) and the steps-to-target table was gone."""
@@ -540,8 +600,21 @@ new MutationObserver(() => {
         window.__tableAt = performance.now();
 }).observe(document, {subtree: true, childList: true});
 """
-CHART_MODULE_JS = ("() => performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.'))"
-                   ".map(e => e.startTime)")
+
+
+def chart_code() -> str:
+    """A part of the URL of what the app's server has the browser draw the figures with: plotly.js's cartesian
+    bundle where this environment has it (`ui.charts.bundle`: the server, started from it, serves it), else
+    Streamlit's Plotly chart module."""
+    from mrtpo_viz.ui.charts import bundle
+
+    found = bundle()
+    return "/" + found[1] if found else "/static/js/PlotlyChart."
+
+
+# When (ms since navigation start) each request for the chart code started.
+CHART_CODE_JS = "(part) => performance.getEntriesByType('resource').filter(e => e.name.includes(part)).map(e => e.startTime)"
+DRAWN_JS = "() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0"
 
 
 def playwright_or_skip():
@@ -563,9 +636,10 @@ def browser_page(pw, width: int = 1400, height: int = 1000):
 
 
 def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_reuses_it(tmp_path):
-    """The first page (Runs, no charts) asks for Plotly's chart module only once its own table is on the page, so
-    the ~4.7 MB module does not compete with it; the first chart page opened from there reuses that module (one
-    request in all) and draws its charts (issue 14, the app's first page fast)."""
+    """The first page (Runs, no charts) asks for the chart code (plotly.js's cartesian bundle, or Streamlit's ~4.7 MB
+    Plotly module without it: `chart_code`) only once its own table is on the page, so that it does not compete
+    with it; the first chart page opened from there reuses that code (one request in all) and draws its charts
+    (issue 14, the app's first page fast)."""
     sync_playwright = playwright_or_skip()
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
@@ -579,14 +653,14 @@ def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_r
             try:
                 page.goto(url + "/")
                 wait_for_script(page)
-                page.wait_for_function(CHART_MODULE_JS.replace("() =>", "() => 0 <") + ".length", timeout=30000)
-                requested = page.evaluate(CHART_MODULE_JS)
+                code = chart_code()
+                page.wait_for_function(f"() => ({CHART_CODE_JS})({json.dumps(code)}).length > 0", timeout=30000)
+                requested = page.evaluate(CHART_CODE_JS, code)
                 table_at = page.evaluate("() => window.__tableAt")
                 assert table_at is not None and len(requested) == 1 and requested[0] >= table_at, (table_at, requested)
                 sidebar(page, "Training curves")
-                page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg')"
-                                       ".length > 0")
-                assert len(page.evaluate(CHART_MODULE_JS)) == 1
+                page.wait_for_function(DRAWN_JS)
+                assert len(page.evaluate(CHART_CODE_JS, code)) == 1
             except BaseException:
                 ARTIFACTS.mkdir(exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "browser_chart_module_failure.png"), full_page=True)
@@ -609,17 +683,17 @@ new MutationObserver(() => {
 
 
 def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_path):
-    """The server's middleware (mrtpo_viz/asgi.py, `serve.ChartPagePreload`) puts the chart module's preload in a
-    chart page's HTML: opened cold, the browser has fetched the module before the page's script starts, while the
-    server is idle (it was fetched after the script's first elements, from the server busy running the script),
-    and the charts draw. Other pages' HTML is Streamlit's own; a gzip-asking client gets the edited page whole."""
+    """The server's middleware (mrtpo_viz/asgi.py, `serve.ChartPagePreload`) puts the chart code's preload (the
+    cartesian bundle's, or Streamlit's chart module's: `chart_code`) in a chart page's HTML: opened cold, the browser
+    has fetched it before the page's script starts, while the server is idle (it was fetched after the script's
+    first elements, from the server busy running the script), and the charts draw. Other pages' HTML is Streamlit's
+    own; a gzip-asking client gets the edited page whole."""
     from mrtpo_viz.serve import CHART_PAGES
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
-    from mrtpo_viz.ui.prefetch import chart_module
 
     runs = tmp_path / "runs"
     write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS[:2], n_tokens=6)
-    module = chart_module()
+    code = chart_code()
     with app_in_browser(tmp_path, "chart_preload", runs) as (url, page):
         for path in ("", "launch", "credit", *CHART_PAGES):
             request = urllib.request.Request(f"{url}/{path}", headers={"Accept-Encoding": "gzip"})
@@ -628,14 +702,15 @@ def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_
                 gzipped = answer.headers.get("Content-Encoding") == "gzip"
             assert not (gzipped and path in CHART_PAGES), path  # the chart pages' HTML is edited, sent whole
             html = (gzip.decompress(data) if gzipped else data).decode()
-            assert ('rel="modulepreload" crossorigin href="./' + module in html) == (path in CHART_PAGES), path
+            preload = re.findall(r'<link rel="(?:module)?preload"[^>]* href="\.(/[^"]+)"', html)
+            assert any(code in p for p in preload) == (path in CHART_PAGES), path
             assert html.rstrip().endswith("</html>") and html.count("</head>") == 1, path
         page.add_init_script(MARK_RUNNING_JS)
         page.goto(url + "/curves")
         wait_for_script(page)
-        page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length > 0")
-        fetched = page.evaluate("() => performance.getEntriesByType('resource')"
-                                ".filter(e => e.name.includes('/PlotlyChart.')).map(e => e.responseEnd)")
+        page.wait_for_function(DRAWN_JS)
+        fetched = page.evaluate("(part) => performance.getEntriesByType('resource')"
+                                ".filter(e => e.name.includes(part)).map(e => e.responseEnd)", code)
         running_at = page.evaluate("() => window.__runningAt")
         assert len(fetched) == 1 and running_at is not None and fetched[0] < running_at, (fetched, running_at)
 
@@ -647,11 +722,12 @@ JS_MODULES_JS = ("() => performance.getEntriesByType('resource').map(e => new UR
 
 def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
     """Once the first page of a session has settled, the browser loads the module of every element the app's pages
-    draw (`ui.app_modules`, Plotly's among them): each page opened from there through the sidebar then draws with
+    draw (`ui.app_modules`, the chart element's among them): each page opened from there through the sidebar then draws with
     modules already loaded and fetches none. Before, each page fetched its widgets' modules (Multiselect, Slider,
     Radio, ...) from the server while it ran the page's script, 0.1-0.45 s each on a fresh server. A module a page
     fetches here is one APP_ELEMENTS lacks."""
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+    from mrtpo_viz.ui.charts import bundle
     from mrtpo_viz.ui.prefetch import app_modules
 
     runs = tmp_path / "runs"
@@ -662,7 +738,7 @@ def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
         page.wait_for_function("() => document.documentElement.getAttribute('data-mrtpo-prefetched') === 'done'",
                                timeout=60000)
         loaded = set(page.evaluate(JS_MODULES_JS))
-        assert {m.split("/")[-1] for m in app_modules()} <= loaded
+        assert {m.split("/")[-1] for m in app_modules(bundled=bundle() is not None)} <= loaded  # as the server's
         late = {}
         for title in ("Launch", "Training curves", "Token credit", "JS divergence", "Verifier debugger",
                       "Compare runs", "Runs"):

@@ -13,10 +13,10 @@ PAGE = b"<html><head><title>Streamlit</title></head><body></body></html>"
 
 
 def run(path: str, chunks: list[bytes] = (PAGE,), content_type: bytes = b"text/html", status: int = 200,
-        kind: str = "http", method: str = "GET"):
+        kind: str = "http", method: str = "GET", bundle=None, encoding: bytes = b"gzip, br"):
     """Call the middleware around an inner app that answers with `chunks`: (the headers the inner app was asked
     with, the messages sent back)."""
-    seen: dict = {}
+    seen: dict = {"headers": None}
     sent: list[dict] = []
 
     async def inner(scope, receive, send):
@@ -34,8 +34,8 @@ def run(path: str, chunks: list[bytes] = (PAGE,), content_type: bytes = b"text/h
         sent.append(message)
 
     scope = {"type": kind, "method": method, "path": path,
-             "headers": [(b"host", b"x"), (b"accept-encoding", b"gzip, br")]}
-    asyncio.run(serve.ChartPagePreload(inner, head=HEAD)(scope, receive, send))
+             "headers": [(b"host", b"x"), (b"accept-encoding", encoding)]}
+    asyncio.run(serve.ChartPagePreload(inner, head=HEAD, bundle=bundle)(scope, receive, send))
     return seen["headers"], sent
 
 
@@ -74,6 +74,38 @@ def test_the_head_preloads_each_module_and_starts_the_chart_module_when_the_scri
     assert '"static/js/PlotlyChart.h.js"' in head and "'running'" in head
     assert serve.chart_page_head(None, []) == ""
     assert serve.ChartPagePreload(None, head="").head == b""
+
+
+def test_the_bundle_is_served_gzipped_where_accepted_and_kept_by_the_browser(tmp_path):
+    """The cartesian bundle's URL path (`ui.charts.bundle`, under any root path) is answered with the file, gzipped
+    when the request accepts gzip, never passed to Streamlit; other `_mrtpo/` paths pass on."""
+    import gzip
+
+    code = b"/* plotly.js (cartesian - minified) v9.9.9 */ window.Plotly = {};" * 50
+    (tmp_path / "p.js").write_bytes(code)
+    bundle = (tmp_path / "p.js", "_mrtpo/plotly-cartesian-9.9.9.min.js")
+    for path in ("/_mrtpo/plotly-cartesian-9.9.9.min.js", "/root/_mrtpo/plotly-cartesian-9.9.9.min.js"):
+        for encoding, zipped in ((b"gzip, br", True), (b"identity", False)):
+            asked, sent = run(path, bundle=bundle, encoding=encoding)
+            assert asked is None  # Streamlit was not asked
+            headers = dict(sent[0]["headers"])
+            assert sent[0]["status"] == 200 and headers[b"content-type"].startswith(b"text/javascript")
+            assert b"immutable" in headers[b"cache-control"] and headers[b"vary"] == b"Accept-Encoding"
+            assert (headers.get(b"content-encoding") == b"gzip") is zipped
+            got = body(sent)
+            assert headers[b"content-length"] == str(len(got)).encode()
+            assert (gzip.decompress(got) if zipped else got) == code
+    asked, sent = run("/_mrtpo/plotly-cartesian-1.0.0.min.js", bundle=bundle)
+    assert asked is not None and body(sent) == PAGE
+    asked, sent = run("/_mrtpo/plotly-cartesian-9.9.9.min.js")  # no bundle: Streamlit answers
+    assert asked is not None
+
+
+def test_a_bundle_page_head_preloads_the_bundle_and_the_component_modules_and_runs_the_bundle_at_start():
+    head = serve.bundle_page_head("_mrtpo/plotly-cartesian-9.9.9.min.js", ["static/js/Bidi.h.js", "static/js/d.js"])
+    assert head.startswith('<link rel="preload" as="script" href="./_mrtpo/plotly-cartesian-9.9.9.min.js">')
+    assert head.count('rel="modulepreload"') == 2 and 'href="./static/js/d.js"' in head
+    assert 'window.__mrtpoLoadPlotly("_mrtpo/plotly-cartesian-9.9.9.min.js")' in head and "'running'" in head
 
 
 def test_the_middleware_tells_the_warm_the_loop_it_serves_on(monkeypatch):

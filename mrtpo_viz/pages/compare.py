@@ -142,10 +142,10 @@ for title, key in keys.items():
 if (metric.per_reward or metric.by_name) and drawn:  # one figure of small panels, zoomed together
     many = metric.label + (" (held-out eval)" if source == "eval" else "")
     grid = figures.small_multiples(panel_of, many, cols=2, row_px=320, y_range=(-0.03, 1.03) if metric.rate else None)
-    st.plotly_chart(figures.for_display(grid), key="fig_compare_panels")
+    ui.chart(figures.for_display(grid), key="fig_compare_panels")
 else:
     for i, fig in enumerate(drawn.values()):
-        st.plotly_chart(figures.for_display(fig), key=f"fig_compare_{i}")
+        ui.chart(figures.for_display(fig), key=f"fig_compare_{i}")
 st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(drawn).to_csv(index=False).encode(),
                    "compare.csv", "text/csv", on_click="ignore", key="compare_csv")
 

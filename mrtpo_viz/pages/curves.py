@@ -106,9 +106,9 @@ with tab:
     if view == "more" and not patterns:
         st.info("Type metric names or glob patterns above (e.g. `span/*/overlap, time/replay`): one panel each.")
     for name, fig in shown.items():  # the full-width panels, then the others as one figure
-        st.plotly_chart(fig, key=f"fig_{name}")
+        ui.chart(fig, key=f"fig_{name}")
     if combined is not None:
-        st.plotly_chart(combined, key=f"fig_{view}")
+        ui.chart(combined, key=f"fig_{view}")
     for why in hidden:
         st.caption(f"Not shown — {why}.")
     st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(

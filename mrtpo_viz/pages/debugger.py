@@ -53,11 +53,11 @@ def run_view(target: dict) -> None:
     mm = {loaders.run_label(run): metrics}
     key = (path, loaders.run_label(run), loaders.file_key(run.path / "metrics.jsonl"), tuple(rewards))
     left, right = st.columns(2)
-    left.plotly_chart(ui.cached_figure(("dbg_mass", *key), lambda: figures.for_display(figures.per_reward_lines(
+    ui.chart(ui.cached_figure(("dbg_mass", *key), lambda: figures.for_display(figures.per_reward_lines(
         mm, rewards, "span/{name}/mass_in", "Routing mass inside the verifier's spans", "share"))),
-        key="fig_dbg_mass")
-    right.plotly_chart(ui.cached_figure(("dbg_auc", *key),
-                                        lambda: figures.for_display(figures.auc_figure(mm, rewards))), key="fig_dbg_auc")
+        key="fig_dbg_mass", where=left)
+    ui.chart(ui.cached_figure(("dbg_auc", *key), lambda: figures.for_display(figures.auc_figure(mm, rewards))),
+             key="fig_dbg_auc", where=right)
 
     steps = loaders.credit_steps(path)
     if not steps:

@@ -81,9 +81,9 @@ credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple
 shown_df = sample_df.assign(distance=sample_df["relevance"]) if recomputed else sample_df
 if view == "sample":
     with tab:
-        st.plotly_chart(ui.cached_figure(("js_positions", *credit_key, sample),
-                                         lambda: figures.js_positions_figure(shown_df, rewards)),
-                        key="fig_js_positions")
+        ui.chart(ui.cached_figure(("js_positions", *credit_key, sample),
+                                  lambda: figures.js_positions_figure(shown_df, rewards)),
+                 key="fig_js_positions")
         if recomputed:
             st.caption(f"Per-position values: the relevance under {ui.plain(variant)}, recomputed from the stored d.")
         stated = analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}), present)
@@ -98,9 +98,9 @@ elif view == "step":
     with tab:
         left, right = st.columns(2)
         summary, _ = loaders.credit_summary(path, step)
-        left.plotly_chart(ui.cached_figure(("js_in_out", *credit_key),
-                                           lambda: figures.js_in_out_summary_figure(summary, rewards)),
-                          key="fig_js_inout")
+        ui.chart(ui.cached_figure(("js_in_out", *credit_key),
+                                  lambda: figures.js_in_out_summary_figure(summary, rewards)),
+                 key="fig_js_inout", where=left)
         right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
         right.dataframe(analysis.js_in_out_table_from_summary(summary, rewards), hide_index=True, width="stretch")
 else:
@@ -108,8 +108,7 @@ else:
         metrics, mwarn = loaders.metrics(path)
         ui.show_warnings(loaders.run_label(run), mwarn)
         label = loaders.run_label(run)
-        st.plotly_chart(ui.cached_figure(("js_training", path, label, loaders.file_key(Path(path) / "metrics.jsonl"),
-                                          tuple(rewards)),
-                                         lambda: figures.for_display(
-                                             figures.replay_training_figure({label: metrics}, rewards))),
-                        key="fig_js_training")
+        ui.chart(ui.cached_figure(("js_training", path, label, loaders.file_key(Path(path) / "metrics.jsonl"),
+                                   tuple(rewards)),
+                                  lambda: figures.for_display(figures.replay_training_figure({label: metrics}, rewards))),
+                 key="fig_js_training")

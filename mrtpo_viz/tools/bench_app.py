@@ -83,7 +83,7 @@ _SHOWN = """
     if (!document.querySelector('[data-testid="stMain"] h1')) return false;
     if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
-    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"]')) {
+    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')) {
       if (!c.querySelector('.main-svg')) return false;
     }
     return true;
@@ -120,7 +120,7 @@ _NAVIGATE = """
     if (!h1 || h1.textContent.trim() !== title) return false;
     if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
-    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"]')) {
+    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')) {
       if (!c.querySelector('.main-svg')) return false;
     }
     return true;

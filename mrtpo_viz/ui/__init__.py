@@ -4,14 +4,16 @@
 - `pickers`: the chosen run(s), kept across pages, and the run / sample select boxes;
 - `links`: the page's state in the URL's query parameters (shareable links);
 - `curve_style`: the curves' x axis, smoothing, log scale and seed groups, and their link parameters;
+- `charts`: the pages' Plotly figures, drawn by plotly.js's cartesian bundle (`chart`);
 - `page`: how an inspect page opens (its runs, live reruns) and the shared figure cache;
-- `prefetch`: the browser's early load of the modules the pages draw with (the Plotly chart module first);
+- `prefetch`: the browser's early load of the code the pages draw with (the chart code first);
 - `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages;
 - `warm`: the server's caches warmed for the chart pages a session opens next.
 
 Never imports torch.
 """
 
+from mrtpo_viz.ui.charts import chart
 from mrtpo_viz.ui.curve_style import STYLE_PARAMS, X_CHOICES, apply_style_link, curve_controls, style_params
 from mrtpo_viz.ui.links import LINKS_KEY, apply_run_link, find_run, link_target, write_link
 from mrtpo_viz.ui.messages import (
@@ -61,7 +63,7 @@ from mrtpo_viz.ui.sample_panels import relevance_switch, shown_sample, specifici
 __all__ = [
     "FIGURE_REFRESH_S", "LAUNCHED_KEY", "LINKS_KEY", "PREFETCHED_KEY", "PREFETCH_MAX_MS", "PREFETCH_QUIET_MS",
     "REFRESH_S", "RUNS_KEY", "RUN_KEY", "STATE_ICONS", "STYLE_PARAMS", "X_CHOICES",
-    "app_modules", "apply_run_link", "apply_style_link", "cached_figure", "chart_module", "curve_controls", "describe",
+    "app_modules", "apply_run_link", "apply_style_link", "cached_figure", "chart", "chart_module", "curve_controls", "describe",
     "find_run", "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
     "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "response_text",
     "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",

@@ -1,6 +1,7 @@
-"""The browser's early load of the modules the app's pages draw with: once per browser tab, the Plotly chart
-module (~4.7 MB) and the module of every other Streamlit element the pages use, loaded before the page that needs
-them is opened (measured with `mrtpo bench app`; docs/results/app-speed.md).
+"""The browser's early load of the code the app's pages draw with: once per browser tab, what draws the figures
+(plotly.js's cartesian bundle, `ui.charts`, or without it Streamlit's Plotly chart module, ~4.7 MB) and the module
+of every other Streamlit element the pages use, loaded before the page that needs them is opened (measured with
+`mrtpo bench app`; docs/results/app-speed.md).
 
 Never imports torch.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from mrtpo_viz.ui.charts import LOADER_JS, drawn_with_bundle
 from mrtpo_viz.ui.warm import SETTLED_PATH
 
 PREFETCHED_KEY = "_charts_prefetched"
@@ -22,7 +24,8 @@ JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
 # The Streamlit elements the app's pages draw, by the first part of their browser module's file name in JS_FOLDER
 # (`Multiselect.<hash>.js`). Streamlit loads an element's module the first time a page draws that element; an
 # element missing here still works, it is only loaded late (tests/test_browser.py checks that no page of the app
-# loads a module this list left out).
+# loads a module this list left out). Where the figures are drawn by the cartesian bundle, the chart element is the
+# bundle's custom component (`BidiComponent`) instead of `PlotlyChart`.
 APP_ELEMENTS = ("PlotlyChart", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric", "Multiselect",
                 "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "Table", "TextInput")
 _IMPORT = re.compile(r'(?:from|import)\s*"\./([^"]+\.js)"')
@@ -70,31 +73,46 @@ def _urls(files: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"static/js/{f}" for f in files)
 
 
-@functools.cache
-def chart_modules() -> tuple[str, ...]:
-    """The Plotly chart module and every module it imports (`element_modules`), as paths relative to the app's root
-    URL, the chart module first; () when this Streamlit has none."""
-    return _urls(element_modules(JS_FOLDER, ["PlotlyChart"]))
+def chart_element(bundled: bool | None = None) -> str:
+    """The Streamlit element the figures are drawn in: the custom component of `ui.charts` where the cartesian
+    bundle draws them (`bundled`; by default, where this process's server serves it), else `PlotlyChart`."""
+    if bundled is None:
+        bundled = drawn_with_bundle() is not None
+    return "BidiComponent" if bundled else "PlotlyChart"
+
+
+def chart_modules(bundled: bool | None = None) -> tuple[str, ...]:
+    """The chart element's module (`chart_element`) and every module it imports (`element_modules`), as paths
+    relative to the app's root URL, the element's module first; () when this Streamlit has none."""
+    return _element_urls((chart_element(bundled),))
+
+
+def app_modules(bundled: bool | None = None) -> tuple[str, ...]:
+    """The modules of APP_ELEMENTS in this Streamlit (`element_modules`, the chart element as `chart_element`
+    says), as paths relative to the app's root URL, the chart element's module first."""
+    element = chart_element(bundled)
+    return _element_urls(tuple(element if e == "PlotlyChart" else e for e in APP_ELEMENTS))
 
 
 @functools.cache
-def app_modules() -> tuple[str, ...]:
-    """The modules of APP_ELEMENTS in this Streamlit (`element_modules`), as paths relative to the app's root URL,
-    the Plotly chart module first."""
-    return _urls(element_modules(JS_FOLDER, APP_ELEMENTS))
+def _element_urls(elements: tuple[str, ...]) -> tuple[str, ...]:
+    return _urls(element_modules(JS_FOLDER, elements))
 
 
-# Browser code for prefetch_charts: `at_once` imports the chart module immediately; then, once the page has settled
-# (its script run finished, every chart drawn, and checks 100 ms apart found no file fetched and nothing added to or
-# removed from the page for QUIET ms: a long task, such as running the chart module, counts as one check; or MAX ms
-# passed), it tells the server so (a POST to SETTLED_PATH: `ui.warm` starts) and, at an idle moment, imports every
-# module of the list (the chart module, already loaded or on its way, among them). When all are loaded, <html> gets
+# Browser code for prefetch_charts: `at_once` starts loading what draws the figures immediately (the cartesian bundle,
+# `ui.charts.LOADER_JS`, else Streamlit's chart module); then, once the page has settled (its script run finished,
+# every chart drawn, and checks 100 ms apart found no file fetched and nothing added to or removed from the page for
+# QUIET ms: a long task, such as running the chart code, counts as one check; or MAX ms passed), it tells the server
+# so (a POST to SETTLED_PATH: `ui.warm` starts) and, at an idle moment, loads the bundle and imports every module of
+# the list (the chart code, already loaded or on its way, among them). When all are loaded, <html> gets
 # data-mrtpo-prefetched="done".
 _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
-  const modules = %(modules)s;
+  %(loader)s
+  const modules = %(modules)s, bundle = %(bundle)s, module = %(chart)s;
   const load = (m) => import(new URL(m, document.baseURI).href).catch(() => {});
-  if (%(at_once)s && %(chart)s) load(%(chart)s);
-  const all = () => Promise.all(modules.map(load)).then(() => {
+  const loadCharts = () => bundle ? window.__mrtpoLoadPlotly(bundle).catch(() => {}) : module ? load(module) : null;
+  if (%(at_once)s) loadCharts();
+  const all = () => Promise.all([loadCharts(), ...modules.map(load)]).then(() => {
     document.documentElement.setAttribute('data-mrtpo-prefetched', 'done'); });
   const t0 = performance.now();
   let changed = true, calm = 0;  // calm: checks in a row, 100 ms apart, that found nothing fetched or drawn since
@@ -103,8 +121,8 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   const wait = () => {
     const app = document.querySelector('[data-testid="stApp"]');
     const done = app && app.getAttribute('data-test-script-state') === 'notRunning';
-    const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
-    const drawn = document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length;
+    const charts = document.querySelectorAll(%(chart_selector)s).length;
+    const drawn = document.querySelectorAll(%(drawn_selector)s).length;
     calm = done && !changed && drawn >= charts ? calm + 1 : 0;
     changed = false;
     if (calm * 100 >= %(quiet)d || performance.now() - t0 >= %(max)d) {
@@ -115,6 +133,10 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   };
   wait();
 })();</script>"""
+# A chart on a page, in either element (`ui.charts`' component is the app's only custom component), and a drawn one
+# (Plotly's <svg class="main-svg"> in it).
+CHART_SELECTOR = '[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]'
+DRAWN_SELECTOR = '[data-testid="stPlotlyChart"] .main-svg, [data-testid^="stBidiComponent"] .main-svg'
 PREFETCH_QUIET_MS = 500  # a page counts as settled when no file was fetched and nothing drawn for this long after its
 # script ran
 PREFETCH_MAX_MS = 8000
@@ -125,17 +147,21 @@ def prefetch_charts(at_once: bool = False) -> None:
     (`app_modules`), so that the next page the user opens only draws. Streamlit loads an element's module when a
     page first draws it, from the same Python process that is running that page's script: on a fresh server a
     page waited 0.1-0.45 s for each of them (`mrtpo bench app`, docs/results/app-speed.md). On a page that draws
-    charts (`at_once`) the Plotly chart module's import starts at once, overlapping the page's script run, before
-    its first chart arrives. The rest waits until the page has settled, then for an idle moment: the chart module
-    (~4.7 MB, about a second of the browser's main thread to run) would otherwise compete with what the page itself
-    loads and draws (the Runs table's grid). Streamlit imports the same URLs later and gets the modules already
+    charts (`at_once`) the load of the chart code (the cartesian bundle, `ui.charts`, or Streamlit's chart module)
+    starts at once, overlapping the page's script run, before its first chart arrives. The rest waits until the
+    page has settled, then for an idle moment: the chart code (Streamlit's module: ~4.7 MB, about a second of the
+    browser's main thread to run) would otherwise compete with what the page itself loads and draws (the Runs
+    table's grid). Streamlit imports the same URLs later and gets the modules already
     loaded; a browser that cannot load one loads it when the page needs it."""
     modules = app_modules()
     if not modules or st.session_state.get(PREFETCHED_KEY):
         return
     st.session_state[PREFETCHED_KEY] = True
-    st.sidebar.html(_PREFETCH_JS % {"modules": json.dumps(list(modules)), "chart": json.dumps(chart_module()),
-                                    "at_once": "true" if at_once else "false", "settled": json.dumps(SETTLED_PATH),
-                                    "when": "at-once" if at_once else "settled",
-                                    "quiet": PREFETCH_QUIET_MS, "max": PREFETCH_MAX_MS},
-                    unsafe_allow_javascript=True)
+    bundle = drawn_with_bundle()
+    st.sidebar.html(_PREFETCH_JS % {
+        "loader": LOADER_JS if bundle else "", "modules": json.dumps(list(modules)),
+        "bundle": json.dumps(bundle[1] if bundle else None), "chart": json.dumps(None if bundle else chart_module()),
+        "at_once": "true" if at_once else "false", "settled": json.dumps(SETTLED_PATH),
+        "when": "at-once" if at_once else "settled", "chart_selector": json.dumps(CHART_SELECTOR),
+        "drawn_selector": json.dumps(DRAWN_SELECTOR), "quiet": PREFETCH_QUIET_MS, "max": PREFETCH_MAX_MS},
+        unsafe_allow_javascript=True)
