@@ -490,7 +490,8 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
 
 def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
     """`ui.charts`: the chart pages draw with plotly.js's cartesian bundle (fetched once, Streamlit's 4.7 MB Plotly
-    module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to."""
+    module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to; the plot
+    follows its element's width."""
     pytest.importorskip("playwright.sync_api")
     require(chromium_path() is not None, "no Chromium")
     import numpy as np
@@ -540,6 +541,10 @@ def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users
             page.wait_for_function(f"() => ({STEPS_JS})() >= 16", timeout=30000)
             assert page.evaluate(draws) > first_draws  # redrawn with the new steps, in the same element
             assert page.evaluate(x_range) == zoomed  # the user's zoom kept
+            width = "() => document.querySelector('.mrtpo-chart')._fullLayout.width"
+            wide = page.evaluate(width)
+            page.set_viewport_size({"width": 700, "height": 1000})  # a narrower window: the plot follows
+            page.wait_for_function(f"() => ({width})() < {wide} - 100", timeout=10000)
             browser.close()
     finally:
         stop_app(proc)

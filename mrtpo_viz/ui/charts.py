@@ -164,10 +164,21 @@ export default function (component) {
   const layout = {uirevision: data.key, ...(figure.layout || {})};
   plot.style.height = (layout.height || 450) + 'px';
   const draw = () => window.__mrtpoLoadPlotly(data.bundle).then((Plotly) => Plotly.react(
-    plot, figure.data || [], themed(layout, plot), {responsive: true, displaylogo: false}));
+    plot, figure.data || [], themed(layout, plot), {displaylogo: false}));
   plot.__mrtpoDrawn = (plot.__mrtpoDrawn || Promise.resolve()).then(draw).catch((e) => {
-    plot.textContent = String(e);
+    plot.textContent = 'This figure could not be drawn: ' + String(e);
   });
+  if (!plot.__mrtpoResize) {  // the page's width changes (the window, the sidebar opened or closed): so does the plot's
+    plot.__mrtpoResize = new ResizeObserver(() => {
+      if (window.Plotly && plot._fullLayout) window.Plotly.Plots.resize(plot);
+    });
+    plot.__mrtpoResize.observe(plot);
+  }
+  return () => {  // the element left the page
+    plot.__mrtpoResize.disconnect();
+    plot.__mrtpoResize = null;
+    if (window.Plotly) window.Plotly.purge(plot);
+  };
 }
 """
 
