@@ -490,8 +490,8 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
 
 def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
     """`ui.charts`: the chart pages draw with plotly.js's cartesian bundle (fetched once, Streamlit's 4.7 MB Plotly
-    module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to; the plot
-    follows its element's width."""
+    module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to; the
+    modebar's Full screen button fills the screen and back; the plot follows its element's width."""
     pytest.importorskip("playwright.sync_api")
     require(chromium_path() is not None, "no Chromium")
     import numpy as np
@@ -541,6 +541,17 @@ def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users
             page.wait_for_function(f"() => ({STEPS_JS})() >= 16", timeout=30000)
             assert page.evaluate(draws) > first_draws  # redrawn with the new steps, in the same element
             assert page.evaluate(x_range) == zoomed  # the user's zoom kept
+            # the modebar's Full screen button: the plot fills the screen, then is back at its height
+            height = "() => document.querySelector('.mrtpo-chart')._fullLayout.height"
+            own = page.evaluate(height)
+            button = page.locator('.mrtpo-chart .modebar-btn[data-title="Full screen"]').first
+            page.locator(".mrtpo-chart").first.hover()
+            button.click()
+            page.wait_for_function("() => document.fullscreenElement?.classList.contains('mrtpo-chart')")
+            page.wait_for_function(f"() => ({height})() === window.innerHeight && window.innerHeight > {own}")
+            page.locator(".mrtpo-chart").first.hover()
+            button.click()
+            page.wait_for_function(f"() => !document.fullscreenElement && ({height})() === {own}")
             width = "() => document.querySelector('.mrtpo-chart')._fullLayout.width"
             wide = page.evaluate(width)
             page.set_viewport_size({"width": 700, "height": 1000})  # a narrower window: the plot follows

@@ -147,6 +147,23 @@ function themed(layout, el) {
   return {...layout, ...bold, template: {...template, layout: merged}};
 }
 
+// The modebar's "Full screen" button (what st.plotly_chart's element toolbar offers): the plot fills the screen, on
+// the theme's background, its height the screen's; again, or Esc, and it is back.
+const FULL_SCREEN = {
+  name: 'Full screen',
+  icon: {width: 1000, height: 1000, path: 'M0 0H350V100H100V350H0ZM650 0H1000V350H900V100H650ZM0 650H100V900H350V1000H0Z'
+                                          + 'M1000 650V1000H650V900H900V650Z'},
+  click: (plot) => (document.fullscreenElement ? document.exitFullscreen() : plot.requestFullscreen()),
+};
+
+function onFullScreen(plot) {
+  const full = document.fullscreenElement === plot;
+  plot.style.background = full ? (css(plot, '--st-background-color') || 'white') : '';
+  if (window.Plotly && plot._fullLayout) {  // width: null keeps it following the element's (`Plots.resize`)
+    window.Plotly.relayout(plot, {height: full ? window.innerHeight : plot.__mrtpoHeight, width: null});
+  }
+}
+
 export default function (component) {
   const {data, parentElement} = component;
   let plot = parentElement.querySelector('.mrtpo-chart');
@@ -162,9 +179,11 @@ export default function (component) {
   const text = css(plot, '--st-text-color') || '#31333f';
   const figure = JSON.parse(data.figure.split(JSON.stringify(data.foreground)).join(JSON.stringify(text)));
   const layout = {uirevision: data.key, ...(figure.layout || {})};
-  plot.style.height = (layout.height || 450) + 'px';
+  plot.__mrtpoHeight = layout.height || 450;
+  plot.style.height = plot.__mrtpoHeight + 'px';
+  if (document.fullscreenElement === plot) layout.height = window.innerHeight;
   const draw = () => window.__mrtpoLoadPlotly(data.bundle).then((Plotly) => Plotly.react(
-    plot, figure.data || [], themed(layout, plot), {displaylogo: false}));
+    plot, figure.data || [], themed(layout, plot), {displaylogo: false, modeBarButtonsToAdd: [FULL_SCREEN]}));
   plot.__mrtpoDrawn = (plot.__mrtpoDrawn || Promise.resolve()).then(draw).catch((e) => {
     plot.textContent = 'This figure could not be drawn: ' + String(e);
   });
@@ -173,6 +192,7 @@ export default function (component) {
       if (window.Plotly && plot._fullLayout) window.Plotly.Plots.resize(plot);
     });
     plot.__mrtpoResize.observe(plot);
+    plot.addEventListener('fullscreenchange', () => onFullScreen(plot));
   }
   return () => {  // the element left the page
     plot.__mrtpoResize.disconnect();
