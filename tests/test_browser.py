@@ -438,24 +438,21 @@ COUNT_REDRAWS_JS = """() => {
 }"""
 
 
-def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every_few_seconds(tmp_path):
-    """Watching a live run (issue 15: "live watching must not slow training"): the progress line follows every
-    step within a poll; the figures are not re-rendered while no step is written, and while steps arrive every
-    second they are redrawn at most once per FIGURE_REFRESH_S (before: on every 2 s poll), catching up after."""
-    pytest.importorskip("playwright.sync_api")
-    require(chromium_path() is not None, "no Chromium")
-    import numpy as np
+@contextlib.contextmanager
+def live_curves_page(tmp_path: Path, steps: int, total_steps: int):
+    """`mrtpo app` on a runs folder with one live run ("live", 2 rewards, `steps` of `total_steps` written, its pid
+    a sleeping process), its Training curves open in Chromium until the figures show the `steps` steps: yields
+    (the page, the run's writer, its rewards); closes and stops everything after."""
     from playwright.sync_api import sync_playwright
 
-    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
-    from mrtpo_viz.ui import FIGURE_REFRESH_S
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
     runs = tmp_path / "runs"
     runs.mkdir()
     trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
     rewards = tuple(DEFAULT_REWARDS[:2])
-    w = write_synthetic_run(runs, "live", steps=3, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
-    w.set_status(total_steps=30)
+    w = write_synthetic_run(runs, "live", steps=steps, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
+    w.set_status(total_steps=total_steps)
     proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
     try:
         with sync_playwright() as pw:
@@ -463,29 +460,56 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{url}/curves?run=live")
             wait_for_script(page)
-            page.wait_for_function(f"() => ({STEPS_JS})() >= 3", timeout=60000)
-            page.get_by_text("step 3/30").first.wait_for(timeout=10000)
-            page.wait_for_timeout(1500)  # the charts' own first-draw work settles
-            page.evaluate(COUNT_CHART_CHANGES_JS)
-            page.wait_for_timeout(3 * 2000 + 1000)  # three polls of the progress fragment, no new step
-            assert page.evaluate("() => window.__chartChanges") == 0, "unchanged figures were drawn again"
-            page.evaluate(COUNT_REDRAWS_JS.replace("STEPS", STEPS_JS))
-            started = time.monotonic()
-            for step in range(4, 16):  # a step a second: 12 s, longer on a loaded machine
-                w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
-                w.set_status(step=step)
-                page.wait_for_timeout(1000)
-            page.get_by_text("step 15/30").first.wait_for(timeout=6000)  # the progress line keeps up
-            redraws = page.evaluate("() => window.__redraws")
-            elapsed = time.monotonic() - started
-            # at most once per FIGURE_REFRESH_S: one at once, then one per full period that passed
-            assert 1 <= redraws <= 1 + int(elapsed // FIGURE_REFRESH_S), f"{redraws} redraws of the figures in {elapsed:.1f} s"
-            page.wait_for_function(f"() => ({STEPS_JS})() >= 15", timeout=(FIGURE_REFRESH_S + 8) * 1000)
+            page.wait_for_function(f"() => ({STEPS_JS})() >= {steps}", timeout=60000)
+            yield page, w, rewards
             browser.close()
     finally:
         stop_app(proc)
         trainer.kill()
         trainer.wait()
+
+
+def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every_few_seconds(tmp_path):
+    """Watching a live run (issue 15: "live watching must not slow training"): the progress line follows every
+    step within a poll; the figures are not re-rendered while no step is written, and while steps arrive every
+    second they are redrawn at most once per FIGURE_REFRESH_S (before: on every 2 s poll), catching up after."""
+    pytest.importorskip("playwright.sync_api")
+    require(chromium_path() is not None, "no Chromium")
+    import numpy as np
+
+    from mrtpo_viz.tools.synthetic import synthetic_metrics
+    from mrtpo_viz.ui import FIGURE_REFRESH_S
+
+    with live_curves_page(tmp_path, steps=3, total_steps=30) as (page, w, rewards):
+        page.get_by_text("step 3/30").first.wait_for(timeout=10000)
+        page.wait_for_timeout(1500)  # the charts' own first-draw work settles
+        page.evaluate(COUNT_CHART_CHANGES_JS)
+        page.wait_for_timeout(3 * 2000 + 1000)  # three polls of the progress fragment, no new step
+        assert page.evaluate("() => window.__chartChanges") == 0, "unchanged figures were drawn again"
+        page.evaluate(COUNT_REDRAWS_JS.replace("STEPS", STEPS_JS))
+        started = time.monotonic()
+        for step in range(4, 16):  # a step a second: 12 s, longer on a loaded machine
+            w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
+            w.set_status(step=step)
+            page.wait_for_timeout(1000)
+        page.get_by_text("step 15/30").first.wait_for(timeout=6000)  # the progress line keeps up
+        redraws = page.evaluate("() => window.__redraws")
+        elapsed = time.monotonic() - started
+        # at most once per FIGURE_REFRESH_S: one at once, then one per full period that passed
+        assert 1 <= redraws <= 1 + int(elapsed // FIGURE_REFRESH_S), f"{redraws} redraws of the figures in {elapsed:.1f} s"
+        page.wait_for_function(f"() => ({STEPS_JS})() >= 15", timeout=(FIGURE_REFRESH_S + 8) * 1000)
+
+
+def drag_across(page, plot: str, start: float, end: float) -> None:
+    """A mouse drag across the first drag area of `plot` (a CSS selector), from `start` to `end` of its width at half
+    its height: Plotly's zoom to that stretch of the x axis."""
+    box = page.locator(f"{plot} .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * start, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * (start + end) / 2, y, steps=8)
+    page.mouse.move(box["x"] + box["width"] * end, y, steps=8)
+    page.mouse.up()
 
 
 def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
@@ -495,72 +519,46 @@ def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users
     pytest.importorskip("playwright.sync_api")
     require(chromium_path() is not None, "no Chromium")
     import numpy as np
-    from playwright.sync_api import sync_playwright
     from plotly.offline import get_plotlyjs_version
 
-    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
+    from mrtpo_viz.tools.synthetic import synthetic_metrics
     from mrtpo_viz.ui.charts import bundle
 
     require_tool(bundle() is not None, "plotly.js's cartesian bundle is not in .venv/share/mrtpo",
                  "`make` installs it with npm")
-
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
-    rewards = tuple(DEFAULT_REWARDS[:2])
-    w = write_synthetic_run(runs, "live", steps=12, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
-    w.set_status(total_steps=40)
-    proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
     x_range = "() => document.querySelector('.mrtpo-chart')._fullLayout.xaxis.range.map(v => Math.round(v * 10) / 10)"
     draws = "() => Number(document.querySelector('.mrtpo-chart').dataset.draws)"
-    try:
-        with sync_playwright() as pw:
-            browser = open_browser(pw)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/curves?run=live")
-            wait_for_script(page)
-            page.wait_for_function(f"() => ({STEPS_JS})() >= 12", timeout=60000)
-            assert page.evaluate("() => window.Plotly.version") == get_plotlyjs_version()
-            fetched = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
-            assert [f for f in fetched if bundle()[1] in f] and not [f for f in fetched if "/PlotlyChart." in f]
-            assert page.locator(".mrtpo-chart.js-plotly-plot").count() >= 1
-            before, first_draws = page.evaluate(x_range), page.evaluate(draws)
-            box = page.locator(".mrtpo-chart .nsewdrag").first.bounding_box()
-            y = box["y"] + box["height"] / 2
-            page.mouse.move(box["x"] + box["width"] * 0.2, y)
-            page.mouse.down()
-            page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=8)
-            page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
-            page.mouse.up()
-            page.wait_for_timeout(500)
-            zoomed = page.evaluate(x_range)
-            assert zoomed != before and zoomed[1] < 12, (before, zoomed)
-            for step in range(13, 17):
-                w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
-            w.set_status(step=16)
-            page.wait_for_function(f"() => ({STEPS_JS})() >= 16", timeout=30000)
-            assert page.evaluate(draws) > first_draws  # redrawn with the new steps, in the same element
-            assert page.evaluate(x_range) == zoomed  # the user's zoom kept
-            # the modebar's Full screen button: the plot fills the screen, then is back at its height
-            height = "() => document.querySelector('.mrtpo-chart')._fullLayout.height"
-            own = page.evaluate(height)
-            button = page.locator('.mrtpo-chart .modebar-btn[data-title="Full screen"]').first
-            page.locator(".mrtpo-chart").first.hover()
-            button.click()
-            page.wait_for_function("() => document.fullscreenElement?.classList.contains('mrtpo-chart')")
-            page.wait_for_function(f"() => ({height})() === window.innerHeight && window.innerHeight > {own}")
-            page.locator(".mrtpo-chart").first.hover()
-            button.click()
-            page.wait_for_function(f"() => !document.fullscreenElement && ({height})() === {own}")
-            width = "() => document.querySelector('.mrtpo-chart')._fullLayout.width"
-            wide = page.evaluate(width)
-            page.set_viewport_size({"width": 700, "height": 1000})  # a narrower window: the plot follows
-            page.wait_for_function(f"() => ({width})() < {wide} - 100", timeout=10000)
-            browser.close()
-    finally:
-        stop_app(proc)
-        trainer.kill()
-        trainer.wait()
+    with live_curves_page(tmp_path, steps=12, total_steps=40) as (page, w, rewards):
+        assert page.evaluate("() => window.Plotly.version") == get_plotlyjs_version()
+        fetched = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+        assert [f for f in fetched if bundle()[1] in f] and not [f for f in fetched if "/PlotlyChart." in f]
+        assert page.locator(".mrtpo-chart.js-plotly-plot").count() >= 1
+        before, first_draws = page.evaluate(x_range), page.evaluate(draws)
+        drag_across(page, ".mrtpo-chart", 0.2, 0.5)
+        page.wait_for_timeout(500)
+        zoomed = page.evaluate(x_range)
+        assert zoomed != before and zoomed[1] < 12, (before, zoomed)
+        for step in range(13, 17):
+            w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
+        w.set_status(step=16)
+        page.wait_for_function(f"() => ({STEPS_JS})() >= 16", timeout=30000)
+        assert page.evaluate(draws) > first_draws  # redrawn with the new steps, in the same element
+        assert page.evaluate(x_range) == zoomed  # the user's zoom kept
+        # the modebar's Full screen button: the plot fills the screen, then is back at its height
+        height = "() => document.querySelector('.mrtpo-chart')._fullLayout.height"
+        own = page.evaluate(height)
+        button = page.locator('.mrtpo-chart .modebar-btn[data-title="Full screen"]').first
+        page.locator(".mrtpo-chart").first.hover()
+        button.click()
+        page.wait_for_function("() => document.fullscreenElement?.classList.contains('mrtpo-chart')")
+        page.wait_for_function(f"() => ({height})() === window.innerHeight && window.innerHeight > {own}")
+        page.locator(".mrtpo-chart").first.hover()
+        button.click()
+        page.wait_for_function(f"() => !document.fullscreenElement && ({height})() === {own}")
+        width = "() => document.querySelector('.mrtpo-chart')._fullLayout.width"
+        wide = page.evaluate(width)
+        page.set_viewport_size({"width": 700, "height": 1000})  # a narrower window: the plot follows
+        page.wait_for_function(f"() => ({width})() < {wide} - 100", timeout=10000)
 
 
 def test_compare_targets_survive_clearing_and_picking_runs_again(tmp_path):
@@ -1067,13 +1065,7 @@ def test_a_ten_reward_run_has_ten_colours_and_no_legend_is_cut(tmp_path):
         # one small panel per reward, zoomed together: a drag across the first panel zooms all eleven
         ranges = page.evaluate(X_RANGES_JS)
         assert len(ranges) == 11 and len({tuple(r) for r in ranges}) == 1, ranges
-        box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.3, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
-        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
-        page.mouse.up()
+        drag_across(page, ".js-plotly-plot", 0.3, 0.6)
         page.wait_for_timeout(800)
         zoomed = page.evaluate(X_RANGES_JS)
         assert zoomed[0] != ranges[0] and len({tuple(r) for r in zoomed}) == 1, (ranges, zoomed)
