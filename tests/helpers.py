@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -154,3 +155,67 @@ def write_schema_1(path: Path, frame: pd.DataFrame, with_skipped: bool = True) -
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out)
     return out
+
+
+class _TableParser(HTMLParser):
+    """The cells of every `<table data-mrtpo="table">` (`mrtpo_viz.ui.tables`): a list of tables, each a list of
+    rows, each a list of (cell text, is a <th>)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: list[list[list[tuple[str, bool]]]] = []
+        self.cell: list[str] | None = None
+        self.header = False
+        self.inside = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and ("data-mrtpo", "table") in attrs:
+            self.inside = True
+            self.tables.append([])
+        elif self.inside and tag == "tr":
+            self.tables[-1].append([])
+        elif self.inside and tag in ("td", "th"):
+            self.cell, self.header = [], tag == "th"
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+    def handle_endtag(self, tag):
+        if self.inside and tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append(("".join(self.cell), self.header))
+            self.cell = None
+        elif tag == "table":
+            self.inside = False
+
+
+def html_tables(at) -> list[pd.DataFrame]:
+    """The tables `ui.html_table` drew on an AppTest page, in order (`tables_in`)."""
+    return tables_in("".join(element.proto.body for element in at.get("html")))
+
+
+def tables_in(text: str) -> list[pd.DataFrame]:
+    """The `<table data-mrtpo="table">` of an HTML text, every cell as its text; a table with row labels (a <th>
+    first in each body row) has them as its index. `numeric` turns number columns back into numbers."""
+    parser = _TableParser()
+    parser.feed(text)
+    frames = []
+    for head, *body in parser.tables:
+        labelled = bool(body) and all(row[0][1] for row in body)
+        columns = [cell for cell, _ in head]
+        frame = pd.DataFrame([[cell for cell, _ in row] for row in body], columns=columns)
+        frames.append(frame.set_index(columns[0]).rename_axis(columns[0] or None) if labelled else frame)
+    return frames
+
+
+def numeric(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each column whose non-empty cells all read as numbers as floats ("" -> NaN)."""
+    out = frame.copy()
+    for column in out.columns:
+        cells = out[column].replace("", None)
+        try:
+            out[column] = pd.to_numeric(cells).astype("float64")
+        except (ValueError, TypeError):
+            pass
+    return out
+

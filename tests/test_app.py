@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import start_stand_in
+from helpers import html_tables, numeric, start_stand_in
 from streamlit.testing.v1 import AppTest
 
 from core.run.store import RunStore, RunStoreError, read_notes
@@ -494,7 +494,7 @@ def test_token_credit_page_renders_tokens_spans_and_tables(runs_dir):
     assert html.count('<span class="tok" ') == N_TOKENS
     assert '<i class="b" style="background:' in html  # span overlays
     assert "Prompt" in html and "credit of keywords:existence" in html
-    rewards = at.dataframe[0].value
+    rewards = numeric(html_tables(at)[0])
     assert rewards["reward"].tolist() == list(DEFAULT_REWARDS)
     assert {b.label for b in at.get("download_button")} >= {"Step credit CSV", "Step credit Parquet",
                                                             "Sample credit CSV", "Sample credit Parquet"}
@@ -949,7 +949,7 @@ def test_overlap_table_shows_every_pair_and_the_variants_note_is_plain_text(tmp_
     # three-quarter column) with "None" on its diagonal; "Not computable..." mixed code spans and plain text
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
     at = page("credit", tmp_path, query={"run": "sample/study-v2-mrtpo-swap-s0", "step": "145", "sample": "5"})
-    table = at.table[0].value
+    table = next(t for t in html_tables(at) if not isinstance(t.index, pd.RangeIndex))  # the one with row labels
     assert list(table.columns) == list(table.index) and len(table.columns) >= 3
     for name in table.index:
         assert table.loc[name, name] == "—"

@@ -765,19 +765,21 @@ def test_after_the_first_page_has_settled_no_page_waits_for_a_module(tmp_path):
         assert not late, f"pages fetched modules the prefetch did not load: {late}"
 
 
-# Start times (ms since navigation) of the syntax highlighter's module fetches and of the page's "settled" word.
-HIGHLIGHTER_JS = """() => {
+# Start times (ms since navigation) of the fetches of an element's module (by name) and of the page's "settled" word.
+MODULE_FETCHES_JS = """(name) => {
     const entries = performance.getEntriesByType('resource');
-    return [entries.filter(e => /\\/StreamlitSyntaxHighlighter\\.[^/]*\\.js$/.test(e.name)).map(e => e.startTime),
+    return [entries.filter(e => new RegExp('/' + name + '\\\\.[^/]*\\\\.js$').test(e.name)).map(e => e.startTime),
             entries.filter(e => e.name.endsWith('/_mrtpo/settled')).map(e => e.startTime)];
 }"""
 
 
-def test_the_sample_pages_show_the_response_text_without_the_syntax_highlighter(tmp_path):
+def test_the_sample_pages_show_their_text_and_tables_without_the_highlighter_or_the_data_frame_module(tmp_path):
     """Token credit and JS divergence show a sample's response (escaped, whitespace kept) without `st.code`, whose
     element module, Streamlit's syntax highlighter (1.6 MB), was fetched and run on every cold visit of Token credit
-    for a closed expander: the page was shown ~0.3 s later (docs/results/app-speed.md). The module may still come
-    with the idle prefetch of every element's module (`ui.prefetch`), which starts after the page has settled."""
+    for a closed expander: the page was shown ~0.3 s later; and the sample's small tables as HTML (`ui.html_table`)
+    without `st.dataframe` / `st.table`, whose module (1.7 MB with Apache Arrow) made a cold visit ~0.3 s longer
+    (docs/results/app-speed.md). The modules may still come with the idle prefetch of every element's module
+    (`ui.prefetch`), which starts after the page has settled."""
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
     runs = tmp_path / "runs"
@@ -791,10 +793,14 @@ def test_the_sample_pages_show_the_response_text_without_the_syntax_highlighter(
             shown = page.locator('pre[data-mrtpo="response"]').first
             shown.wait_for(state="visible")
             assert shown.inner_text() == response
+            metrics = page.locator('table[data-mrtpo="table"]').filter(has_text="mass_control").first
+            metrics.wait_for(state="visible")
+            assert metrics.locator("tbody tr").count() >= 1
             page.wait_for_function("() => performance.getEntriesByType('resource')"
                                    ".some(e => e.name.endsWith('/_mrtpo/settled'))", timeout=30000)
-            highlighter, settled = page.evaluate(HIGHLIGHTER_JS)
-            assert all(t >= settled[0] for t in highlighter), (path, highlighter, settled)
+            for module in ("StreamlitSyntaxHighlighter", "DataFrame"):
+                fetched, settled = page.evaluate(MODULE_FETCHES_JS, module)
+                assert all(t >= settled[0] for t in fetched), (path, module, fetched, settled)
 
 
 # A warm session's log line (`ui.warm`, with STREAMLIT_LOGGER_LEVEL=debug): page, query, ms, how it ended.

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import html_tables, numeric
 from streamlit.testing.v1 import AppTest
 
 from core.algos import routing, span_metrics
@@ -185,19 +186,15 @@ def open_page(name: str, query: dict) -> AppTest:
     return at
 
 
-def frames(at: AppTest) -> list[pd.DataFrame]:
-    return [d.value for d in at.dataframe]
-
-
 def metrics_table(at: AppTest) -> pd.DataFrame:
-    return next(f for f in frames(at) if "mass_control" in f.columns).set_index("reward")
+    return numeric(next(f for f in html_tables(at) if "mass_control" in f.columns)).set_index("reward")
 
 
 @pytest.mark.app
 @pytest.mark.parametrize("name", ["credit", "js"])
 def test_page_shows_the_samples_overlap_and_metrics_and_switches_variant(hand_runs, name):
     at = open_page(name, {"run": "hand-a", "step": "1", "sample": "0"})
-    overlap = next(t.value for t in at.table if KW in t.value.columns)  # shown whole, as text (3 decimals)
+    overlap = next(t for t in html_tables(at) if KW in t.columns)  # shown whole, as text (3 decimals)
     assert overlap.loc[KW, NC] == "0.400" and overlap.loc[KW, KW] == "—"
     assert any(m.value == "0.400" for m in at.metric)
     t = metrics_table(at)

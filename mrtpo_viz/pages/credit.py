@@ -159,8 +159,7 @@ st.caption("Hover a token for its credit, JS distance, routing weight and span m
            "colour.")
 
 st.subheader("Rewards of this sample")
-st.dataframe(analysis.sample_rewards_table(sample_df), hide_index=True, width="stretch",
-             column_config={"credit_share_in_span": st.column_config.NumberColumn(format="%.2f")})
+ui.html_table(analysis.sample_rewards_table(sample_df), {"credit_share_in_span": ".2f"})
 ui.specificity_panel(sample_df, present)
 with st.expander("Response text"):
     ui.response_text(sample_df["response"].iloc[0])

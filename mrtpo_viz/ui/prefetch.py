@@ -27,7 +27,7 @@ JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
 # loads a module this list left out). Where the figures are drawn by the cartesian bundle, the chart element is the
 # bundle's custom component (`BidiComponent`) instead of `PlotlyChart`.
 APP_ELEMENTS = ("PlotlyChart", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric", "Multiselect",
-                "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "Table", "TextInput")
+                "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "TextInput")
 _IMPORT = re.compile(r'(?:from|import)\s*"\./([^"]+\.js)"')
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 from mrtpo_viz import loaders
 from mrtpo_viz.ui.messages import md_text, plain, show_warnings
 from mrtpo_viz.ui.pickers import drawn_for, keep_choice
+from mrtpo_viz.ui.tables import html_table
 
 
 def shown_sample(path: str, step: int, sample: int, label: str, cfg: Mapping, rewards: Sequence[str], page: str):
@@ -83,14 +84,12 @@ def specificity_panel(sample_df, rewards: Sequence[str]) -> None:
         st.caption("Routing overlap of each pair of rewards, sum_t min(p_k(t), p_j(t)) of their routing-weight "
                    "shares: 1 = the same tokens, 0 = disjoint; — a reward with itself; n/a a reward that did not act "
                    "on this response.")
-        st.table(specificity.overlap_table(overlap))
+        html_table(specificity.overlap_table(overlap), index=True)
         st.metric("Mean overlap (this sample)", "n/a" if mean != mean else f"{mean:.3f}")
     else:
         st.caption("One stated reward: no pairwise overlap.")
     table = specificity.sample_metrics(sample_df, stated)
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                for c in ("mass_in", "lift", "lift_rotated", "mass_control", "retained", "auc")})
+    html_table(table, {c: ".3f" for c in ("mass_in", "lift", "lift_rotated", "mass_control", "retained", "auc")})
     st.caption("mass_in: share of the reward's routing weight inside its span; lift: that mass / the span's token "
                "share (1 = no preference); lift_rotated: the same with the reward labels rotated (a specific "
                "router's lift beats it); retained: the share of the reward's advantage mass its credit keeps; mass_control: the other rewards' mass on this span / its token share "
