@@ -592,11 +592,11 @@ def test_verifier_playground(runs_dir):
 def test_compare_page(runs_dir):
     at = page("compare", runs_dir, mrtpo_runs=[run_path(runs_dir, "mrtpo-demo"), run_path(runs_dir, "gdpo-demo")])
     assert len(charts(at)) == 1
-    table = at.dataframe[0].value
+    table = html_tables(at)[0]
     assert table["run"].tolist() == ["mrtpo-demo", "gdpo-demo"] and table["method"].tolist() == ["mrtpo", "gdpo"]
     assert {"≥ 0.25", "≥ 0.5", "≥ 0.75"} <= set(table.columns)
     at.radio(key="compare_source").set_value("eval").run()
-    assert not at.exception and at.dataframe[0].value["steps logged"].tolist() == [3, 3]
+    assert not at.exception and numeric(html_tables(at)[0])["steps logged"].tolist() == [3, 3]
     next(t for t in at.text_input if t.label.startswith("Targets")).set_value("0.5, banana").run()
     assert not at.exception and any("Targets" in e.value for e in at.error)
 
@@ -607,7 +607,7 @@ def test_compare_names_runs_without_eval_data(runs_dir):
     at = page("compare", runs_dir, mrtpo_runs=runs)
     at.radio(key="compare_source").set_value("eval").run()
     assert any("no eval data" in w.value and "no-eval" in w.value for w in at.warning)
-    table = at.dataframe[0].value.set_index("run")
+    table = html_tables(at)[0].set_index("run")
     assert (table.loc["no-eval", ["≥ 0.25", "≥ 0.5", "≥ 0.75", "best"]] == "no eval data").all()
     assert "no eval data" not in set(table.loc["mrtpo-demo"])
 
@@ -936,7 +936,7 @@ def test_compare_warns_on_different_evaluations_names_relevance_and_offers_no_ro
     assert "KL to the rollout policy" not in at.selectbox(key="compare_metric").options
     assert any("KL to the rollout policy" in c.value and "inner\\_epochs = 1" in c.value and "`" not in c.value
                for c in at.caption)
-    table = at.dataframe[0].value
+    table = html_tables(at)[0]
     assert table.set_index("run")["relevance"].to_dict() == {"js-run": "js", "swap-run": "swap"}
     assert not any("different evaluations" in w.value for w in at.warning)  # training samples: no warning
     at.radio(key="compare_source").set_value("eval").run()

@@ -599,7 +599,7 @@ def test_compare_targets_survive_clearing_and_picking_runs_again(tmp_path):
                 page.wait_for_timeout(1500)
                 assert box.input_value() == "0.2, 0.6"  # the user's targets, kept
                 page.get_by_text("Steps to reach an all-satisfied rate").wait_for()
-                assert page.locator('[data-testid="stDataFrame"]').count() >= 1, "the steps-to-target table is gone"
+                assert page.locator('table[data-mrtpo="table"]').count() >= 1, "the steps-to-target table is gone"
             finally:
                 browser.close()
     finally:

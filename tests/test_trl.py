@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import require
+from helpers import html_tables, require
 
 from core.choices import DEFAULT_RELEVANCE
 from core.config import ConfigError, TrainConfig
@@ -424,7 +424,7 @@ def test_the_app_shows_a_trl_run_like_a_built_in_one(trl_run, builtin_run):
         html = "".join(h.proto.body for h in open_page("credit", trl, [trl]).get("html"))
         assert html.count('<span class="tok" ') > 0 and "credit of " in html
         compare = open_page("compare", trl, [trl, ref])
-        assert compare.dataframe[0].value["run"].tolist() == ["trl-two", "builtin-one"]
+        assert html_tables(compare)[0]["run"].tolist() == ["trl-two", "builtin-one"]
     finally:
         os.environ.pop("MRTPO_RUNS_DIR", None)
 

@@ -166,8 +166,7 @@ if targets:
     table.insert(2, "routing", [routing_source(configs[run]) for run in table["run"]])
     table.insert(3, "relevance", [configs[run].get("relevance") if routing_source(configs[run]) == "replay" else None
                                   for run in table["run"]])
-    st.dataframe(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"),
-                 hide_index=True, width="stretch")
+    ui.html_table(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"))
     st.caption("not reached: the run's logged values stay below that rate; "
                + ("no eval data: the run logged no held-out evaluation (it had no eval prompt set)."
                   if source == "eval" else "no data: the run logged no all-satisfied rate yet."))

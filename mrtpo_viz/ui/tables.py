@@ -2,8 +2,8 @@
 module of 1.7 MB (Apache Arrow and a grid), fetched, compiled and run on a page's first visit. On Token credit and
 JS divergence's first view the sample's three small tables (the rewards, the pairwise overlap and the span metrics)
 were the only users of it: cold Token credit 1.70-1.80 -> 1.40-1.55 s, JS divergence 1.95-2.04 -> 1.68-1.74 s with
-them as HTML (4 cold visits each, docs/results/app-speed.md). Tables a user sorts, scrolls or selects rows of (Runs,
-the debugger's) stay `st.dataframe`.
+them as HTML (4 cold visits each, docs/results/app-speed.md); Compare's steps-to-reach table likewise. Tables a user
+sorts, scrolls or selects rows of (Runs, the debugger's) stay `st.dataframe`.
 
 Never imports torch.
 """
