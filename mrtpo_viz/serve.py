@@ -60,7 +60,11 @@ def warm_up() -> float:
     for fig in built:
         pio.to_json(fig.to_dict(), validate=False)
     pa.Table.from_pandas(analysis.js_in_out_table(credit))
-    ui.app_modules()  # the browser modules the first page of each session asks for (reads Streamlit's files)
+    from mrtpo_viz.ui.charts import bundle
+
+    # the browser modules the first page of each session asks for (reads Streamlit's files), with the chart element
+    # the pages will draw in: the middleware serves the bundle where there is one (`ui.charts.serve_bundle`)
+    ui.prefetch.app_modules(bundled=bundle() is not None)
     return time.perf_counter() - t0
 
 
