@@ -71,15 +71,17 @@ def warm_up() -> float:
 # The url paths (app.py) of the pages that draw Plotly charts: they call `ui.page_runs(charts=True)`.
 CHART_PAGES = ("curves", "js", "debugger", "compare")
 
-# Added to the <head> of a chart page: run the chart module as soon as the page's script starts on the server. Not
-# before: the module takes the browser's main thread for ~0.7 s, and before that moment it would hold up Streamlit's
-# own start and the websocket that asks the server to run the script. From then on the server runs the script
-# (~0.3-0.6 s on a cold page) while the browser runs the module.
-_RUN_CHART_MODULE = """<script data-chart-module="at-start">(() => {
+# Added to the <head> of a chart page: run the chart code (`%(run)s`: Streamlit's chart module, or the cartesian
+# bundle) as soon as the page's script starts on the server. Not before: the code takes the browser's main thread
+# (Streamlit's module ~0.7 s, the bundle ~0.3 s), and before that moment it would hold up Streamlit's own start and
+# the websocket that asks the server to run the script. From then on the server runs the script (~0.3-0.6 s on a
+# cold page) while the browser runs the chart code.
+_RUN_AT_SCRIPT_START = """<script data-chart-module="%(name)s">(() => {
+%(setup)s
   const start = () => {
     const app = document.querySelector('[data-testid="stApp"]');
     if (!app || app.getAttribute('data-test-script-state') !== 'running') return false;
-    import(new URL(%s, document.baseURI).href).catch(() => {});
+    %(run)s;
     return true;
   };
   const watch = new MutationObserver(() => { if (start()) watch.disconnect(); });
@@ -99,24 +101,8 @@ def chart_page_head(chart_module: str | None, modules: list[str]) -> str:
     if chart_module is None:
         return ""
     links = "".join(f'<link rel="modulepreload" crossorigin href="./{m}">' for m in modules)
-    return links + _RUN_CHART_MODULE % json.dumps(chart_module)
-
-
-# Added to the <head> of a chart page drawn with the cartesian bundle: load and run it (`ui.charts.LOADER_JS`) when
-# the page's script starts on the server, for the reason given at _RUN_CHART_MODULE (the bundle takes the main
-# thread for ~0.3 s).
-_RUN_BUNDLE = """<script data-chart-module="bundle-at-start">(() => {
-%(loader)s
-  const start = () => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app || app.getAttribute('data-test-script-state') !== 'running') return false;
-    window.__mrtpoLoadPlotly(%(bundle)s);
-    return true;
-  };
-  const watch = new MutationObserver(() => { if (start()) watch.disconnect(); });
-  watch.observe(document, {subtree: true, childList: true, attributes: true,
-                           attributeFilter: ['data-test-script-state']});
-})();</script>"""
+    run = f"import(new URL({json.dumps(chart_module)}, document.baseURI).href).catch(() => {{}})"
+    return links + _RUN_AT_SCRIPT_START % {"name": "at-start", "setup": "", "run": run}
 
 
 def bundle_page_head(bundle: str, modules: list[str]) -> str:
@@ -128,7 +114,8 @@ def bundle_page_head(bundle: str, modules: list[str]) -> str:
 
     links = f'<link rel="preload" as="script" href="./{bundle}">'
     links += "".join(f'<link rel="modulepreload" crossorigin href="./{m}">' for m in modules)
-    return links + _RUN_BUNDLE % {"loader": LOADER_JS, "bundle": json.dumps(bundle)}
+    return links + _RUN_AT_SCRIPT_START % {"name": "bundle-at-start", "setup": LOADER_JS,
+                                           "run": f"window.__mrtpoLoadPlotly({json.dumps(bundle)})"}
 
 
 class ChartPagePreload:
