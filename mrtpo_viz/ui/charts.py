@@ -19,6 +19,7 @@ drawn by `st.plotly_chart`, as before. Never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -117,14 +118,15 @@ LOADER_JS = r"""window.__mrtpoLoadPlotly = window.__mrtpoLoadPlotly || ((src) =>
 # path, "foreground": `figures.FOREGROUND`}). Each element keeps one plot div, which `Plotly.react` redraws in place.
 _JS = LOADER_JS + r"""
 const css = (el, name) => getComputedStyle(el).getPropertyValue(name).trim();
+const textColor = (el) => css(el, '--st-text-color') || '#31333f';
+const background = (el) => css(el, '--st-background-color') || 'white';
 
 // Streamlit's look for a figure, from the theme's CSS variables: set in the template, so what a figure sets itself
 // wins (as with st.plotly_chart's "streamlit" theme).
 function themed(layout, el) {
-  const text = css(el, '--st-text-color') || '#31333f';
+  const text = textColor(el);
   const grid = css(el, '--st-border-color-light') || css(el, '--st-border-color') || 'rgba(128,128,128,0.25)';
   const font = css(el, '--st-font') || 'sans-serif';
-  const bg = css(el, '--st-background-color') || 'white';
   const axis = {gridcolor: grid, zerolinecolor: grid, tickcolor: grid, linecolor: grid, automargin: true,
                 tickfont: {color: text, size: 12}, title: {font: {color: text, size: 14}}};
   const xaxis = {...axis, showgrid: false, zeroline: false};  // as Streamlit draws x axes
@@ -133,7 +135,7 @@ function themed(layout, el) {
     title: {font: {color: css(el, '--st-heading-color') || text, family: css(el, '--st-heading-font') || font,
                    size: 16}, x: 0, xanchor: 'left'},
     legend: {font: {color: text, size: 12}, title: {font: {color: text, size: 12}}, bgcolor: 'rgba(0,0,0,0)'},
-    hoverlabel: {bgcolor: bg, bordercolor: grid, font: {color: text, family: font, size: 12}},
+    hoverlabel: {bgcolor: background(el), bordercolor: grid, font: {color: text, family: font, size: 12}},
     xaxis, yaxis: axis,
   };
   const template = layout.template || {};
@@ -158,7 +160,7 @@ const FULL_SCREEN = {
 
 function onFullScreen(plot) {
   const full = document.fullscreenElement === plot;
-  plot.style.background = full ? (css(plot, '--st-background-color') || 'white') : '';
+  plot.style.background = full ? background(plot) : '';
   if (window.Plotly && plot._fullLayout) {  // width: null keeps it following the element's (`Plots.resize`)
     window.Plotly.relayout(plot, {height: full ? window.innerHeight : plot.__mrtpoHeight, width: null});
   }
@@ -176,8 +178,7 @@ export default function (component) {
   plot.dataset.key = data.key;
   plot.dataset.draws = String(Number(plot.dataset.draws || 0) + 1);  // each figure sent (tests count redraws)
   // the placeholder colour of text and of lines drawn in it (`figures.FOREGROUND`) becomes the theme's text colour
-  const text = css(plot, '--st-text-color') || '#31333f';
-  const figure = JSON.parse(data.figure.split(JSON.stringify(data.foreground)).join(JSON.stringify(text)));
+  const figure = JSON.parse(data.figure.split(JSON.stringify(data.foreground)).join(JSON.stringify(textColor(plot))));
   const layout = {uirevision: data.key, ...(figure.layout || {})};
   plot.__mrtpoHeight = layout.height || 450;
   plot.style.height = plot.__mrtpoHeight + 'px';
@@ -221,8 +222,5 @@ def chart(fig, key: str, where=None) -> None:
     import plotly.io as pio
 
     data = {"figure": pio.to_json(fig, validate=False), "key": key, "bundle": found[1], "foreground": FOREGROUND}
-    if where is None:
-        _component()(data=data, key=key)
-        return
-    with where:
+    with where if where is not None else contextlib.nullcontext():
         _component()(data=data, key=key)
