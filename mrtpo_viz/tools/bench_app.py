@@ -73,6 +73,9 @@ READ_S = 2.0  # seconds a user spends on the first page before opening another (
 RUNS = {"tiny": "tiny-instruct-mrtpo-demo", "smollm2": "smollm2-135m-mrtpo-demo", "synthetic": None}
 STABLE_MS = 300
 
+# A chart on a page, in Streamlit's element or the app's component (`ui.charts`); shown once Plotly's <svg> is in it.
+_CHARTS = json.dumps('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')
+
 # Resolves with the time (ms since navigation start) at which the page became shown and stayed so for
 # STABLE_MS; rejects after the timeout.
 _SHOWN = """
@@ -83,7 +86,7 @@ _SHOWN = """
     if (!document.querySelector('[data-testid="stMain"] h1')) return false;
     if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
-    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')) {
+    for (const c of document.querySelectorAll(CHARTS)) {
       if (!c.querySelector('.main-svg')) return false;
     }
     return true;
@@ -102,7 +105,7 @@ _SHOWN = """
   };
   tick();
 })
-"""
+""".replace("CHARTS", _CHARTS)
 
 
 # Clicks the sidebar link to `path` and resolves with the ms from the click until the page titled `title` is
@@ -120,7 +123,7 @@ _NAVIGATE = """
     if (!h1 || h1.textContent.trim() !== title) return false;
     if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
-    for (const c of document.querySelectorAll('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')) {
+    for (const c of document.querySelectorAll(CHARTS)) {
       if (!c.querySelector('.main-svg')) return false;
     }
     return true;
@@ -141,7 +144,7 @@ _NAVIGATE = """
   };
   setTimeout(tick, 10);
 })
-"""
+""".replace("CHARTS", _CHARTS)
 
 
 @dataclass
