@@ -3,7 +3,10 @@ use them are in conftest.py). Test files never import from each other."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -192,6 +195,18 @@ class _TableParser(HTMLParser):
 def html_tables(at) -> list[pd.DataFrame]:
     """The tables `ui.html_table` drew on an AppTest page, in order (`tables_in`)."""
     return tables_in("".join(element.proto.body for element in at.get("html")))
+
+
+def pick_tables(at) -> dict[str, tuple[pd.DataFrame, int, list[str]]]:
+    """The tables `ui.pick_table` drew on an AppTest page, by key: (the table, every cell as its text; the position
+    of the row shown as selected; the addresses of its links, in order)."""
+    found = {}
+    for element in at.get("bidi_component"):
+        if element.proto.component_name == "mrtpo_pick_table":
+            data = json.loads(element.proto.json)
+            links = [html.unescape(a) for a in re.findall(r'<a href="([^"]*)"', data["html"])]
+            found[element.key] = (tables_in(data["html"])[0], data["selected"], links)
+    return found
 
 
 def tables_in(text: str) -> list[pd.DataFrame]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import html_tables, numeric, start_stand_in
+from helpers import html_tables, numeric, pick_tables, start_stand_in
 from streamlit.testing.v1 import AppTest
 
 from core.run.store import RunStore, RunStoreError, read_notes
@@ -555,18 +555,28 @@ def test_js_page(runs_dir):
 
 
 def test_debugger_ranks_disagreement_and_opens_token_credit(runs_dir):
+    """The disagreement table (`ui.pick_table`, no `st.dataframe`): most disagreeing first, a link per row to its
+    sample; the first row is selected until the user selects another, and the button opens the selected one."""
     at = page("debugger", runs_dir, mrtpo_run=run_path(runs_dir, "mrtpo-demo"))
-    assert len(charts(at)) == 2
-    table = at.dataframe[0].value
-    assert len(table) > 0 and (table["disagreement"].diff().dropna() <= 1e-9).all()
-    assert table["open"].iloc[0].startswith("credit?run=mrtpo-demo&step=")
-    first = table.iloc[0]
+    assert len(charts(at)) == 2 and not at.dataframe
+    table, selected, links = pick_tables(at)["dbg_table"]
+    table = numeric(table)
+    assert len(table) > 2 and (table["disagreement"].diff().dropna() <= 1e-9).all() and selected == 0
+    assert len(links) == len(table) and set(table["open"]) == {"Token credit ↗"}
+    for link, row in zip(links, table.itertuples(), strict=True):
+        assert link.startswith(f"credit?run=mrtpo-demo&step={int(row.step)}&sample={int(row.sample)}&reward=")
+    assert next(b for b in at.button if b.label.startswith("Open step")).label.startswith(
+        f"Open step {int(table['step'][0])} sample {int(table['sample'][0])} ")
+    at.session_state["dbg_table"] = {"row": 2}  # what a click on the third row sends
+    at.run()
+    assert pick_tables(at)["dbg_table"][1] == 2
+    chosen = table.iloc[2]
     next(b for b in at.button if b.label.startswith("Open step")).click()
     at.run()
     assert not at.exception
     assert at.title[0].value == "Token credit"
-    assert at.selectbox(key="credit_step").value == first["step"]
-    assert at.selectbox(key="credit_sample").value == first["sample"]
+    assert at.selectbox(key="credit_step").value == chosen["step"]
+    assert at.selectbox(key="credit_sample").value == chosen["sample"]
 
 
 def test_verifier_playground(runs_dir):
@@ -746,7 +756,7 @@ def test_pages_read_the_index_and_the_shown_sample_only(name, shape, tmp_path, m
         assert chart_keys(open_view(at, "js", "This step: in vs out of spans")) == ["fig_js_inout"]
         assert at.query_params["view"] == "step" and at.query_params["sample"] == str(sample)
     elif name == "debugger":
-        table = at.dataframe[0].value  # the disagreement table, from the steps' indexes
+        table = numeric(pick_tables(at)["dbg_table"][0])  # the disagreement table, from the steps' indexes
         assert len(table) and set(table["step"]) <= {1, 2, 3}
     if name in ("credit", "js"):
         assert reads, "the page read no token rows at all (the patch would prove nothing)"

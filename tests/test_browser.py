@@ -803,6 +803,61 @@ def test_the_sample_pages_show_their_text_and_tables_without_the_highlighter_or_
                 assert all(t >= settled[0] for t in fetched), (path, module, fetched, settled)
 
 
+def test_the_debugger_selects_a_disagreement_row_without_the_data_frame_module(tmp_path):
+    """The Verifier debugger's disagreement table is an HTML table whose rows are selected (`ui.pick_table`), not
+    `st.dataframe` (its 1.7 MB module made the page's cold visit ~0.3 s longer, docs/results/app-speed.md): a click
+    on a row, or Enter on a focused row, selects it (marked, and named by the "Open ..." button), the button opens
+    that sample in Token credit; each row's link is to the same sample, in a new tab; and the DataFrame module is not
+    fetched before the page has settled."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=3, rewards=DEFAULT_REWARDS, n_tokens=8)
+    with app_in_browser(tmp_path, "debugger_rows", runs) as (url, page):
+        page.goto(f"{url}/debugger?run=demo")
+        wait_for_script(page)
+        rows = page.locator('.mrtpo-pick table[data-mrtpo="table"] tbody tr')
+        rows.first.wait_for(state="visible")
+        assert rows.count() >= 3
+        page.wait_for_function("() => performance.getEntriesByType('resource')"
+                               ".some(e => e.name.endsWith('/_mrtpo/settled'))", timeout=30000)
+        fetched, settled = page.evaluate(MODULE_FETCHES_JS, "DataFrame")
+        assert all(t >= settled[0] for t in fetched), (fetched, settled)
+        # the table counts as drawn for the "settled" check (`ui.prefetch`), or the page settles only at its time-out
+        from mrtpo_viz.ui.prefetch import CHART_SELECTOR, DRAWN_SELECTOR
+
+        assert page.evaluate("([a, b]) => [...document.querySelectorAll(a)].map((c) => !!c.querySelector(b))",
+                             [CHART_SELECTOR, DRAWN_SELECTOR]) == [True, True, True]
+        head = [h.strip() for h in page.locator('.mrtpo-pick thead th').all_inner_texts()]
+
+        def row_text(i: int) -> dict[str, str]:
+            return dict(zip(head, [c.strip() for c in rows.nth(i).locator("td").all_inner_texts()], strict=True))
+
+        def button_names(i: int) -> None:
+            row = row_text(i)
+            page.get_by_role("button", name=f"Open step {row['step']} sample {row['sample']} ").wait_for()
+            assert rows.nth(i).get_attribute("aria-selected") == "true"
+            assert [r.get_attribute("aria-selected") for r in rows.all()].count("true") == 1
+
+        button_names(0)  # the first row until one is selected
+        assert float(row_text(0)["mass_in"]) <= float(row_text(2)["mass_in"])  # the most disagreeing first
+        width = re.search(r"width: ([\d.]+)%", rows.nth(0).locator(".bar > span").get_attribute("style"))
+        assert abs(float(width.group(1)) - 100 * float(row_text(0)["mass_in"])) <= 0.5  # the bar of mass_in
+        rows.nth(2).locator("td").nth(1).click()
+        button_names(2)
+        rows.nth(1).focus()
+        page.keyboard.press("Enter")
+        button_names(1)
+        chosen = row_text(1)
+        link = rows.nth(1).locator("a")
+        assert link.get_attribute("target") == "_blank"
+        assert f"step={chosen['step']}&sample={chosen['sample']}" in link.get_attribute("href")
+        page.get_by_role("button", name=f"Open step {chosen['step']} sample {chosen['sample']} ").click()
+        page.get_by_role("heading", name="Token credit").wait_for()
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Step'] === '{chosen['step']}'")
+
+
 # A warm session's log line (`ui.warm`, with STREAMLIT_LOGGER_LEVEL=debug): page, query, ms, how it ended.
 WARM_LINE = re.compile(r"warm (\w+)\?(\S*): \d+ ms, (.*)")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from helpers import numeric, tables_in
 
-from mrtpo_viz.ui.tables import cell_text, table_html
+from mrtpo_viz.ui.tables import bar_width, cell_text, table_html
 
 
 def test_cells_are_shown_as_a_reader_expects():
@@ -34,6 +34,24 @@ def test_row_labels_are_the_first_column_under_the_index_name():
                       columns=["a", "b"])
     text = table_html(df, index=True)
     assert "<thead><tr><th>reward</th><th>a</th><th>b</th></tr></thead>" in text
-    assert "<tr><th>a</th><td>—</td><td>0.400</td></tr>" in text
+    assert '<tr data-row="0"><th>a</th><td>—</td><td>0.400</td></tr>' in text
     back = tables_in(text)[0]
     assert back.index.name == "reward" and back.loc["a", "b"] == "0.400" and back.loc["b", "b"] == "—"
+
+
+def test_a_bar_is_filled_by_the_values_share_of_its_range():
+    assert [bar_width(v, 0.0, 1.0) for v in (0.25, 0.0, 1.0, 1.5, -0.2, None, float("nan"))] == [
+        25.0, 0.0, 100.0, 100.0, 0.0, 0.0, 0.0]
+    assert bar_width(3, 2, 6) == 25.0 and bar_width(0.5, 1.0, 1.0) == 0.0  # an empty range: no bar
+
+
+def test_bar_and_link_cells():
+    df = pd.DataFrame({"mass_in": [0.25, np.nan], "open": ['credit?run=a&step=1"x', None]})
+    text = table_html(df, {"mass_in": ".2f"}, bars={"mass_in": (0.0, 1.0)}, links={"open": "Token credit <↗>"})
+    rows = text.split("<tbody>")[1].split("</tr>")
+    assert rows[0] == ('<tr data-row="0"><td class="num"><span class="bar"><span style="width: 25.0%"></span></span>'
+                       '0.25</td><td><a href="credit?run=a&amp;step=1&quot;x" target="_blank" rel="noopener">'
+                       "Token credit &lt;↗&gt;</a></td>")
+    assert rows[1] == '<tr data-row="1"><td class="num"></td><td></td>'  # missing: no bar, no link
+    back = tables_in(text)[0]
+    assert back["mass_in"].tolist() == ["0.25", ""] and back["open"].tolist() == ["Token credit <↗>", ""]

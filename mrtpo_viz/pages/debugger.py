@@ -81,20 +81,10 @@ def run_view(target: dict) -> None:
                                        "reward": r.reward})
                 for r in table.itertuples()
             ]
-            event = st.dataframe(
-                table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                key="dbg_table",
-                column_config={
-                    "open": st.column_config.LinkColumn("open", display_text="Token credit ↗"),
-                    "mass_in": st.column_config.ProgressColumn("mass_in", min_value=0.0, max_value=1.0,
-                                                               format="%.2f"),
-                    "span_share": st.column_config.NumberColumn(format="%.2f"),
-                    "disagreement": st.column_config.NumberColumn(format="%.2f"),
-                    "group_adv": st.column_config.NumberColumn(format="%+.2f"),
-                },
-            )
-            rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-            chosen = table.iloc[rows[0]] if rows else table.iloc[0]
+            row = ui.pick_table(table, key="dbg_table", bars={"mass_in": (0.0, 1.0)}, links={"open": "Token credit ↗"},
+                                formats={"score": ".3g", "mass_in": ".2f", "span_share": ".2f", "disagreement": ".2f",
+                                         "group_adv": "+.2f"})
+            chosen = table.iloc[row]
             # the reward name comes from the credit map: shown as text, never as Markdown (a button label is)
             label = (f"Open step {chosen['step']} sample {chosen['sample']} ({ui.plain(chosen['reward'])}) in "
                      "Token credit")

@@ -73,8 +73,10 @@ READ_S = 2.0  # seconds a user spends on the first page before opening another (
 RUNS = {"tiny": "tiny-instruct-mrtpo-demo", "smollm2": "smollm2-135m-mrtpo-demo", "synthetic": None}
 STABLE_MS = 300
 
-# A chart on a page, in Streamlit's element or the app's component (`ui.charts`); shown once Plotly's <svg> is in it.
+# A chart on a page, in Streamlit's element or the app's component (`ui.charts`), or the app's selectable table
+# (`ui.pick_table`, a component too); shown once Plotly's <svg>, or the table, is in it.
 _CHARTS = json.dumps('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')
+_DRAWN = json.dumps(".main-svg, .mrtpo-pick table")
 
 # Resolves with the time (ms since navigation start) at which the page became shown and stayed so for
 # STABLE_MS; rejects after the timeout.
@@ -87,7 +89,7 @@ _SHOWN = """
     if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
     for (const c of document.querySelectorAll(CHARTS)) {
-      if (!c.querySelector('.main-svg')) return false;
+      if (!c.querySelector(DRAWN)) return false;
     }
     return true;
   };
@@ -105,7 +107,7 @@ _SHOWN = """
   };
   tick();
 })
-""".replace("CHARTS", _CHARTS)
+""".replace("CHARTS", _CHARTS).replace("DRAWN", _DRAWN)
 
 
 # Clicks the sidebar link to `path` and resolves with the ms from the click until the page titled `title` is
@@ -124,7 +126,7 @@ _NAVIGATE = """
     if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
     for (const c of document.querySelectorAll(CHARTS)) {
-      if (!c.querySelector('.main-svg')) return false;
+      if (!c.querySelector(DRAWN)) return false;
     }
     return true;
   };
@@ -144,7 +146,7 @@ _NAVIGATE = """
   };
   setTimeout(tick, 10);
 })
-""".replace("CHARTS", _CHARTS)
+""".replace("CHARTS", _CHARTS).replace("DRAWN", _DRAWN)
 
 
 @dataclass

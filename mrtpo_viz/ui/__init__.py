@@ -7,7 +7,8 @@
 - `charts`: the pages' Plotly figures, drawn by plotly.js's cartesian bundle (`chart`);
 - `page`: how an inspect page opens (its runs, live reruns) and the shared figure cache;
 - `prefetch`: the browser's early load of the code the pages draw with (the chart code first);
-- `tables`: small read-only tables as HTML (`html_table`), not `st.dataframe`'s 1.7 MB module;
+- `tables`: small tables as HTML (`html_table`; `pick_table` for one whose rows are selected), not
+  `st.dataframe`'s 1.7 MB module;
 - `sample_panels`: the relevance switch and the reward-specificity panel of the sample pages;
 - `warm`: the server's caches warmed for the chart pages a session opens next.
 
@@ -60,13 +61,14 @@ from mrtpo_viz.ui.prefetch import (
     prefetch_charts,
 )
 from mrtpo_viz.ui.sample_panels import relevance_switch, shown_sample, specificity_panel
-from mrtpo_viz.ui.tables import html_table
+from mrtpo_viz.ui.tables import html_table, pick_table
 
 __all__ = [
     "FIGURE_REFRESH_S", "LAUNCHED_KEY", "LINKS_KEY", "PREFETCHED_KEY", "PREFETCH_MAX_MS", "PREFETCH_QUIET_MS",
     "REFRESH_S", "RUNS_KEY", "RUN_KEY", "STATE_ICONS", "STYLE_PARAMS", "X_CHOICES",
     "app_modules", "apply_run_link", "apply_style_link", "cached_figure", "chart", "chart_module", "curve_controls", "describe",
     "find_run", "html_table", "keep_choice", "link_target", "link_warning", "md_text", "no_runs_message", "page_runs", "pending_runs", "pick_run",
+    "pick_table",
     "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "response_text",
     "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",
     "specificity_panel", "state_badge", "style_params", "view_tabs", "write_link",

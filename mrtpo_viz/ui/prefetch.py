@@ -25,8 +25,9 @@ JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
 # (`Multiselect.<hash>.js`). Streamlit loads an element's module the first time a page draws that element; an
 # element missing here still works, it is only loaded late (tests/test_browser.py checks that no page of the app
 # loads a module this list left out). Where the figures are drawn by the cartesian bundle, the chart element is the
-# bundle's custom component (`BidiComponent`) instead of `PlotlyChart`.
-APP_ELEMENTS = ("PlotlyChart", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric", "Multiselect",
+# bundle's custom component (`BidiComponent`) instead of `PlotlyChart`; the debugger's selectable table
+# (`ui.pick_table`) is a custom component in either case.
+APP_ELEMENTS = ("PlotlyChart", "BidiComponent", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric", "Multiselect",
                 "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "TextInput")
 _IMPORT = re.compile(r'(?:from|import)\s*"\./([^"]+\.js)"')
 
@@ -121,9 +122,8 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   const wait = () => {
     const app = document.querySelector('[data-testid="stApp"]');
     const done = app && app.getAttribute('data-test-script-state') === 'notRunning';
-    const charts = document.querySelectorAll(%(chart_selector)s).length;
-    const drawn = document.querySelectorAll(%(drawn_selector)s).length;
-    calm = done && !changed && drawn >= charts ? calm + 1 : 0;
+    const drawn = [...document.querySelectorAll(%(chart_selector)s)].every((c) => c.querySelector(%(drawn_selector)s));
+    calm = done && !changed && drawn ? calm + 1 : 0;
     changed = false;
     if (calm * 100 >= %(quiet)d || performance.now() - t0 >= %(max)d) {
       // the page is drawn: the server may now run its warm sessions (`ui.warm`) without slowing it
@@ -133,10 +133,11 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
   };
   wait();
 })();</script>"""
-# A chart on a page, in either element (`ui.charts`' component is the app's only custom component), and a drawn one
-# (Plotly's <svg class="main-svg"> in it).
+# A chart on a page, in either element, or the app's other custom component (`ui.pick_table`); each is drawn once it
+# holds what DRAWN_SELECTOR finds (Plotly's <svg class="main-svg">, or the table).
 CHART_SELECTOR = '[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]'
-DRAWN_SELECTOR = '[data-testid="stPlotlyChart"] .main-svg, [data-testid^="stBidiComponent"] .main-svg'
+DRAWN_SELECTOR = ('[data-testid="stPlotlyChart"] .main-svg, [data-testid^="stBidiComponent"] .main-svg, '
+                  '[data-testid^="stBidiComponent"] .mrtpo-pick table')
 PREFETCH_QUIET_MS = 500  # a page counts as settled when no file was fetched and nothing drawn for this long after its
 # script ran
 PREFETCH_MAX_MS = 8000
