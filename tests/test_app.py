@@ -546,7 +546,8 @@ def test_js_page(runs_dir):
     assert any("was not computed" in c.value and "group advantage of 0" in c.value for c in at.caption)
     assert chart_keys(open_view(at, "js", "Over training")) == ["fig_js_training"]
     assert chart_keys(open_view(at, "js", "This step: in vs out of spans")) == ["fig_js_inout"]
-    table = next(d.value for d in at.dataframe if "js_in" in d.value.columns)
+    assert not at.dataframe  # an HTML table (`ui.html_table`)
+    table = numeric(next(t for t in html_tables(at) if "js_in" in t.columns))
     assert table["reward"].tolist() == list(DEFAULT_REWARDS)
     both = table.dropna(subset=["js_in", "js_out"])  # the lowercase verifier inspects every token: no "out"
     assert len(both) == 3 and (both["js_in"] > both["js_out"]).all()  # the synthetic JS peaks inside spans

@@ -102,7 +102,7 @@ elif view == "step":
                                   lambda: figures.js_in_out_summary_figure(summary, rewards)),
                  key="fig_js_inout", where=left)
         right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
-        right.dataframe(analysis.js_in_out_table_from_summary(summary, rewards), hide_index=True, width="stretch")
+        ui.html_table(analysis.js_in_out_table_from_summary(summary, rewards), {"ratio": ".2f"}, where=right)
 else:
     with tab:
         metrics, mwarn = loaders.metrics(path)

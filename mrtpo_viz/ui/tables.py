@@ -2,7 +2,8 @@
 module of 1.7 MB (Apache Arrow and a grid), fetched, compiled and run on a page's first visit. On Token credit and
 JS divergence's first view the sample's three small tables (the rewards, the pairwise overlap and the span metrics)
 were the only users of it: cold Token credit 1.70-1.80 -> 1.40-1.55 s, JS divergence 1.95-2.04 -> 1.68-1.74 s with
-them as HTML (4 cold visits each, docs/results/app-speed.md); Compare's steps-to-reach table likewise.
+them as HTML (4 cold visits each, docs/results/app-speed.md); Compare's steps-to-reach table and JS divergence's
+in / out table likewise.
 
 `pick_table` is such a table whose rows the user selects (a click, or Enter on a focused row): a small custom
 component (`st.components.v2`, no iframe; the chart pages load its code for their charts anyway) returning the
@@ -96,9 +97,9 @@ def table_html(df: pd.DataFrame, formats: Mapping[str, str] | None = None, index
             + "</tbody></table></div>")
 
 
-def html_table(df: pd.DataFrame, formats: Mapping[str, str] | None = None, index: bool = False) -> None:
-    """Show `df` as a read-only HTML table (`table_html`)."""
-    st.html(_STYLE + table_html(df, formats, index))
+def html_table(df: pd.DataFrame, formats: Mapping[str, str] | None = None, index: bool = False, where=None) -> None:
+    """Show `df` as a read-only HTML table (`table_html`) in `where` (a Streamlit container, else the page)."""
+    (where or st).html(_STYLE + table_html(df, formats, index))
 
 
 # The selectable table's browser code: the table's HTML (`table_html`) in one element, the selected row marked; a click
