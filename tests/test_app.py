@@ -568,6 +568,9 @@ def test_debugger_ranks_disagreement_and_opens_token_credit(runs_dir):
         assert link.startswith(f"credit?run=mrtpo-demo&step={int(row.step)}&sample={int(row.sample)}&reward=")
     assert next(b for b in at.button if b.label.startswith("Open step")).label.startswith(
         f"Open step {int(table['step'][0])} sample {int(table['sample'][0])} ")
+    at.session_state["dbg_table"] = {"row": len(table) + 3}  # past the end (the table got shorter): the first
+    at.run()
+    assert pick_tables(at)["dbg_table"][1] == 0
     at.session_state["dbg_table"] = {"row": 2}  # what a click on the third row sends
     at.run()
     assert pick_tables(at)["dbg_table"][1] == 2
