@@ -3,7 +3,7 @@ written for the test (the browser visits themselves run in `mrtpo bench app`).""
 
 from __future__ import annotations
 
-from mrtpo_viz.tools.bench_app import FLOOR_PAGE, table, target_misses
+from mrtpo_viz.tools.bench_app import FLOOR_PAGE, table, target_misses, turns
 
 
 def cells(cold, landing, warm, reload=1.0):
@@ -42,3 +42,21 @@ def test_the_table_has_the_floor_under_the_first_run_and_medians():
                        " | synthetic warm | synthetic reload |")
     assert text[2] == "| streamlit floor (one `st.title`) | 1.00 s | n/a | n/a | 1.00 s |  |  |  |  |"
     assert text[4] == "| curves | 2.10 s | 0.50 s | 0.60 s | 1.00 s | n/a | 0.45 s | 0.51 s | 1.00 s |"
+
+
+def test_the_table_gives_each_cells_range_with_spread():
+    text = table(RESULTS, ["runs", "curves"], floor=True, spread=True).splitlines()
+    assert text[2] == "| streamlit floor (one `st.title`) | 1.00 s (0.90-1.10) | n/a | n/a | 1.00 s |  |  |  |  |"
+    # one visit: no range; a visit that did not show the page: n/a
+    assert text[4] == ("| curves | 2.10 s (1.95-2.40) | 0.50 s | 0.60 s (0.30-0.70) | 1.00 s | n/a | 0.45 s | 0.51 s"
+                       " | 1.00 s |")
+
+
+def test_checkouts_take_turns_page_by_page_or_visit_by_visit():
+    sides = ["before", "after"]
+    assert turns(sides, 0, 3, False) == [("before", 3), ("after", 3)]
+    assert turns(sides, 1, 3, False) == [("after", 3), ("before", 3)]
+    assert turns(sides, 0, 3, True) == [("before", 1), ("after", 1), ("after", 1), ("before", 1), ("before", 1),
+                                        ("after", 1)]
+    assert turns(sides, 1, 2, True) == [("after", 1), ("before", 1), ("before", 1), ("after", 1)]
+    assert turns([""], 0, 2, True) == [("", 1), ("", 1)]  # one checkout: its visits, one at a time

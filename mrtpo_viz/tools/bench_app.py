@@ -19,14 +19,17 @@ A first row, `streamlit floor`, serves a one-line Streamlit script (`st.title`) 
 Streamlit page costs in this browser on this machine, whatever the app does. The seconds from starting
 the server to its first healthy answer are printed too (`mrtpo app` warms the server before it listens).
 A page counts as shown when its script run has finished (`data-test-script-state` is notRunning), its
-title is drawn, no skeleton is left and every Plotly chart has drawn its SVG, and that has held for
+title is drawn, no skeleton is left and every chart (and the debugger's table) is drawn, and that has held for
 0.3 s; the time is from the start of navigation. Each number is the median of `--repeat` visits.
 Targets (issue 26, `target_misses`): cold <= the floor's cold + 1.0 s, landing and warm <= 0.5 s, on every page
 and run, on an idle machine. Needs Debian `chromium` and Playwright. Never
 imports torch.
 
 `--before CHECKOUT` measures another checkout of the app too (a worktree of the commit before a change) and
-prints its table first: the two take turns page by page, so that a change in the machine's load falls on both.
+prints its table first: the two take turns page by page, so that a change in the machine's load falls on both;
+with `--interleave`, visit by visit (`turns`). `--spread` adds each cell's lowest and highest visit to its median:
+on this two-core machine a cell's median moves by 0.1 s or more between commands, so a miss of a few hundredths is
+judged on many interleaved visits (`--repeat 6 --interleave --spread` on the pages and runs in question).
 
 `--server-only` measures no browser: each page's script run on the server, in CPU ms (cold, warm and the
 server's imports; see `mrtpo_viz.tools.bench_server`), which a loaded machine hardly changes.
@@ -351,22 +354,41 @@ def _median(xs: list[float | None]) -> float | None:
     return statistics.median(xs)
 
 
+def _cell(xs: list[float | None], spread: bool) -> str:
+    """A table cell: the median of the visits, and with `spread` their lowest and highest, "1.85 s (1.82-2.02)";
+    "n/a" where a visit did not show the page."""
+    median = _median(xs)
+    text = _fmt(median).strip()
+    return f"{text} ({min(xs):.2f}-{max(xs):.2f})" if spread and median is not None and len(xs) > 1 else text
+
+
 def table(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str],
-          floor: bool = False) -> str:
+          floor: bool = False, spread: bool = False) -> str:
     """Markdown table: one row per page, every kind of visit per run (the floor row, measured once, under the first
-    run)."""
+    run); each cell the median of the visits, with `spread` their range too (`_cell`)."""
     runs = list(results)
     head = "| page | " + " | ".join(f"{r} {k}" for r in runs for k in KINDS) + " |"
     lines = [head, "|" + "---|" * (1 + len(KINDS) * len(runs))]
     if floor:
         first = results[runs[0]][FLOOR_PAGE]
-        cells = [_fmt(_median(first[k])).strip() for k in KINDS]
+        cells = [_cell(first[k], spread) for k in KINDS]
         lines.append("| streamlit floor (one `st.title`) | " + " | ".join(cells + [""] * len(KINDS) * (len(runs) - 1))
                      + " |")
     for page in pages:
-        cells = [_fmt(_median(results[r][page][k])).strip() for r in runs for k in KINDS]
+        cells = [_cell(results[r][page][k], spread) for r in runs for k in KINDS]
         lines.append(f"| {page} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def turns(sides: list[str], page_index: int, repeat: int, interleave: bool) -> list[tuple[str, int]]:
+    """The order the checkouts (`sides`: "before", "after") serve the page at `page_index` of the list in, as (side,
+    visits in a row): by default each its `repeat` visits in one go, which side first alternating from page to page;
+    with `interleave`, one visit each at a time, which side first alternating from visit to visit too, so that a
+    change in the machine's load within a page's visits falls on both (`mrtpo bench app --interleave`)."""
+    if not interleave:
+        order = sides[::-1] if page_index % 2 else sides
+        return [(side, repeat) for side in order]
+    return [(side, 1) for r in range(repeat) for side in (sides[::-1] if (page_index + r) % 2 else sides)]
 
 
 def target_misses(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str]) -> list[str]:
@@ -453,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default=None, metavar="CHECKOUT",
                         help="also serve this checkout (e.g. a worktree of the commit before a change), page by page in "
                              "turn with --app-root, and print its table first, as 'before'")
+    parser.add_argument("--interleave", action="store_true",
+                        help="with --before: the two checkouts take turns visit by visit, not page by page")
+    parser.add_argument("--spread", action="store_true",
+                        help="each cell also gives the lowest and highest of its visits: median (min-max)")
     parser.add_argument("--work", default=None, help="folder for the run layouts and server logs (default: a temp "
                         "folder; give one to reuse the synthetic run between invocations)")
     parser.add_argument("--rerun", action="store_true", help="also the server-side rerun and heatmap numbers")
@@ -494,19 +520,24 @@ def main(argv: list[str] | None = None) -> int:
             for side in roots:
                 results[side][label] = {"startup": {"s": []}}
             for i, page in enumerate(pages):
-                # with --before: the two checkouts take turns page by page (which goes first alternates), so a
+                # with --before: the two checkouts take turns page by page, or visit by visit (`turns`), so that a
                 # change in the machine's load falls on both
-                for side, root in (list(roots.items())[::-1] if i % 2 else roots.items()):
-                    got = measure(root, runs_dir, [page], args.repeat, args.timeout, work,
+                for side, visits in turns(list(roots), i, args.repeat, args.interleave):
+                    got = measure(roots[side], runs_dir, [page], visits, args.timeout, work,
                                   lambda msg, side=side: print(f"{side} {msg}".strip(), flush=True))
-                    results[side][label][page] = got[page]
+                    cells = results[side][label].setdefault(page, {kind: [] for kind in KINDS})
+                    for kind in KINDS:
+                        cells[kind] += got[page][kind]
                     results[side][label]["startup"]["s"] += got["startup"]["s"]
             pages = [p for p in pages if p != FLOOR_PAGE]  # the floor does not depend on the run
         for side, root in roots.items():
             startup = [s for r in results[side].values() for s in r.pop("startup")["s"]]
             print(f"\n{side + ': ' if side else ''}Seconds until the page is shown (cold, reload: from opening its URL; "
-                  f"landing, warm: from clicking its sidebar link; median of {args.repeat}; app at {root}):\n")
-            print(table(results[side], args.pages, floor=args.floor))
+                  f"landing, warm: from clicking its sidebar link; median of {args.repeat}"
+                  f"{' (lowest-highest)' if args.spread else ''}"
+                  f"{', the checkouts visit by visit in turn' if args.interleave and args.before else ''}; "
+                  f"app at {root}):\n")
+            print(table(results[side], args.pages, floor=args.floor, spread=args.spread))
             misses = target_misses(results[side], args.pages)
             judged = "cold <= floor + 1.0 s, " if args.floor else "cold not judged without the floor row, "
             print(f"\ntargets ({judged}landing and warm <= {IN_APP_TARGET_S} s): "
