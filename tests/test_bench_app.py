@@ -3,6 +3,8 @@ written for the test (the browser visits themselves run in `mrtpo bench app`).""
 
 from __future__ import annotations
 
+import json
+
 from mrtpo_viz.tools.bench_app import FLOOR_PAGE, table, target_misses, turns
 
 
@@ -60,3 +62,11 @@ def test_checkouts_take_turns_page_by_page_or_visit_by_visit():
                                         ("after", 1)]
     assert turns(sides, 1, 2, True) == [("after", 1), ("before", 1), ("before", 1), ("after", 1)]
     assert turns([""], 0, 2, True) == [("", 1), ("", 1)]  # one checkout: its visits, one at a time
+
+
+def test_the_bench_waits_for_what_the_apps_settled_check_waits_for():
+    from mrtpo_viz.tools import bench_app
+    from mrtpo_viz.ui import prefetch
+
+    assert json.loads(bench_app._CHARTS) == prefetch.CHART_SELECTOR
+    assert json.loads(bench_app._DRAWN) == prefetch.DRAWN_SELECTOR

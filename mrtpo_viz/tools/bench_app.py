@@ -77,7 +77,9 @@ RUNS = {"tiny": "tiny-instruct-mrtpo-demo", "smollm2": "smollm2-135m-mrtpo-demo"
 STABLE_MS = 300
 
 # A chart on a page, in Streamlit's element or the app's component (`ui.charts`), or the app's selectable table
-# (`ui.pick_table`, a component too); shown once Plotly's <svg>, or the table, is in it.
+# (`ui.pick_table`, a component too); shown once Plotly's <svg>, or the table, is in it. The app's "settled" check
+# uses the same two selectors (`ui.prefetch.CHART_SELECTOR`, `DRAWN_SELECTOR`; a test keeps them equal): written
+# here too, so that the bench does not import the app's UI package (1 s) to measure it.
 _CHARTS = json.dumps('[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]')
 _DRAWN = json.dumps(".main-svg, .mrtpo-pick table")
 

@@ -27,8 +27,8 @@ JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
 # loads a module this list left out). Where the figures are drawn by the cartesian bundle, the chart element is the
 # bundle's custom component (`BidiComponent`) instead of `PlotlyChart`; the debugger's selectable table
 # (`ui.pick_table`) is a custom component in either case.
-APP_ELEMENTS = ("PlotlyChart", "BidiComponent", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric", "Multiselect",
-                "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "TextInput")
+APP_ELEMENTS = ("PlotlyChart", "BidiComponent", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric",
+                "Multiselect", "NumberInput", "Radio", "Selectbox", "Slider", "StreamlitSyntaxHighlighter", "TextInput")
 _IMPORT = re.compile(r'(?:from|import)\s*"\./([^"]+\.js)"')
 
 
@@ -136,8 +136,7 @@ _PREFETCH_JS = """<script data-prefetch="%(when)s">(() => {
 # A chart on a page, in either element, or the app's other custom component (`ui.pick_table`); each is drawn once it
 # holds what DRAWN_SELECTOR finds (Plotly's <svg class="main-svg">, or the table).
 CHART_SELECTOR = '[data-testid="stPlotlyChart"], [data-testid^="stBidiComponent"]'
-DRAWN_SELECTOR = ('[data-testid="stPlotlyChart"] .main-svg, [data-testid^="stBidiComponent"] .main-svg, '
-                  '[data-testid^="stBidiComponent"] .mrtpo-pick table')
+DRAWN_SELECTOR = ".main-svg, .mrtpo-pick table"  # looked for inside each element of CHART_SELECTOR
 PREFETCH_QUIET_MS = 500  # a page counts as settled when no file was fetched and nothing drawn for this long after its
 # script ran
 PREFETCH_MAX_MS = 8000
