@@ -858,6 +858,23 @@ def test_the_debugger_selects_a_disagreement_row_without_the_data_frame_module(t
         page.wait_for_function(f"() => ({SELECT_TEXTS_JS})()['Step'] === '{chosen['step']}'")
 
 
+def test_the_js_step_views_table_shows_every_column(tmp_path):
+    """JS divergence's "This step" in / out table (an HTML table, `ui.html_table`) is not cut: in half of the page,
+    beside its figure, its six columns were cut at the third (the table scrolled sideways)."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=2, rewards=DEFAULT_REWARDS, n_tokens=8)
+    with app_in_browser(tmp_path, "js_step_table", runs) as (url, page):
+        page.goto(f"{url}/js?run=demo&view=step")
+        wait_for_script(page)
+        table = page.locator('table[data-mrtpo="table"]').filter(has_text="js_out")
+        table.wait_for(state="visible")
+        assert table.locator("thead th").count() == 6
+        wrap = table.locator("xpath=..")
+        assert wrap.evaluate("(w) => w.scrollWidth <= w.clientWidth"), wrap.evaluate("(w) => [w.scrollWidth, w.clientWidth]")
+
+
 # A warm session's log line (`ui.warm`, with STREAMLIT_LOGGER_LEVEL=debug): page, query, ms, how it ended.
 WARM_LINE = re.compile(r"warm (\w+)\?(\S*): \d+ ms, (.*)")
 

@@ -96,13 +96,13 @@ if view == "sample":
         ui.specificity_panel(sample_df, present)
 elif view == "step":
     with tab:
-        left, right = st.columns(2)
         summary, _ = loaders.credit_summary(path, step)
         ui.chart(ui.cached_figure(("js_in_out", *credit_key),
                                   lambda: figures.js_in_out_summary_figure(summary, rewards)),
-                 key="fig_js_inout", where=left)
-        right.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
-        ui.html_table(analysis.js_in_out_table_from_summary(summary, rewards), {"ratio": ".2f"}, where=right)
+                 key="fig_js_inout")
+        # under the figure, across the page: in half of it the table's six columns were cut at the third
+        st.caption("Mean JS distance of this step's tokens inside and outside each verifier's spans:")
+        ui.html_table(analysis.js_in_out_table_from_summary(summary, rewards), {"ratio": ".2f"})
 else:
     with tab:
         metrics, mwarn = loaders.metrics(path)

@@ -97,9 +97,9 @@ def table_html(df: pd.DataFrame, formats: Mapping[str, str] | None = None, index
             + "</tbody></table></div>")
 
 
-def html_table(df: pd.DataFrame, formats: Mapping[str, str] | None = None, index: bool = False, where=None) -> None:
-    """Show `df` as a read-only HTML table (`table_html`) in `where` (a Streamlit container, else the page)."""
-    (where or st).html(_STYLE + table_html(df, formats, index))
+def html_table(df: pd.DataFrame, formats: Mapping[str, str] | None = None, index: bool = False) -> None:
+    """Show `df` as a read-only HTML table (`table_html`)."""
+    st.html(_STYLE + table_html(df, formats, index))
 
 
 # The selectable table's browser code: the table's HTML (`table_html`) in one element, the selected row marked; a click
