@@ -16,11 +16,12 @@ STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 # TRL for `mrtpo train --backend trl` and its tests; the torch spec is repeated so pip keeps the CPU build.
 TRL_STAMP := $(VENV)/.installed-trl
-# plotly.js's cartesian bundle (npm `plotly.js-cartesian-dist-min`, ~1.5 MB), of the plotly.js version the installed
-# plotly package writes its figures for: the app draws its figures with it (mrtpo_viz/ui/charts.py), a third of
-# what Streamlit's own chart element loads in the browser. Without npm, or offline, the app draws them with
-# Streamlit's element (slower first visits of the chart pages) and this is tried again at the next `make`.
-PLOTLY_JS := $(VENV)/share/mrtpo/plotly-cartesian.min.js
+# The plotly.js bundle the app draws its figures with (mrtpo_viz/ui/charts.py): plotly.js's core with the bar and box
+# traces, built with npm and esbuild by mrtpo_viz/tools/plotly_bundle.py (~20 s once; 1.2 MB), else plotly.js's
+# cartesian bundle (1.5 MB), of the plotly.js version the installed plotly package writes its figures for. Without
+# npm, or offline, the app draws them with Streamlit's element (slower first visits of the chart pages) and this is
+# tried again at the next `make`.
+PLOTLY_JS := $(VENV)/share/mrtpo/plotly.min.js
 
 .PHONY: demo test test-fast test-explore lint venv clean smollm2 bootstrap trl
 
@@ -38,13 +39,8 @@ $(BYTECODE): $(STAMP)
 	from mrtpo_viz.serve import warm_up; warm_up()"
 	touch $(BYTECODE)
 
-$(PLOTLY_JS): $(STAMP)
-	@v=$$($(PY) -c "from plotly.offline import get_plotlyjs_version as v; print(v())") && d=$$(mktemp -d) && \
-	if (cd $$d && npm pack --silent --fetch-timeout=30000 --fetch-retries=1 "plotly.js-cartesian-dist-min@$$v" \
-	    >/dev/null 2>&1) && tar -xzf $$d/*.tgz -C $$d package/plotly-cartesian.min.js; then \
-	  mkdir -p $(@D) && mv $$d/package/plotly-cartesian.min.js $@ && touch $@; \
-	else echo "note: npm could not fetch plotly.js-cartesian-dist-min@$$v; the app's charts use Streamlit's" \
-	  "Plotly element (slower first visits)"; fi; rm -rf $$d
+$(PLOTLY_JS): $(STAMP) mrtpo_viz/tools/plotly_bundle.py
+	@$(PY) -m mrtpo_viz.tools.plotly_bundle $@
 
 venv: $(STAMP) $(BYTECODE) $(PLOTLY_JS)
 

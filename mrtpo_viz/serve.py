@@ -8,7 +8,7 @@ validators on the first figure it builds: together most of a cold page's time (`
 page; its seconds are printed.
 
 Streamlit serves the app (`app.py`) through `mrtpo_viz/asgi.py`, an `st.App` with one middleware of this module,
-`ChartPagePreload`: it serves plotly.js's cartesian bundle that the pages draw their figures with
+`ChartPagePreload`: it serves the plotly.js bundle that the pages draw their figures with
 (`mrtpo_viz.ui.charts`), and the HTML page of a page that draws charts tells the browser to fetch that bundle
 (or, without it, Streamlit's Plotly chart module) while it loads Streamlit's own files, and to run it as soon as
 the page's script starts. Never imports torch.
@@ -71,7 +71,7 @@ def warm_up() -> float:
 # The url paths (app.py) of the pages that draw Plotly charts: they call `ui.page_runs(charts=True)`.
 CHART_PAGES = ("curves", "js", "debugger", "compare")
 
-# Added to the <head> of a chart page: run the chart code (`%(run)s`: Streamlit's chart module, or the cartesian
+# Added to the <head> of a chart page: run the chart code (`%(run)s`: Streamlit's chart module, or the plotly.js
 # bundle) as soon as the page's script starts on the server. Not before: the code takes the browser's main thread
 # (Streamlit's module ~0.7 s, the bundle ~0.3 s), and before that moment it would hold up Streamlit's own start and
 # the websocket that asks the server to run the script. From then on the server runs the script (~0.3-0.6 s on a
@@ -92,7 +92,7 @@ _RUN_AT_SCRIPT_START = """<script data-chart-module="%(name)s">(() => {
 
 def chart_page_head(chart_module: str | None, modules: list[str]) -> str:
     """What `ChartPagePreload` adds to a chart page's <head> when the figures are drawn by Streamlit's chart element
-    (no cartesian bundle): a `modulepreload` link per module of `modules` (paths relative to the app's root URL:
+    (no plotly.js bundle): a `modulepreload` link per module of `modules` (paths relative to the app's root URL:
     the chart module and what it imports, `ui.prefetch.chart_modules`), so that the browser fetches them while it
     loads Streamlit's own files and the server is idle, and the script that runs `chart_module` when the page's
     script starts. Before, the module (~4.7 MB) was fetched only once the script had sent the page's first elements,
@@ -106,7 +106,7 @@ def chart_page_head(chart_module: str | None, modules: list[str]) -> str:
 
 
 def bundle_page_head(bundle: str, modules: list[str]) -> str:
-    """What `ChartPagePreload` adds to a chart page's <head> when the figures are drawn by the cartesian bundle at
+    """What `ChartPagePreload` adds to a chart page's <head> when the figures are drawn by the plotly.js bundle at
     `bundle` (a URL path under the app's root, `ui.charts.bundle`): a `preload` link for it and a `modulepreload`
     link per module of `modules` (the chart component's, `ui.prefetch.chart_modules`), fetched while the browser
     loads Streamlit's own files, and the script that runs the bundle when the page's script starts."""
@@ -122,7 +122,7 @@ class ChartPagePreload:
     """ASGI middleware around Streamlit (`mrtpo_viz/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
     app's index.html, which Streamlit serves for every page path) gets `head` before its `</head>`; the request is
     passed on without Accept-Encoding, so that the page comes back uncompressed to edit (index.html is ~7 kB, sent
-    once per visit). A GET of the cartesian bundle's URL path (`ui.charts.bundle`) is answered here with the file
+    once per visit). A GET of the plotly.js bundle's URL path (`ui.charts.bundle`) is answered here with the file
     (gzipped where the browser accepts it; the version is in the path, so the browser may keep it); its presence
     makes the pages draw with it (`ui.charts.serve_bundle`). A POST to `<root>/_mrtpo/settled`
     (`ui.warm.SETTLED_PATH`: a browser has drawn its first page, `ui.prefetch`) is answered here (204) and lets
@@ -130,7 +130,7 @@ class ChartPagePreload:
     untouched, counted while it is answered (`ui.warm.request`)."""
 
     def __init__(self, app, head: str | None = None, bundle: tuple[Path, str] | None = None):
-        """`head` and `bundle` (the file and URL path of the cartesian bundle) are found here when `head` is None
+        """`head` and `bundle` (the file and URL path of the plotly.js bundle) are found here when `head` is None
         (`ui.charts.serve_bundle`): given, for tests."""
         self.app = app
         self.bundle = bundle
@@ -169,7 +169,7 @@ class ChartPagePreload:
             return await self.edited(scope, receive, send)
 
     async def send_bundle(self, scope, send):
-        """The cartesian bundle's file (gzipped where the request accepts it)."""
+        """The plotly.js bundle's file (gzipped where the request accepts it)."""
         accepts = b"gzip" in dict((k.lower(), v) for k, v in scope.get("headers", [])).get(b"accept-encoding", b"")
         body = self.bundle_bytes[accepts]
         headers = [(b"content-type", b"text/javascript; charset=utf-8"), (b"content-length", str(len(body)).encode()),

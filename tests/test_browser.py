@@ -512,8 +512,8 @@ def drag_across(page, plot: str, start: float, end: float) -> None:
     page.mouse.up()
 
 
-def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
-    """`ui.charts`: the chart pages draw with plotly.js's cartesian bundle (fetched once, Streamlit's 4.7 MB Plotly
+def test_charts_draw_with_the_plotly_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
+    """`ui.charts`: the chart pages draw with the plotly.js bundle built at set-up (fetched once, Streamlit's 4.7 MB Plotly
     module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to; the
     modebar's Full screen button fills the screen and back; the plot follows its element's width."""
     pytest.importorskip("playwright.sync_api")
@@ -521,15 +521,19 @@ def test_charts_draw_with_the_cartesian_bundle_and_a_live_redraw_keeps_the_users
     import numpy as np
     from plotly.offline import get_plotlyjs_version
 
+    from mrtpo_viz.tools.plotly_bundle import TRACES
     from mrtpo_viz.tools.synthetic import synthetic_metrics
     from mrtpo_viz.ui.charts import bundle
 
-    require_tool(bundle() is not None, "plotly.js's cartesian bundle is not in .venv/share/mrtpo",
+    require_tool(bundle() is not None, "the plotly.js bundle is not in .venv/share/mrtpo",
                  "`make` installs it with npm")
     x_range = "() => document.querySelector('.mrtpo-chart')._fullLayout.xaxis.range.map(v => Math.round(v * 10) / 10)"
     draws = "() => Number(document.querySelector('.mrtpo-chart').dataset.draws)"
     with live_curves_page(tmp_path, steps=12, total_steps=40) as (page, w, rewards):
         assert page.evaluate("() => window.Plotly.version") == get_plotlyjs_version()
+        # the bundle `make` wrote holds every trace the app draws
+        traces = page.evaluate("() => Object.keys(window.Plotly.PlotSchema.get().traces)")
+        assert set(TRACES) <= set(traces), traces
         fetched = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
         assert [f for f in fetched if bundle()[1] in f] and not [f for f in fetched if "/PlotlyChart." in f]
         assert page.locator(".mrtpo-chart.js-plotly-plot").count() >= 1
@@ -617,7 +621,7 @@ new MutationObserver(() => {
 
 
 def chart_code() -> str:
-    """A part of the URL of what the app's server has the browser draw the figures with: plotly.js's cartesian
+    """A part of the URL of what the app's server has the browser draw the figures with: the plotly.js
     bundle where this environment has it (`ui.charts.bundle`: the server, started from it, serves it), else
     Streamlit's Plotly chart module."""
     from mrtpo_viz.ui.charts import bundle
@@ -650,7 +654,7 @@ def browser_page(pw, width: int = 1400, height: int = 1000):
 
 
 def test_the_runs_page_loads_the_chart_module_after_its_table_and_a_chart_page_reuses_it(tmp_path):
-    """The first page (Runs, no charts) asks for the chart code (plotly.js's cartesian bundle, or Streamlit's ~4.7 MB
+    """The first page (Runs, no charts) asks for the chart code (the plotly.js bundle, or Streamlit's ~4.7 MB
     Plotly module without it: `chart_code`) only once its own table is on the page, so that it does not compete
     with it; the first chart page opened from there reuses that code (one request in all) and draws its charts
     (issue 14, the app's first page fast)."""
@@ -698,7 +702,7 @@ new MutationObserver(() => {
 
 def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_path):
     """The server's middleware (mrtpo_viz/asgi.py, `serve.ChartPagePreload`) puts the chart code's preload (the
-    cartesian bundle's, or Streamlit's chart module's: `chart_code`) in a chart page's HTML: opened cold, the browser
+    plotly.js bundle's, or Streamlit's chart module's: `chart_code`) in a chart page's HTML: opened cold, the browser
     has fetched it before the page's script starts, while the server is idle (it was fetched after the script's
     first elements, from the server busy running the script), and the charts draw. Other pages' HTML is Streamlit's
     own; a gzip-asking client gets the edited page whole."""

@@ -11,16 +11,19 @@ import pytest
 from plotly.offline import get_plotlyjs_version
 from streamlit.testing.v1 import AppTest
 
+from mrtpo_viz.tools import plotly_bundle
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 from mrtpo_viz.ui import charts
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-def write_bundle(path: Path, version: str) -> Path:
-    """A file with a cartesian bundle's header comment (as plotly.js writes it) and no code."""
-    path.write_text(f"/**\n* plotly.js (cartesian - minified) v{version}\n* Copyright 2012-2026, Plotly, Inc.\n*/\n"
-                    "window.Plotly = {};\n")
+def write_bundle(path: Path, version: str, kind: str = "cartesian") -> Path:
+    """A file with a bundle's header comment and no code: plotly.js's cartesian bundle's (as plotly.js writes it) or
+    the one `make` builds (`tools.plotly_bundle.banner`)."""
+    head = (plotly_bundle.banner(version) if kind == "mrtpo" else
+            f"/**\n* plotly.js (cartesian - minified) v{version}\n* Copyright 2012-2026, Plotly, Inc.\n*/")
+    path.write_text(head + "\nwindow.Plotly = {};\n")
     return path
 
 
@@ -33,11 +36,13 @@ def fresh_bundle(monkeypatch):
     charts.bundle.cache_clear()
 
 
-def test_the_version_is_read_from_the_bundles_header(tmp_path):
-    assert charts.bundle_version(write_bundle(tmp_path / "a.js", "4.1.1")) == "4.1.1"
+def test_the_kind_and_version_are_read_from_the_bundles_header(tmp_path):
+    assert charts.bundle_header(write_bundle(tmp_path / "a.js", "4.1.1")) == ("cartesian", "4.1.1")
+    assert charts.bundle_header(write_bundle(tmp_path / "m.js", "4.1.2", "mrtpo")) == ("mrtpo", "4.1.2")
     (tmp_path / "b.js").write_text("/** plotly.js v4.1.1 (the full bundle) */")
-    assert charts.bundle_version(tmp_path / "b.js") is None
-    assert charts.bundle_version(tmp_path / "missing.js") is None
+    (tmp_path / "c.js").write_text("/**\n* plotly.js (basic - minified) v4.1.1\n*/")  # no box trace: not used
+    for other in ("b.js", "c.js", "missing.js"):
+        assert charts.bundle_header(tmp_path / other) is None
 
 
 def test_the_bundle_is_looked_for_in_the_environment_then_the_virtual_environment(monkeypatch, tmp_path):
@@ -57,6 +62,10 @@ def test_only_a_bundle_of_plotlys_own_version_is_used_and_only_once_served(monke
     good = write_bundle(tmp_path / "good.js", version)
     monkeypatch.setenv(charts.BUNDLE_ENV, str(good))
     assert charts.bundle() == (good, f"_mrtpo/plotly-cartesian-{version}.min.js")
+    charts.bundle.cache_clear()
+    built = write_bundle(tmp_path / "built.js", version, "mrtpo")
+    monkeypatch.setenv(charts.BUNDLE_ENV, str(built))
+    assert charts.bundle() == (built, f"_mrtpo/plotly-mrtpo-{version}.min.js")
     assert charts.drawn_with_bundle() is None  # no server serves it yet: st.plotly_chart
     assert charts.serve_bundle() == charts.bundle() == charts.drawn_with_bundle()
 
@@ -111,6 +120,8 @@ def test_each_chart_page_draws_the_same_figures_through_the_bundle(name, query, 
     the figure `st.plotly_chart` draws without it, under the same key; nothing is drawn by st.plotly_chart."""
     before = page_figures(name, query, runs_dir, monkeypatch)
     assert sorted(before) == keys and all(fig["data"] for fig in before.values())
+    # every trace is one the bundle built at set-up holds (`tools.plotly_bundle.TRACES`)
+    assert {trace.get("type", "scatter") for fig in before.values() for trace in fig["data"]} <= set(plotly_bundle.TRACES)
     monkeypatch.setenv(charts.BUNDLE_ENV, str(write_bundle(tmp_path / "b.js", get_plotlyjs_version())))
     assert charts.serve_bundle() is not None
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(runs_dir))

@@ -1,10 +1,12 @@
-"""The pages' Plotly figures, drawn by plotly.js's cartesian bundle instead of Streamlit's chart element.
+"""The pages' Plotly figures, drawn by a plotly.js bundle of the app's own traces instead of Streamlit's chart element.
 
 Streamlit's `st.plotly_chart` draws with its own browser module, the whole of plotly.js (~4.7 MB: maps, 3-D,
 WebGL...), which a browser fetches, compiles and runs on every first visit of a chart page: the largest part of a
-cold chart page (docs/results/app-speed.md). The app's figures only use cartesian traces (scatter, bar, box), which
-plotly.js's cartesian bundle draws (npm `plotly.js-cartesian-dist-min`, ~1.5 MB, the same plotly.js version as the
-installed plotly package ships; `make` installs it in the virtual environment, `$VENV/share/mrtpo/`).
+cold chart page (docs/results/app-speed.md). The app's figures only use three cartesian traces (scatter, bar, box):
+`make` builds plotly.js's core with those (`mrtpo_viz.tools.plotly_bundle`, 1.2 MB, the same plotly.js version as the
+installed plotly package ships) into the virtual environment, `$VENV/share/mrtpo/plotly.min.js`; where it cannot
+build it, it fetches plotly.js's ready-made cartesian bundle (npm `plotly.js-cartesian-dist-min`, 1.5 MB, whose code
+runs 0.18 s longer at a page's start) instead. Either is used (`bundle_header`).
 
 `chart(fig, key)` mounts a small custom component (`st.components.v2`, no iframe) whose browser code draws the
 figure's JSON with `Plotly.react` in the same element on every rerun: a live figure keeps the user's zoom
@@ -13,7 +15,7 @@ figure's JSON with `Plotly.react` in the same element on every rerun: a live fig
 gets Streamlit's look, from the theme's CSS variables (`--st-text-color`, ...), in light and dark; the placeholder
 colour `figures.FOREGROUND` (which `st.plotly_chart`'s theme also replaces) becomes the theme's text colour.
 
-Without the bundle (npm missing at set-up, another plotly.js version, or `MRTPO_PLOTLY_JS=off`) the figures are
+Without a bundle (npm missing at set-up, another plotly.js version, or `MRTPO_PLOTLY_JS=off`) the figures are
 drawn by `st.plotly_chart`, as before. Never imports torch.
 """
 
@@ -30,16 +32,18 @@ import streamlit as st
 
 from mrtpo_viz.figures import FOREGROUND
 
-BUNDLE_FILE = "plotly-cartesian.min.js"
+BUNDLE_FILE = "plotly.min.js"
 BUNDLE_ENV = "MRTPO_PLOTLY_JS"  # a bundle's path, or `off` for Streamlit's chart element
-# The bundle's URL path under the app's root (served by `mrtpo_viz.serve.ChartPagePreload`); the version is in it,
-# so that a browser may keep the file for good.
-BUNDLE_ROUTE = "_mrtpo/plotly-cartesian-{version}.min.js"
-_HEADER_VERSION = re.compile(rb"plotly\.js \(cartesian[^)]*\) v(\d+\.\d+\.\d+)")
+# The bundle's URL path under the app's root (served by `mrtpo_viz.serve.ChartPagePreload`); its kind and version are
+# in it, so that a browser may keep the file for good.
+BUNDLE_ROUTE = "_mrtpo/plotly-{kind}-{version}.min.js"
+# A bundle's header comment: "plotly.js (<kind>...) v<version>", as plotly.js writes its cartesian bundle's ("cartesian
+# - minified") and `mrtpo_viz.tools.plotly_bundle` the one it builds ("mrtpo: scatter, bar, box - minified").
+_HEADER = re.compile(rb"plotly\.js \((cartesian|mrtpo)[^)]*\) v(\d+\.\d+\.\d+)")
 
 
 def bundle_path() -> Path | None:
-    """Where the cartesian bundle is looked for: `$MRTPO_PLOTLY_JS`, else `<sys.prefix>/share/mrtpo/` (the
+    """Where the bundle is looked for: `$MRTPO_PLOTLY_JS`, else `<sys.prefix>/share/mrtpo/` (the
     virtual environment `make` installs it in); None when `MRTPO_PLOTLY_JS=off`."""
     chosen = os.environ.get(BUNDLE_ENV, "").strip()
     if chosen.lower() == "off":
@@ -47,20 +51,21 @@ def bundle_path() -> Path | None:
     return Path(chosen) if chosen else Path(sys.prefix) / "share" / "mrtpo" / BUNDLE_FILE
 
 
-def bundle_version(path: Path) -> str | None:
-    """The plotly.js version a cartesian bundle file names in its header comment, None when it is not one."""
+def bundle_header(path: Path) -> tuple[str, str] | None:
+    """(kind, plotly.js version) a bundle file names in its header comment: kind "mrtpo" (built at set-up) or
+    "cartesian" (plotly.js's own); None when the file is not one of these."""
     try:
         with path.open("rb") as f:
             head = f.read(400)
     except OSError:
         return None
-    found = _HEADER_VERSION.search(head)
-    return found.group(1).decode() if found else None
+    found = _HEADER.search(head)
+    return (found.group(1).decode(), found.group(2).decode()) if found else None
 
 
 @functools.cache
 def bundle() -> tuple[Path, str] | None:
-    """The cartesian bundle this process draws with, (file, URL path under the app's root), or None when the
+    """The bundle this process draws with, (file, URL path under the app's root), or None when the
     figures go to `st.plotly_chart`: no bundle file, or one of another plotly.js version than the installed plotly
     package writes its figures for (`plotly.offline.get_plotlyjs_version`). Read once per process."""
     path = bundle_path()
@@ -68,12 +73,12 @@ def bundle() -> tuple[Path, str] | None:
         return None
     from plotly.offline import get_plotlyjs_version
 
-    version = bundle_version(path)
+    kind, version = bundle_header(path) or ("", None)
     if version != get_plotlyjs_version():
         print(f"MRTPO workbench: {path} is plotly.js {version}, plotly writes figures for "
               f"{get_plotlyjs_version()}: charts are drawn by Streamlit's element (run `make` again)", file=sys.stderr)
         return None
-    return path, BUNDLE_ROUTE.format(version=version)
+    return path, BUNDLE_ROUTE.format(kind=kind, version=version)
 
 
 _served: list[tuple[Path, str]] = []  # the bundle, once this process's server serves it (`serve_bundle`)
@@ -213,7 +218,7 @@ def _component():
 
 def chart(fig, key: str, where=None) -> None:
     """Draw a Plotly figure across the width of `where` (a Streamlit container, else the page) under `key`, with
-    the cartesian bundle when this process's server serves it (`drawn_with_bundle`), else with `st.plotly_chart`. The figure goes to the
+    the plotly.js bundle when this process's server serves it (`drawn_with_bundle`), else with `st.plotly_chart`. The figure goes to the
     browser as `plotly.io.to_json(fig, validate=False)`, as `st.plotly_chart` sends it."""
     found = drawn_with_bundle()
     if found is None:

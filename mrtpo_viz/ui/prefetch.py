@@ -1,5 +1,5 @@
 """The browser's early load of the code the app's pages draw with: once per browser tab, what draws the figures
-(plotly.js's cartesian bundle, `ui.charts`, or without it Streamlit's Plotly chart module, ~4.7 MB) and the module
+(the plotly.js bundle, `ui.charts`, or without it Streamlit's Plotly chart module, ~4.7 MB) and the module
 of every other Streamlit element the pages use, loaded before the page that needs them is opened (measured with
 `mrtpo bench app`; docs/results/app-speed.md).
 
@@ -24,7 +24,7 @@ JS_FOLDER = Path(st.__file__).parent / "static" / "static" / "js"
 # The Streamlit elements the app's pages draw, by the first part of their browser module's file name in JS_FOLDER
 # (`Multiselect.<hash>.js`). Streamlit loads an element's module the first time a page draws that element; an
 # element missing here still works, it is only loaded late (tests/test_browser.py checks that no page of the app
-# loads a module this list left out). Where the figures are drawn by the cartesian bundle, the chart element is the
+# loads a module this list left out). Where the figures are drawn by the plotly.js bundle, the chart element is the
 # bundle's custom component (`BidiComponent`) instead of `PlotlyChart`; the debugger's selectable table
 # (`ui.pick_table`) is a custom component in either case.
 APP_ELEMENTS = ("PlotlyChart", "BidiComponent", "Button", "Checkbox", "DataFrame", "DownloadButton", "Html", "Metric",
@@ -75,7 +75,7 @@ def _urls(files: Sequence[str]) -> tuple[str, ...]:
 
 
 def chart_element(bundled: bool | None = None) -> str:
-    """The Streamlit element the figures are drawn in: the custom component of `ui.charts` where the cartesian
+    """The Streamlit element the figures are drawn in: the custom component of `ui.charts` where the plotly.js
     bundle draws them (`bundled`; by default, where this process's server serves it), else `PlotlyChart`."""
     if bundled is None:
         bundled = drawn_with_bundle() is not None
@@ -100,7 +100,7 @@ def _element_urls(elements: tuple[str, ...]) -> tuple[str, ...]:
     return _urls(element_modules(JS_FOLDER, elements))
 
 
-# Browser code for prefetch_charts: `at_once` starts loading what draws the figures immediately (the cartesian bundle,
+# Browser code for prefetch_charts: `at_once` starts loading what draws the figures immediately (the plotly.js bundle,
 # `ui.charts.LOADER_JS`, else Streamlit's chart module); then, once the page has settled (its script run finished,
 # every chart drawn, and checks 100 ms apart found no file fetched and nothing added to or removed from the page for
 # QUIET ms: a long task, such as running the chart code, counts as one check; or MAX ms passed), it tells the server
@@ -147,7 +147,7 @@ def prefetch_charts(at_once: bool = False) -> None:
     (`app_modules`), so that the next page the user opens only draws. Streamlit loads an element's module when a
     page first draws it, from the same Python process that is running that page's script: on a fresh server a
     page waited 0.1-0.45 s for each of them (`mrtpo bench app`, docs/results/app-speed.md). On a page that draws
-    charts (`at_once`) the load of the chart code (the cartesian bundle, `ui.charts`, or Streamlit's chart module)
+    charts (`at_once`) the load of the chart code (the plotly.js bundle, `ui.charts`, or Streamlit's chart module)
     starts at once, overlapping the page's script run, before its first chart arrives. The rest waits until the
     page has settled, then for an idle moment: the chart code (Streamlit's module: ~4.7 MB, about a second of the
     browser's main thread to run) would otherwise compete with what the page itself loads and draws (the Runs
