@@ -1,11 +1,15 @@
 """`mrtpo bench app`'s table and its judgement against issue 26's targets (mrtpo_viz.tools.bench_app), on results
-written for the test (the browser visits themselves run in `mrtpo bench app`)."""
+written for the test (the browser visits themselves run in `mrtpo bench app`), and its `--script-run` timing of
+scripts written for the test, in Chromium."""
 
 from __future__ import annotations
 
 import json
+import os
 
-from mrtpo_viz.tools.bench_app import FLOOR_PAGE, table, target_misses, turns
+import pytest
+
+from mrtpo_viz.tools.bench_app import CHROMIUM, FLOOR_PAGE, script_run_ms, table, target_misses, turns
 
 
 def cells(cold, landing, warm, reload=1.0):
@@ -70,3 +74,19 @@ def test_the_bench_waits_for_what_the_apps_settled_check_waits_for():
 
     assert json.loads(bench_app._CHARTS) == prefetch.CHART_SELECTOR
     assert json.loads(bench_app._DRAWN) == prefetch.DRAWN_SELECTOR
+
+
+@pytest.mark.browser
+def test_script_run_times_each_files_run_in_chromium(tmp_path):
+    """`mrtpo bench app --script-run`: each file is run in Chromium (a script that spins 150 ms is timed at 150 ms
+    or more; the empty one at less), the files taking turns, `repeat` times each."""
+    from helpers import require
+
+    require(os.access(CHROMIUM, os.X_OK), "no Chromium", "apt-get install chromium")
+    spin = tmp_path / "spin.js"
+    spin.write_text("window.spun = 0; const t0 = performance.now(); while (performance.now() - t0 < 150) spun++;")
+    empty = tmp_path / "empty.js"
+    empty.write_text("window.ran = true;")
+    times = script_run_ms([spin, empty], repeat=2)
+    assert list(times) == [spin, empty] and all(len(ms) == 2 for ms in times.values())
+    assert min(times[spin]) >= 150 and max(times[empty]) < min(times[spin])

@@ -34,6 +34,10 @@ judged on many interleaved visits (`--repeat 6 --interleave --spread` on the pag
 `--server-only` measures no browser: each page's script run on the server, in CPU ms (cold, warm and the
 server's imports; see `mrtpo_viz.tools.bench_server`), which a loaded machine hardly changes.
 
+`--script-run FILE...` opens no app: it times how long headless Chromium takes to run each script file (e.g. a
+plotly.js bundle: the one `make` builds against plotly.js's cartesian one), the files taking turns, each run in a
+fresh context from a local server (`script_run_ms`).
+
 `--rerun` adds the server-side numbers of the Token credit page (a full script rerun after a widget
 change, in Streamlit's AppTest) and of building its heatmap HTML.
 """
@@ -414,6 +418,63 @@ def target_misses(results: dict[str, dict[str, dict[str, list[float | None]]]], 
     return misses
 
 
+# Browser code for script_run_ms: load the script at `src` into the page and resolve, once it has run, to the
+# milliseconds from the end of its download to the end of its run (its `load` event comes after the script's run).
+_SCRIPT_RUN_JS = """(src) => new Promise((resolve, reject) => {
+  const s = document.createElement('script');
+  s.onload = () => {
+    const e = performance.getEntriesByType('resource').find(r => r.name.endsWith(src));
+    resolve(performance.now() - e.responseEnd);
+  };
+  s.onerror = () => reject(new Error('could not load ' + src));
+  s.src = src; document.head.appendChild(s);
+})"""
+
+
+def script_run_ms(paths: list[Path], repeat: int) -> dict[Path, list[float]]:
+    """{file: [ms, ...]}: how long headless Chromium takes to run each script file, from the end of its download
+    to the end of its run (compile and top-level code), `repeat` times each, the files taking turns; each run in a
+    fresh browser context (empty HTTP and code caches) that fetched it from a local HTTP server."""
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    files = {f"/{i}.js": Path(p).read_bytes() for i, p in enumerate(paths)}
+
+    class Files(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = files.get(self.path, b"<!doctype html><title>script run</title>")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/javascript" if self.path in files else "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    times: dict[Path, list[float]] = {Path(p): [] for p in paths}
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            for _ in range(repeat):
+                for i, path in enumerate(paths):
+                    context = browser.new_context()
+                    page = context.new_page()
+                    page.goto(url + "/")
+                    times[Path(path)].append(page.evaluate(_SCRIPT_RUN_JS, f"/{i}.js"))
+                    context.close()
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    return times
+
+
 def rerun_numbers(repeat: int) -> None:
     """Server-side: the Token credit page's rerun after a widget change, and its heatmap HTML."""
     from streamlit.testing.v1 import AppTest
@@ -489,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-only", action="store_true",
                         help="no browser: the CPU ms of each page's script run on the server (imports, cold, warm; "
                              "see mrtpo_viz/tools/bench_server.py)")
+    parser.add_argument("--script-run", nargs="+", default=None, metavar="FILE",
+                        help="no app: how long Chromium takes to run each script file (e.g. plotly.js bundles), "
+                             "--repeat times each, the files taking turns")
     parser.add_argument("--profile", default=None, metavar="DIR",
                         help="with --server-only: a cProfile of each cold page run in DIR")
     args = parser.parse_args(argv)
@@ -502,6 +566,18 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("mrtpo bench app: needs Playwright (pip install playwright)", file=sys.stderr)
         return 2
+    if args.script_run:
+        missing = [f for f in args.script_run if not Path(f).is_file()]
+        if missing:
+            print(f"mrtpo bench app: no such file: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        print(f"Milliseconds Chromium takes to run each script, from the end of its download to the end of its run "
+              f"(median of {args.repeat} (lowest-highest), the files taking turns, each in a fresh context):\n")
+        print("| script | size | run |\n|---|---|---|")
+        for path, ms in script_run_ms([Path(f) for f in args.script_run], args.repeat).items():
+            print(f"| {path} | {path.stat().st_size / 1e6:.2f} MB | {statistics.median(ms):.0f} ms "
+                  f"({min(ms):.0f}-{max(ms):.0f}) |")
+        return 0
     app_root = Path(args.app_root).resolve()
     if not (app_root / "app.py").is_file():
         print(f"mrtpo bench app: {args.app_root!r} holds no app.py", file=sys.stderr)
