@@ -42,6 +42,16 @@ def test_without_the_floor_row_cold_is_not_judged():
         "curves tiny warm: 0.600 s (<= 0.50 s)", "curves synthetic warm: 0.510 s (<= 0.50 s)"]
 
 
+def test_each_runs_cold_visits_are_judged_against_the_floor_measured_with_them():
+    # the machine slowed between the runs: tiny's floor 1.0 (limit 2.0), synthetic's 1.2 (limit 2.2)
+    per_run = {"tiny": RESULTS["tiny"], "synthetic": {**RESULTS["synthetic"], FLOOR_PAGE: cells([1.2], [None], [None]),
+                                                      "curves": cells([2.15], [0.45], [0.3])}}
+    assert target_misses(per_run, ["runs", "curves"]) == [
+        "curves tiny cold: 2.100 s (<= 2.00 s)", "curves tiny warm: 0.600 s (<= 0.50 s)"]
+    text = table(per_run, ["runs", "curves"], floor=True).splitlines()
+    assert text[2] == "| streamlit floor (one `st.title`) | 1.00 s | n/a | n/a | 1.00 s | 1.20 s | n/a | n/a | 1.00 s |"
+
+
 def test_the_table_has_the_floor_under_the_first_run_and_medians():
     text = table(RESULTS, ["runs", "curves"], floor=True).splitlines()
     assert text[0] == ("| page | tiny cold | tiny landing | tiny warm | tiny reload | synthetic cold | synthetic landing"

@@ -16,7 +16,8 @@ Then, per page:
   landing  the first visit as most users make it: another fresh server and browser context open the first
          page (Runs), stay READ_S seconds on it, then click the page's sidebar link; timed from the click.
 A first row, `streamlit floor`, serves a one-line Streamlit script (`st.title`) the same way: what any
-Streamlit page costs in this browser on this machine, whatever the app does. The seconds from starting
+Streamlit page costs in this browser on this machine, whatever the app does; it is measured again before each run's
+pages, and each run's cold visits are judged against it (this machine's speed drifts by a third within an hour). The seconds from starting
 the server to its first healthy answer are printed too (`mrtpo app` warms the server before it listens).
 A page counts as shown when its script run has finished (`data-test-script-state` is notRunning), its
 title is drawn, no skeleton is left and every chart (and the debugger's table) is drawn, and that has held for
@@ -370,16 +371,15 @@ def _cell(xs: list[float | None], spread: bool) -> str:
 
 def table(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str],
           floor: bool = False, spread: bool = False) -> str:
-    """Markdown table: one row per page, every kind of visit per run (the floor row, measured once, under the first
-    run); each cell the median of the visits, with `spread` their range too (`_cell`)."""
+    """Markdown table: one row per page, every kind of visit per run (the floor row under each run it was measured
+    in, blank under the others); each cell the median of the visits, with `spread` their range too (`_cell`)."""
     runs = list(results)
     head = "| page | " + " | ".join(f"{r} {k}" for r in runs for k in KINDS) + " |"
     lines = [head, "|" + "---|" * (1 + len(KINDS) * len(runs))]
     if floor:
-        first = results[runs[0]][FLOOR_PAGE]
-        cells = [_cell(first[k], spread) for k in KINDS]
-        lines.append("| streamlit floor (one `st.title`) | " + " | ".join(cells + [""] * len(KINDS) * (len(runs) - 1))
-                     + " |")
+        cells = [_cell(results[r][FLOOR_PAGE][k], spread) if FLOOR_PAGE in results[r] else "" for r in runs
+                 for k in KINDS]
+        lines.append("| streamlit floor (one `st.title`) | " + " | ".join(cells) + " |")
     for page in pages:
         cells = [_cell(results[r][page][k], spread) for r in runs for k in KINDS]
         lines.append(f"| {page} | " + " | ".join(cells) + " |")
@@ -399,14 +399,17 @@ def turns(sides: list[str], page_index: int, repeat: int, interleave: bool) -> l
 
 def target_misses(results: dict[str, dict[str, dict[str, list[float | None]]]], pages: list[str]) -> list[str]:
     """The cells that miss issue 26's targets, as "page run kind: seconds (target)": cold (median) above the floor's
-    cold median + COLD_OVER_FLOOR_S (the floor row is under the first run; without it, cold is not judged), landing
-    and warm above IN_APP_TARGET_S; a page not shown counts as a miss. Landing is n/a for the first page (Runs)."""
+    cold median + COLD_OVER_FLOOR_S (the floor measured under the same run, which `mrtpo bench app` does so that a
+    change in the machine's speed between runs falls on both; else the first run's; without a floor row, cold is not
+    judged), landing and warm above IN_APP_TARGET_S; a page not shown counts as a miss. Landing is n/a for the first
+    page (Runs)."""
     first = results[next(iter(results))]
-    floor = _median(first[FLOOR_PAGE]["cold"]) if FLOOR_PAGE in first else None
+    floors = {run: _median((by_page if FLOOR_PAGE in by_page else first).get(FLOOR_PAGE, {}).get("cold", [None]))
+              for run, by_page in results.items()}
     misses = []
     for page in pages:
         for run, by_page in results.items():
-            cells = by_page[page]
+            cells, floor = by_page[page], floors[run]
             checks = [(kind, IN_APP_TARGET_S) for kind in IN_APP_KINDS if not (kind == "landing" and page == "runs")]
             if floor is not None:
                 checks.insert(0, ("cold", floor + COLD_OVER_FLOOR_S))
@@ -607,7 +610,6 @@ def main(argv: list[str] | None = None) -> int:
                     for kind in KINDS:
                         cells[kind] += got[page][kind]
                     results[side][label]["startup"]["s"] += got["startup"]["s"]
-            pages = [p for p in pages if p != FLOOR_PAGE]  # the floor does not depend on the run
         for side, root in roots.items():
             startup = [s for r in results[side].values() for s in r.pop("startup")["s"]]
             print(f"\n{side + ': ' if side else ''}Seconds until the page is shown (cold, reload: from opening its URL; "
