@@ -9,7 +9,17 @@ import os
 
 import pytest
 
-from mrtpo_viz.tools.bench_app import CHROMIUM, FLOOR_PAGE, script_run_ms, table, target_misses, turns
+from mrtpo_viz.tools.bench_app import (
+    CHROMIUM,
+    FLOOR_PAGE,
+    OVER,
+    over_table,
+    paired_over,
+    script_run_ms,
+    table,
+    target_misses,
+    turns,
+)
 
 
 def cells(cold, landing, warm, reload=1.0):
@@ -50,6 +60,18 @@ def test_each_runs_cold_visits_are_judged_against_the_floor_measured_with_them()
         "curves tiny cold: 2.100 s (<= 2.00 s)", "curves tiny warm: 0.600 s (<= 0.50 s)"]
     text = table(per_run, ["runs", "curves"], floor=True).splitlines()
     assert text[2] == "| streamlit floor (one `st.title`) | 1.00 s | n/a | n/a | 1.00 s | 1.20 s | n/a | n/a | 1.00 s |"
+
+
+def test_with_paired_floor_visits_cold_is_judged_on_each_visits_seconds_over_its_own_floor():
+    assert paired_over(1.9, 0.85) == 1.9 - 0.85 and paired_over(None, 0.8) is None and paired_over(1.2, None) is None
+    # tiny's floor row (1.0) would pass curves' cold 1.95 but its paired visits are 0.95, 1.1, 1.05 over theirs:
+    # median 1.05 misses; synthetic's 0.9 and 1.0 over (median 0.95) pass although its cold was not shown once
+    paired = {"tiny": {**RESULTS["tiny"], "curves": {**cells([1.95], [0.4], [0.3]), OVER: [0.95, 1.1, 1.05]}},
+              "synthetic": {"curves": {**cells([None, 1.9, 2.0], [0.4], [0.3]), OVER: [0.9, 1.0]}}}
+    assert target_misses(paired, ["curves"]) == ["curves tiny cold over its floor: 1.050 s (<= 1.00 s)"]
+    assert over_table(paired, ["curves"], spread=True).splitlines() == [
+        "| page | tiny cold over its floor | synthetic cold over its floor |", "|---|---|---|",
+        "| curves | 1.05 s (0.95-1.10) | 0.95 s (0.90-1.00) |"]
 
 
 def test_the_table_has_the_floor_under_the_first_run_and_medians():
