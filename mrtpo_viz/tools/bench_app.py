@@ -17,8 +17,9 @@ Then, per page:
          page (Runs), stay READ_S seconds on it, then click the page's sidebar link; timed from the click.
 A first row, `streamlit floor`, serves a one-line Streamlit script (`st.title`) the same way: what any
 Streamlit page costs in this browser on this machine, whatever the app does; it is measured again before each run's
-pages, and each run's cold visits are judged against it (this machine's speed drifts by a third within an hour). The seconds from starting
-the server to its first healthy answer are printed too (`mrtpo app` warms the server before it listens).
+pages, and each run's cold visits are judged against it (this machine's speed drifts by a third within an hour).
+The seconds from starting the server to its first healthy answer are printed too (`mrtpo app` warms the server
+before it listens).
 A page counts as shown when its script run has finished (`data-test-script-state` is notRunning), its
 title is drawn, no skeleton is left and every chart (and the debugger's table) is drawn, and that has held for
 0.3 s; the time is from the start of navigation. Each number is the median of `--repeat` visits.
@@ -450,10 +451,10 @@ def target_misses(results: dict[str, dict[str, dict[str, list[float | None]]]], 
     cold median + COLD_OVER_FLOOR_S (the floor measured under the same run, which `mrtpo bench app` does so that a
     change in the machine's speed between runs falls on both; else the first run's; without a floor row, cold is not
     judged; with paired floor visits, `OVER`'s median above COLD_OVER_FLOOR_S instead), landing and warm above
-    IN_APP_TARGET_S; a page not shown counts as a miss. Landing is n/a for the first
-    page (Runs)."""
-    first = results[next(iter(results))]
-    floors = {run: _median((by_page if FLOOR_PAGE in by_page else first).get(FLOOR_PAGE, {}).get("cold", [None]))
+    IN_APP_TARGET_S; a page not shown counts as a miss. Landing is n/a for the first page (Runs)."""
+    first = next(iter(results.values()))
+    floors = {run: _median(by_page[FLOOR_PAGE]["cold"]) if FLOOR_PAGE in by_page else
+              _median(first[FLOOR_PAGE]["cold"]) if FLOOR_PAGE in first else None
               for run, by_page in results.items()}
     misses = []
     for page in pages:
