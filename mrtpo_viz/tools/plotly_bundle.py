@@ -9,9 +9,9 @@ of npm packages while it runs, a 1.2 MB file written. Its header comment reads "
 - minified) v<version>", which `ui.charts.bundle_header` reads.
 
 Why not plotly.js's ready-made cartesian bundle (npm `plotly.js-cartesian-dist-min`, 1.5 MB): it also holds heatmap,
-histogram, contour, violin..., and a browser runs its code for ~0.31 s at the start of every cold chart page, against
-~0.13 s for this one (headless Chromium on this project's two-core machine; docs/results/app-speed.md, "A plotly.js
-bundle of the app's three traces"). Where the build fails (no npm, offline, a package not found), the cartesian bundle
+histogram, contour, violin..., and a browser runs its code for 0.27 s at the start of every cold chart page, against
+0.08 s for this one (headless Chromium on this project's two-core machine, `mrtpo bench app --script-run`;
+docs/results/app-speed.md, "A plotly.js bundle of the app's three traces"). Where the build fails (no npm, offline, a package not found), the cartesian bundle
 is fetched instead; where that fails too, nothing is written and the app draws with Streamlit's chart element. The
 command never fails `make`: it says what it wrote, or why nothing. Never imports torch.
 """

@@ -6,7 +6,7 @@ cold chart page (docs/results/app-speed.md). The app's figures only use three ca
 `make` builds plotly.js's core with those (`mrtpo_viz.tools.plotly_bundle`, 1.2 MB, the same plotly.js version as the
 installed plotly package ships) into the virtual environment, `$VENV/share/mrtpo/plotly.min.js`; where it cannot
 build it, it fetches plotly.js's ready-made cartesian bundle (npm `plotly.js-cartesian-dist-min`, 1.5 MB, whose code
-runs 0.18 s longer at a page's start) instead. Either is used (`bundle_header`).
+runs ~0.19 s longer at a page's start) instead. Either is used (`bundle_header`).
 
 `chart(fig, key)` mounts a small custom component (`st.components.v2`, no iframe) whose browser code draws the
 figure's JSON with `Plotly.react` in the same element on every rerun: a live figure keeps the user's zoom
@@ -218,8 +218,8 @@ def _component():
 
 def chart(fig, key: str, where=None) -> None:
     """Draw a Plotly figure across the width of `where` (a Streamlit container, else the page) under `key`, with
-    the plotly.js bundle when this process's server serves it (`drawn_with_bundle`), else with `st.plotly_chart`. The figure goes to the
-    browser as `plotly.io.to_json(fig, validate=False)`, as `st.plotly_chart` sends it."""
+    the plotly.js bundle when this process's server serves it (`drawn_with_bundle`), else with `st.plotly_chart`.
+    The figure goes to the browser as `plotly.io.to_json(fig, validate=False)`, as `st.plotly_chart` sends it."""
     found = drawn_with_bundle()
     if found is None:
         (where or st).plotly_chart(fig, key=key)
