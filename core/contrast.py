@@ -1,0 +1,223 @@
+"""Contrasts: for each reward, the prompt without what that reward checks (x^-k). The one home of that rule.
+
+Contrastive replay (docs/METHOD.md, "MRTPO") scores the sampled response under the prompt x and under x^-k, the
+prompt without the part that reward k depends on; the per-token distance between the two next-token distributions
+says which tokens depend on it. Every reward needs its x^-k, and a reward can declare it in whichever way fits its
+data (docs/TRL.md, "Bring your own rewards"):
+
+| contrast | x^-k | fits |
+|---|---|---|
+| `"verifier"` | the workbench verifier's own rule (`core.tasks.PromptItem.contrastive_prompt`: its constraint sentence removed, or its argument swapped by a `swap` relevance) | rows with `constraints` / IFEval's `instruction_id_list` |
+| `"column:NAME"` | the text held in the row's column NAME removed from the user turn | datasets keeping each instruction in a column |
+| `"match:REGEX"` | the first sentence (or line) of the user turn that REGEX matches, removed | an instruction worded alike in every prompt |
+| `"last_sentence"` | the user turn's last sentence removed | prompts that end with their instruction |
+| `"system"` | the system message(s) removed | a reward that checks what the system prompt asks |
+| `"question"` | the user turn reduced to the other rewards' instruction texts (everything else removed) | a correctness reward: what depends on the question (as `task:arithmetic` does) |
+| `text(fn)` | `fn(row)` -> the text stating the instruction, removed | anything computable from the row |
+| `prompt(fn)` | `fn(row)` -> x^-k itself, in the row's prompt format | full control |
+| `"uniform"` | none: the reward is routed uniformly (said at start) | a reward that reads the whole response |
+
+A contrast that finds nothing in a row (an empty column, no sentence matching, no system message, `fn` returning
+None) gives that row no x^-k: the reward is routed uniformly on it (counted and said, never silently). A text that
+is declared but absent from the prompt, or an x^-k equal to x, is an error naming the row (`ContrastError`).
+A prompt is a string or a list of chat messages {"role", "content"}; the user turn is the string itself or the
+last user message. Imports neither torch nor TRL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.tasks import _cut, prompt_segments
+
+# Contrast kinds that a string names ("column:" and "match:" take an argument after the colon).
+NAMED = ("verifier", "uniform", "system", "last_sentence", "question")
+WITH_ARGUMENT = ("column", "match")
+# Kinds that remove one located text from the user turn ("question" keeps these texts of the other rewards).
+TEXT_KINDS = ("column", "match", "last_sentence", "text")
+
+
+class ContrastError(ValueError):
+    """A contrast that cannot give x^-k for a row (a declared text not in its prompt, x^-k equal to x, a bad spec)."""
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One reward's contrast (module docstring): `kind` and its argument (a column name, a regex, a function)."""
+
+    kind: str
+    arg: Any = None
+
+    def describe(self) -> str:
+        """How a routing line names it: `column 'hint'`, `match '\\\\boxed'`, `text(fn)`, `last_sentence`, ..."""
+        if self.kind in WITH_ARGUMENT:
+            return f"{self.kind} {self.arg!r}"
+        if self.kind in ("text", "prompt"):
+            return f"{self.kind}({getattr(self.arg, '__name__', 'fn')})"
+        return self.kind
+
+    @property
+    def replays(self) -> bool:
+        """False for `uniform`: no contrastive pass for this reward."""
+        return self.kind != "uniform"
+
+
+def text(fn: Callable[[Mapping], str | None]) -> Contrast:
+    """A contrast whose `fn(row)` returns the text of the row's prompt that states the instruction (None: none)."""
+    if not callable(fn):
+        raise ContrastError(f"contrast.text needs a function row -> text, got {type(fn).__name__}")
+    return Contrast("text", fn)
+
+
+def prompt(fn: Callable[[Mapping], Any]) -> Contrast:
+    """A contrast whose `fn(row)` returns x^-k itself (a string or messages, as the row's prompt; None: none)."""
+    if not callable(fn):
+        raise ContrastError(f"contrast.prompt needs a function row -> prompt, got {type(fn).__name__}")
+    return Contrast("prompt", fn)
+
+
+def parse(spec: Any) -> Contrast:
+    """A `Contrast` from what a user writes: a Contrast, or a string ("verifier", "column:NAME", "match:REGEX", ...).
+
+    >>> parse("column:format_hint").describe()
+    "column 'format_hint'"
+    >>> parse("last_sentence").kind
+    'last_sentence'
+    """
+    if isinstance(spec, Contrast):
+        return spec
+    if callable(spec):
+        raise ContrastError("a function is ambiguous as a contrast: wrap it as core.contrast.text(fn) (fn(row) -> the "
+                            "instruction's text) or core.contrast.prompt(fn) (fn(row) -> the prompt without it)")
+    if not isinstance(spec, str):
+        raise ContrastError(f"a contrast is a string or core.contrast.text/prompt(fn), got {type(spec).__name__}")
+    kind, sep, arg = spec.partition(":")
+    if kind in WITH_ARGUMENT and sep and arg:
+        if kind == "match":
+            try:
+                re.compile(arg)
+            except re.error as exc:
+                raise ContrastError(f"match:{arg}: not a regular expression ({exc})") from None
+        return Contrast(kind, arg)
+    if kind in NAMED and not sep:
+        return Contrast(kind)
+    raise ContrastError(f"unknown contrast {spec!r}; valid: {', '.join(NAMED)}, column:NAME, match:REGEX, "
+                        "or core.contrast.text(fn) / core.contrast.prompt(fn)")
+
+
+# ----------------------------------------------------------------------------------------------- the prompt
+
+
+def _last_user(messages: Sequence[Mapping]) -> int:
+    for j in range(len(messages) - 1, -1, -1):
+        if messages[j].get("role") == "user" and isinstance(messages[j].get("content"), str):
+            return j
+    raise ContrastError("the prompt conversation has no user message with text content")
+
+
+def user_text(prompt_: Any) -> str:
+    """The text a prompt states its instructions in: the string itself, or the last user message's content."""
+    if isinstance(prompt_, str):
+        return prompt_
+    if isinstance(prompt_, (list, tuple)) and prompt_ and all(isinstance(m, Mapping) for m in prompt_):
+        return prompt_[_last_user(prompt_)]["content"]
+    raise ContrastError(f"a prompt must be a string or a list of chat messages, got {type(prompt_).__name__}")
+
+
+def with_user_text(prompt_: Any, new: str) -> Any:
+    """The prompt with its user turn's text replaced by `new` (same format, the other messages kept)."""
+    if isinstance(prompt_, str):
+        return new
+    messages = [dict(m) for m in prompt_]
+    messages[_last_user(messages)]["content"] = new
+    return messages
+
+
+def located_text(contrast: Contrast, row: Mapping, user: str) -> str | None:
+    """The instruction text a text-kind contrast (`TEXT_KINDS`) points at in this row's user turn, None when it
+    finds none here; raises ContrastError when a declared text (column, fn) is not in the user turn."""
+    if contrast.kind == "column":
+        if contrast.arg not in row:
+            raise ContrastError(f"the row has no column {contrast.arg!r} (columns: {', '.join(map(str, row))})")
+        found = row[contrast.arg]
+    elif contrast.kind == "text":
+        found = contrast.arg(row)
+    elif contrast.kind == "match":
+        pattern = re.compile(contrast.arg)
+        found = next((user[s:e] for s, e in prompt_segments(user) if pattern.search(user[s:e])), None)
+    elif contrast.kind == "last_sentence":
+        segments = prompt_segments(user)
+        found = user[segments[-1][0]: segments[-1][1]] if len(segments) > 1 else None  # one sentence: the question
+    else:
+        raise ContrastError(f"{contrast.kind} does not point at a text")
+    if found is None or (isinstance(found, str) and not found.strip()):
+        return None
+    if not isinstance(found, str):
+        raise ContrastError(f"{contrast.describe()} gave a {type(found).__name__}, not the instruction's text")
+    if found not in user:
+        raise ContrastError(f"{contrast.describe()} gives {found!r}, which the prompt's user turn does not contain")
+    return found
+
+
+def _remove(user: str, part: str) -> str:
+    start = user.find(part)
+    return _cut(user, start, start + len(part))
+
+
+def contrastive_prompt(contrast: Contrast, row: Mapping, others: Sequence[Contrast] = ()) -> Any | None:
+    """x^-k of `row` (its "prompt" column) for a reward with `contrast`, None when the contrast finds nothing in this
+    row (the reward is then routed uniformly on it). `others`: the other rewards' contrasts, whose instruction texts
+    `question` keeps. `verifier` and `uniform` are not handled here (the verifier's rule lives in core.tasks).
+    Raises ContrastError when a declared text is missing from the prompt or x^-k equals x.
+
+    >>> row = {"prompt": "What is 3 plus 4? Put the answer in \\\\boxed{}.", "hint": "Put the answer in \\\\boxed{}."}
+    >>> contrastive_prompt(parse("column:hint"), row)
+    'What is 3 plus 4?'
+    >>> contrastive_prompt(parse("question"), row, [parse("column:hint")])
+    'Put the answer in \\\\boxed{}.'
+    """
+    x = row["prompt"]
+    if contrast.kind == "prompt":
+        out = contrast.arg(row)
+    elif contrast.kind == "system":
+        if isinstance(x, str):
+            return None
+        out = [dict(m) for m in x if m.get("role") != "system"]
+        if len(out) == len(x):
+            return None
+    elif contrast.kind == "question":
+        user = user_text(x)
+        kept = []
+        for other in others:
+            if other.kind in TEXT_KINDS:
+                found = located_text(other, row, user)
+                if found is not None and found not in kept:
+                    kept.append(found)
+        kept.sort(key=user.find)
+        out = with_user_text(x, " ".join(kept))
+    elif contrast.kind in TEXT_KINDS:
+        user = user_text(x)
+        found = located_text(contrast, row, user)
+        if found is None:
+            return None
+        out = with_user_text(x, _remove(user, found))
+    else:
+        raise ContrastError(f"contrastive_prompt does not handle {contrast.kind!r} (verifier / uniform)")
+    if out is None:
+        return None
+    if out == x:
+        raise ContrastError(f"{contrast.describe()} gives a contrastive prompt equal to the prompt: replay would see "
+                            "no difference (route the reward 'uniform' if that is meant)")
+    return out
+
+
+def verifier_routes(names: Sequence[str], source: str | None) -> dict[str, dict]:
+    """config.json's `reward_routes` of a run whose rewards are all workbench verifiers (the built-in trainer): each
+    routed by `source` (replay / span; None or uniform: uniform) with the verifier's contrast, each reporting spans
+    (docs/CONTRACTS.md, "config.json")."""
+    routing = source if source in ("replay", "span") else "uniform"
+    return {n: {"routing": routing, "contrast": "verifier" if routing == "replay" else None, "spans": True}
+            for n in names}

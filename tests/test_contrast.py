@@ -1,0 +1,81 @@
+"""core.contrast: each way a reward declares the prompt without what it checks (x^-k), on hand-written rows, and the
+errors that keep replay from being silently uniform."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.contrast import Contrast, ContrastError, contrastive_prompt, located_text, parse, prompt, text
+
+CHAT = [{"role": "system", "content": "Think inside <think></think> tags."},
+        {"role": "user", "content": "What is 3 plus 4? Put the answer in \\boxed{}. Use only lowercase letters."}]
+
+
+def user(x):
+    return x if isinstance(x, str) else x[-1]["content"]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("column:hint", "What is 3 plus 4? Use only lowercase letters."),
+    ("match:lowercase", "What is 3 plus 4? Put the answer in \\boxed{}."),
+    ("match:\\\\boxed", "What is 3 plus 4? Use only lowercase letters."),
+    ("last_sentence", "What is 3 plus 4? Put the answer in \\boxed{}."),
+])
+def test_text_contrasts_remove_one_sentence_of_the_user_turn_in_either_prompt_format(spec, expected):
+    row = {"prompt": CHAT, "hint": "Put the answer in \\boxed{}."}
+    out = contrastive_prompt(parse(spec), row)
+    assert user(out) == expected and out[0] == CHAT[0]  # the system message kept, the format kept
+    plain = contrastive_prompt(parse(spec), {**row, "prompt": user(CHAT)})
+    assert plain == expected
+
+
+def test_system_removes_the_system_message_and_finds_nothing_without_one():
+    assert contrastive_prompt(parse("system"), {"prompt": CHAT}) == CHAT[1:]
+    assert contrastive_prompt(parse("system"), {"prompt": CHAT[1:]}) is None
+    assert contrastive_prompt(parse("system"), {"prompt": "a plain prompt"}) is None
+
+
+def test_question_keeps_only_the_other_rewards_instructions_in_prompt_order():
+    row = {"prompt": CHAT, "hint": "Put the answer in \\boxed{}."}
+    others = [parse("match:lowercase"), parse("column:hint"), parse("system"), Contrast("verifier")]
+    out = contrastive_prompt(parse("question"), row, others)
+    assert user(out) == "Put the answer in \\boxed{}. Use only lowercase letters."
+    assert user(contrastive_prompt(parse("question"), row)) == ""  # no other instruction: the question alone goes
+
+
+def test_functions_give_the_text_or_the_whole_contrastive_prompt():
+    row = {"prompt": "Say hi. Be brief.", "n": 1}
+    assert contrastive_prompt(text(lambda r: "Be brief."), row) == "Say hi."
+    assert contrastive_prompt(prompt(lambda r: "Say hi."), row) == "Say hi."
+    assert contrastive_prompt(text(lambda r: None), row) is None  # nothing in this row: uniform there
+
+
+def test_a_contrast_that_finds_nothing_in_a_row_gives_none():
+    assert contrastive_prompt(parse("column:hint"), {"prompt": "Say hi.", "hint": ""}) is None
+    assert contrastive_prompt(parse("match:lowercase"), {"prompt": "Say hi. Be brief."}) is None
+    assert contrastive_prompt(parse("last_sentence"), {"prompt": "Say hi."}) is None  # the question alone
+
+
+@pytest.mark.parametrize(("contrast", "row", "message"), [
+    (parse("column:hint"), {"prompt": "Say hi.", "hint": "Be brief."}, "does not contain"),
+    (parse("column:hint"), {"prompt": "Say hi."}, "no column 'hint'"),
+    (text(lambda r: 3), {"prompt": "Say hi."}, "not the instruction's text"),
+    (prompt(lambda r: r["prompt"]), {"prompt": "Say hi."}, "equal to the prompt"),
+])
+def test_a_declared_text_missing_from_the_prompt_or_no_difference_is_an_error(contrast, row, message):
+    with pytest.raises(ContrastError, match=message):
+        contrastive_prompt(contrast, row)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("colum:hint", "unknown contrast"), ("match:(", "not a regular expression"), ("column:", "unknown contrast"),
+    (lambda row: "x", "ambiguous"), (3, "a string"),
+])
+def test_bad_specs_are_refused_with_the_valid_forms(spec, message):
+    with pytest.raises(ContrastError, match=message):
+        parse(spec)
+
+
+def test_located_text_names_the_part_a_text_contrast_points_at():
+    assert located_text(parse("match:boxed"), {}, user(CHAT)) == "Put the answer in \\boxed{}."
+    assert parse("uniform").replays is False and parse("verifier").replays
