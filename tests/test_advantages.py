@@ -258,3 +258,53 @@ def test_rows_token_advantages_uses_the_given_statistics():
         rows_token_advantages(stats, rw, slice(0, 2), W_A)
     with pytest.raises(ValueError, match="contiguous range"):
         rows_token_advantages(stats, rw, slice(4, 7), W_A)
+
+
+# ----------------------------------------------------------------------------- TRL's sum_then_normalize, routed
+
+
+def test_sum_then_normalize_credit_hand_computed_for_each_scale():
+    """G = 2, w = (2, 1). Group 0: rewards (1, 0), (0, 1) -> R = 2, 1, mean 1.5, group std 0.7071;
+    c[0] = (2 (1 - 0.5), 1 (0 - 0.5)) / D = (1, -0.5) / D. Group 1: (1, 1), (0, 0) -> R = 3, 0, c = (1, 0.5) / D.
+    Batch std of R = (2, 1, 3, 0): sqrt(5 / 3) = 1.29099."""
+    from core.algos.advantages import sum_then_normalize_credit
+
+    r = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    w = [2.0, 1.0]
+    none = sum_then_normalize_credit(r, 2, w, "none")
+    torch.testing.assert_close(none, torch.tensor([[1.0, -0.5], [-1.0, 0.5], [1.0, 0.5], [-1.0, -0.5]]))
+    group = sum_then_normalize_credit(r, 2, w, "group")
+    torch.testing.assert_close(group[0], torch.tensor([1.0, -0.5]) / (0.5**0.5 + 1e-4))
+    torch.testing.assert_close(group[2], torch.tensor([1.0, 0.5]) / ((4.5**0.5) + 1e-4))
+    batch = sum_then_normalize_credit(r, 2, w, "batch")
+    torch.testing.assert_close(batch, none / ((5 / 3) ** 0.5 + 1e-4))
+
+
+def test_sum_then_normalize_unscorable_rows_and_lone_samples_get_zero():
+    """A sample every reward skips (all NaN) is left out of its group's mean and gets 0; a group with one scorable
+    sample has no std ("group") and gets 0; under "none" that lone sample's deviation is 0 anyway."""
+    from core.algos.advantages import sum_then_normalize_credit
+
+    nan = float("nan")
+    r = torch.tensor([[nan, nan], [1.0, nan], [1.0, 0.0], [0.0, 0.0]])
+    for scale in ("group", "batch", "none"):
+        c = sum_then_normalize_credit(r, 2, None, scale)
+        assert torch.equal(c[0], torch.zeros(2)) and torch.equal(c[1], torch.zeros(2))
+    torch.testing.assert_close(sum_then_normalize_credit(r, 2, None, "none")[2:], torch.tensor([[0.5, 0.0], [-0.5, 0.0]]))
+
+
+def test_routed_sum_estimator_sums_its_credit_and_reduces_to_the_sequence_advantage():
+    """A[i, t] = sum_k w[k, i, t] c[i, k]; with routing weights 1 every token carries sum_k c[i, k] (TRL's A_i)."""
+    from core.algos.advantages import routed_sum_estimator, sum_then_normalize_credit, trl_estimator
+
+    g = torch.Generator().manual_seed(0)
+    r = torch.randint(0, 2, (8, 3), generator=g).float()
+    mask = torch.tensor([[1, 1, 1, 0]] * 8)
+    omega = torch.rand(8, 3, 4, generator=g) * mask[:, None, :]
+    adv, credit = routed_sum_estimator("group")(r, omega, mask, 4, [2.0, 1.0, 0.5])
+    torch.testing.assert_close(adv, credit.sum(1))
+    seq = sum_then_normalize_credit(r, 4, [2.0, 1.0, 0.5], "group").sum(1)
+    uniform, _ = trl_estimator("grpo", "sum_then_normalize", "group")(r, omega, mask, 4, [2.0, 1.0, 0.5])
+    torch.testing.assert_close(uniform, seq[:, None] * mask)
+    with pytest.raises(ValueError):
+        trl_estimator("gdpo", "sum_then_normalize")

@@ -355,6 +355,90 @@ ESTIMATORS: dict[str, Estimator] = {
 }
 
 
+# ----------------------------------------------------------------------------- TRL's sum_then_normalize, routed
+
+SCALES = ("group", "batch", "none")
+
+
+def sum_then_normalize_credit(rewards: Tensor, group_size: int, weights: Sequence[float] | Tensor | None = None,
+                              scale: str = "group", eps: float = DEFAULT_EPS) -> Tensor:
+    """Each reward's share c[i, k] (B, K) of TRL's `sum_then_normalize` advantage (docs/METHOD.md, "TRL's
+    aggregations"), so that sum_k c[i, k] is TRL's A_i exactly:
+
+        r~[i, k] = r[i, k] with NaN -> 0;  R_i = sum_k w_k r~[i, k]
+        m[g, k]  = mean of r~[., k] over the scorable samples of group g (a sample is scorable when any reward
+                   applies to it); sum_k w_k m[g, k] = mean_g R
+        D_i      = std_g R + eps (scale "group"), std_batch R + eps ("batch"), 1 ("none"); unbiased std over the
+                   scorable samples, TRL's nanstd
+        c[i, k]  = w_k (r~[i, k] - m[g, k]) / D_i,   0 for an unscorable sample or where D_i is undefined
+                   (fewer than 2 scorable samples)
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale_rewards {scale!r}; valid: {', '.join(SCALES)}")
+    rewards = _as_float(rewards)
+    b, k = rewards.shape
+    n_groups = _check_groups(b, group_size)
+    w = _weights(weights, k, rewards)
+    scorable = ~torch.isnan(rewards).all(1)  # (B,)
+    r0 = torch.nan_to_num(rewards, nan=0.0) * scorable[:, None]
+    total = _weighted_sum(w, [r0[:, j] for j in range(k)])  # (B,) R_i
+    sg = scorable.reshape(n_groups, group_size)
+    n_g = sg.sum(1, keepdim=True)  # (groups, 1)
+    mean_k = r0.reshape(n_groups, group_size, k).sum(1) / n_g.clamp(min=1)  # (groups, K)
+    mean_r = _weighted_sum(w, [mean_k[:, j] for j in range(k)])  # (groups,)
+    dev = torch.where(sg, total.reshape(n_groups, group_size) - mean_r[:, None], 0.0)  # (groups, G)
+    if scale == "group":
+        std = ((dev * dev).sum(1, keepdim=True) / (n_g - 1).clamp(min=1)).sqrt().expand(-1, group_size)
+        denom, defined = std + eps, (n_g >= 2).expand(-1, group_size)
+    elif scale == "batch":
+        n = scorable.sum()
+        mean_all = torch.where(scorable, total, 0.0).sum() / n.clamp(min=1)
+        var = (torch.where(scorable, total - mean_all, 0.0) ** 2).sum() / (n - 1).clamp(min=1)
+        denom, defined = (var.sqrt() + eps).expand(n_groups, group_size), (n >= 2).expand(n_groups, group_size)
+    else:  # "none": the deviation from the group mean as it is
+        denom, defined = torch.ones_like(dev), torch.ones_like(dev, dtype=torch.bool)
+    share = w * (r0 - mean_k.repeat_interleave(group_size, 0)) / denom.reshape(b, 1)  # (B, K)
+    live = (scorable & defined.reshape(b))[:, None]
+    return torch.where(live, share, torch.zeros_like(share))
+
+
+def routed_sum_estimator(scale: str) -> Estimator:
+    """The estimator of TRL's `sum_then_normalize` with `scale_rewards=scale`, routed to tokens:
+    A[i, t] = sum_k w[k, i, t] c[i, k] and credit[i, k, t] = w[k, i, t] c[i, k] (`sum_then_normalize_credit`);
+    with every routing weight 1 (routing=uniform, method grpo) A[i, t] is TRL's own A_i on every token."""
+
+    def estimator(rewards: Tensor, routing_weights: Tensor | None, mask: Tensor, group_size: int,
+                  weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS,
+                  rows: slice | None = None) -> TokenAdvantages:
+        c = sum_then_normalize_credit(rewards, group_size, weights, scale, eps)[_rows(rows, rewards.shape[0])]
+        mask_f = mask.to(c.dtype)
+        omega = mask_f[:, None, :].expand(-1, c.shape[1], -1) if routing_weights is None else \
+            routing_weights.to(c.dtype)
+        credit = omega * c[:, :, None] * mask_f[:, None, :]  # (b, K, T)
+        adv = _weighted_sum(torch.ones(c.shape[1], dtype=c.dtype), [credit[:, j] for j in range(c.shape[1])])
+        return TokenAdvantages(adv * mask_f, credit)
+
+    return estimator
+
+
+def trl_estimator(method: str, aggregation: str, scale: str = "group") -> Estimator:
+    """The estimator `MRTPOTrainer` uses for TRL's `multi_objective_aggregation` and `scale_rewards`:
+    normalize_then_sum -> the registered `method` (mrtpo routes GDPO; gdpo; grpo); sum_then_normalize ->
+    `routed_sum_estimator(scale)` (mrtpo routes it; grpo is it with uniform weights)."""
+    if aggregation == "normalize_then_sum":
+        return get_estimator(method)
+    if aggregation != "sum_then_normalize" or method == "gdpo":
+        raise ValueError(f"method {method!r} with multi_objective_aggregation {aggregation!r} is not defined")
+    routed = routed_sum_estimator(scale)
+    if method == "mrtpo":
+        return routed
+
+    def uniform(rewards, routing_weights, mask, group_size, weights=None, eps=DEFAULT_EPS, rows=None):
+        return routed(rewards, None, mask, group_size, weights, eps, rows)
+
+    return uniform
+
+
 def get_estimator(name: str) -> Estimator:
     """The registered estimator called `name`; unknown names raise ValueError listing the valid ones."""
     try:
