@@ -59,7 +59,7 @@ FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTI
                                              "replay_dtype": REPLAY_DTYPES,
                                              "device": DEVICES, "backend": BACKENDS}
 # Keys that config.json of a run holds besides the fields; from_dict() skips them.
-STORE_KEYS = ("reward_names", "schema_version")
+STORE_KEYS = ("reward_names", "reward_routes", "schema_version")
 
 
 class ConfigError(ValueError):

@@ -209,7 +209,7 @@ def trl_run(micro, runs_root, tmp_path_factory):
 
     # TRL logs every optimizer step; the first 2 prompts x 2 samples are the held-out set, scored at the last step
     trainer = Recording(AutoModelForCausalLM.from_pretrained(path),
-                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5,
+                        args=trl_args(tmp, runs_dir=str(runs_root), run_name="trl-two", replay_chunk=5, final_checkpoint=True,
                                       logging_strategy="steps", logging_steps=1, eval_prompts=2, eval_samples=2),
                         train_dataset=ds, processing_class=tok, held_out_dataset=ds, callbacks=[Logs()])
     before = [p.detach().clone() for p in trainer.model.parameters()]

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> str | None:
         max_steps=args.steps, learning_rate=1e-3, lr_scheduler_type="constant", disable_dropout=True,
         save_strategy="no", logging_strategy="no", report_to=[], activation_checkpointing=False, disable_tqdm=True,
         routing=args.routing, replay_chunk=5, runs_dir=args.runs_dir, run_name=args.run_name,
-        credit_samples=args.credit_samples, credit_every=args.credit_every,
+        credit_samples=args.credit_samples, credit_every=args.credit_every, final_checkpoint=True,
     )
     trainer = MRTPOTrainer(model, args=config, train_dataset=prompt_dataset(load_prompt_set(args.prompts), tok),
                            processing_class=tok, rollout_func=fixed_rollout)

@@ -47,7 +47,7 @@ def grpo_fields(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int
         max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature,
         max_steps=cfg.steps * cfg.inner_epochs, num_iterations=cfg.inner_epochs, learning_rate=cfg.lr,
         epsilon=cfg.clip_range, beta=cfg.kl_beta, max_grad_norm=cfg.max_grad_norm,
-        multi_objective_aggregation="normalize_then_sum", **FIXED,
+        **FIXED,
     )
 
 
@@ -62,6 +62,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         credit_samples=cfg.credit_samples, credit_every=cfg.credit_every, eval_samples=cfg.eval_samples,
         eval_prompts=cfg.eval_prompts,
         print_steps=True, save_final_model=False,  # the terminal's step lines; the final model is the run store's
+        final_checkpoint=True,  # resume / extend start from it (save_strategy="no": no HF checkpoints)
     )
 
 

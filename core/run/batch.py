@@ -65,6 +65,7 @@ class Routing:
     distances: Tensor | None  # (B, K, T) relevance distance d, JS or log-prob (NaN where not computed); None: no replay
     replayed: Tensor | None = None  # (B, K) bool: pairs whose contrastive pass ran; None when no replay ran
     entropy: Tensor | None = None  # (B, T) the policy's next-token entropy under x (replay only; the metrics' baseline)
+    routable: Tensor | None = None  # (B, K) bool: pairs that have a contrast (None: every applicable pair)
 
 
 @dataclass
@@ -137,16 +138,20 @@ def choose_replay_pairs(cfg: Any, group_adv: Tensor, applicable: Tensor) -> Tens
 
 
 def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: DistanceFn,
-          entropy: Tensor | None = None) -> Routing:
+          entropy: Tensor | None = None, routable: Tensor | None = None) -> Routing:
     """Routing weights w[k, i, t] (B, K, T) from the config's routing source (`core.choices.routing_source`,
     `core.algos.routing.ROUTING`); replay calls `distances` for the pairs `choose_replay_pairs` selects.
     `Routing(None, None)` for estimators that ignore routing (grpo, gdpo). `entropy` (B, T), the policy's
-    next-token entropy under x where the trainer has it, is kept for the span metrics' baseline."""
+    next-token entropy under x where the trainer has it, is kept for the span metrics' baseline. `routable` (B, K)
+    bool: the pairs that have a contrastive prompt (MRTPOTrainer: a reward without a contrast, or a row where its
+    contrast finds nothing); replay skips the others, whose weights are then uniform (None: every pair)."""
     source = routing_source(cfg)
     if source is None:
         return Routing(None, None)
     applicable = scores.applicable
     pairs = choose_replay_pairs(cfg, group_adv, applicable) if source == "replay" else None
+    if pairs is not None and routable is not None:
+        pairs = pairs & routable.bool()
     inputs = routing_lib.RoutingInputs(
         mask=mask, span_mask=scores.span_mask, applicable=applicable, lam=cfg.lam, w_max=cfg.w_max,
         sharpen=cfg.sharpen, relevance=cfg.relevance, distances=distances, replay=pairs, clip=cfg.routing_clip,
@@ -154,4 +159,4 @@ def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: 
     with torch.no_grad():
         weights, d = routing_lib.get_routing(source)(inputs)
     return Routing(weights.float(), d, None if d is None else pairs & applicable,
-                   None if d is None or entropy is None else entropy)
+                   None if d is None or entropy is None else entropy, None if d is None else routable)

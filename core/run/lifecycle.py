@@ -40,6 +40,15 @@ from core.run.train_log import phase_line
 # ------------------------------------------------------------------------------------------ state
 
 
+
+def store_keys(cfg, reward_names: list[str]) -> dict:
+    """What config.json holds besides the TrainConfig fields (core.config.STORE_KEYS): the reward names and how each
+    is routed (`core.contrast.verifier_routes`)."""
+    from core.choices import routing_source
+    from core.contrast import verifier_routes
+
+    return {"reward_names": reward_names, "reward_routes": verifier_routes(reward_names, routing_source(cfg))}
+
 def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state: Path | None = None) -> TrainState:
     """Load prompts, policy (from `model_path` when resuming), reference model and optimizer.
 
@@ -223,11 +232,11 @@ def open_run(cfg: TrainConfig, resume: str | os.PathLike | None) -> tuple[TrainS
     state = build_state(cfg, model_path=str(ckpt[1]) if ckpt else None,
                         optimizer_state=ckpt[1] / "optimizer.pt" if ckpt else None)
     if resume is not None:
-        writer = RunWriter.reopen(resume, {**cfg.to_dict(), "reward_names": state.reward_names}, start)
+        writer = RunWriter.reopen(resume, {**cfg.to_dict(), **store_keys(cfg, state.reward_names)}, start)
     else:
         cfg.run_name = cfg.run_name or names_lib.auto_run_name(
             cfg.method, lambda name: run_dir(cfg.runs_dir, name).exists())
-        writer = RunWriter.create(cfg.runs_dir, cfg.run_name, {**cfg.to_dict(), "reward_names": state.reward_names})
+        writer = RunWriter.create(cfg.runs_dir, cfg.run_name, {**cfg.to_dict(), **store_keys(cfg, state.reward_names)})
     writer.set_status(state="running", pid=os.getpid(), step=start, total_steps=cfg.steps, error=None)
     state.step = start
     return state, writer, start

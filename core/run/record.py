@@ -41,6 +41,7 @@ class StepRecord:
     loss_stats: dict[str, float]
     times: dict[str, float]
     w_max: float = 5.0  # the routing cap, for routing/clipped_share
+    span_rewards: Sequence[str] | None = None  # the rewards that report inspected spans (None: every reward)
 
 
 def _nanmean(x: Tensor) -> float:
@@ -77,8 +78,9 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     if js is not None:
         m.update(span_metrics.js_summary(js, rollout.mask, names))
     replayed = rec.routing.replayed
-    if replayed is not None:
-        m["replay/pass_share"] = replay_pass_share(replayed, rec.scores.applicable, rollout.mask)
+    routable = rec.scores.applicable if rec.routing.routable is None else rec.scores.applicable & rec.routing.routable
+    if replayed is not None and bool(routable.any()):  # pairs without a contrast are not replay's to run
+        m["replay/pass_share"] = replay_pass_share(replayed, routable, rollout.mask)
     weights = rec.routing.weights
     if weights is None:
         weights = rollout.mask[:, None, :].expand(-1, len(names), -1)
@@ -90,7 +92,25 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     m.update(span_metrics.specificity(weights, js, rec.scores.span_mask, rollout.mask, rec.scores.rewards, names,
                                       acted, rec.routing.entropy))
     m.update(rec.times)
-    return m
+    return without_span_metrics(m, names, rec.span_rewards)
+
+
+# span/<name>/... keys that compare credit with the verifier's spans (span/<name>/retained does not read spans)
+SPAN_KEYS_KEPT = ("retained",)
+
+
+def without_span_metrics(m: dict[str, Any], names: Sequence[str], span_rewards: Sequence[str] | None
+                         ) -> dict[str, Any]:
+    """The metrics line without the span metrics of rewards that report no spans (they would compare credit with an
+    empty span and mean nothing), and without the all-reward `span/overlap` unless every reward reports spans."""
+    if span_rewards is None:
+        return m
+    blind = [n for n in names if n not in set(span_rewards)]
+    if not blind:
+        return m
+    prefixes = tuple(f"span/{n}/" for n in blind)
+    kept = {f"span/{n}/{key}" for n in blind for key in SPAN_KEYS_KEPT}
+    return {k: v for k, v in m.items() if not (k == "span/overlap" or (k.startswith(prefixes) and k not in kept))}
 
 
 def replay_pass_share(replayed: Tensor, applicable: Tensor, mask: Tensor) -> float:

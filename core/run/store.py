@@ -561,6 +561,8 @@ CONFIG_FIELDS: dict[str, tuple[Any, str]] = {
     **{k: (_is_str, "a string") for k in ("model", "method", "routing", "relevance", "prompt_set", "backend",
                                           "device", "run_name", "replay_pairs")},
     "reward_names": (_is_str_list, "a list of strings"),
+    "reward_routes": (lambda v: isinstance(v, dict) and all(isinstance(r, dict) for r in v.values()),
+                      "a mapping of reward name to its route"),
     "reward_weights": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
                        "a mapping of reward name to number"),
     **{k: (_is_whole, "a whole number") for k in ("steps", "group_size", "prompts_per_step", "seed", "inner_epochs",

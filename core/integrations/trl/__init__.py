@@ -1,10 +1,12 @@
 """MRTPO on TRL: `MRTPOConfig` / `MRTPOTrainer`, subclasses of TRL's `GRPOConfig` / `GRPOTrainer`.
 
 Imported only when used; needs `trl>=1.16,<1.17` (`core.config.TRL_REQUIREMENT`), whose private methods
-`_calculate_rewards` and `_generate_and_score_completions` it extends. Four modules, one topic each:
+`_calculate_rewards` and `_generate_and_score_completions` it extends. Five modules, one topic each:
 
     dataset.py    dataset rows -> prompts with constraints (`prompt_row`, `prompt_dataset`); our verifiers
-                  as TRL reward functions (`verifier_reward(s)`)
+                  as TRL reward functions (`verifier_reward(s)`); a user's reward reporting spans (`reward_with_spans`)
+    routes.py     how each reward is routed (its contrast from `core.contrast`, spans), checked on every row and
+                  said in one line per reward at start (`plan_routes`)
     config.py     `MRTPOConfig`: GRPOConfig plus MRTPO's method fields, checked like TrainConfig
     trainer.py    `MRTPOTrainer`: TRL's hooks, then the built-in trainer's verify and route phases
                   (`core.run.batch`) on this process's rows, and the token advantages
@@ -24,6 +26,7 @@ from core.integrations.trl.dataset import (  # noqa: E402
     prompt_dataset,
     prompt_row,
     reward_families,
+    reward_with_spans,
     user_text,
     verifier_reward,
     verifier_rewards,
@@ -31,4 +34,4 @@ from core.integrations.trl.dataset import (  # noqa: E402
 from core.integrations.trl.trainer import MRTPOTrainer, end_process_group  # noqa: E402
 
 __all__ = ["MRTPOConfig", "MRTPOTrainer", "PromptRow", "TRL_REQUIREMENT", "dataset_rows", "end_process_group",
-           "prompt_dataset", "prompt_row", "reward_families", "user_text", "verifier_reward", "verifier_rewards"]
+           "prompt_dataset", "prompt_row", "reward_families", "reward_with_spans", "user_text", "verifier_reward", "verifier_rewards"]

@@ -44,6 +44,48 @@ def unsupported_feature(config) -> tuple[str, str] | None:
     return None
 
 
+AGGREGATIONS = ("normalize_then_sum", "sum_then_normalize")
+# The aggregation each method is; mrtpo routes either.
+METHOD_AGGREGATION = {"gdpo": "normalize_then_sum", "grpo": "sum_then_normalize"}
+
+
+def aggregation_field(method: str, value: str | None) -> str:
+    """TRL's multi_objective_aggregation for `method`: None -> the method's own (mrtpo: normalize_then_sum); a value
+    that contradicts gdpo / grpo raises ConfigError in one line."""
+    if value is None:
+        return METHOD_AGGREGATION.get(method, "normalize_then_sum")
+    if value not in AGGREGATIONS:
+        raise ConfigError("multi_objective_aggregation", f"{value!r} is not one of {', '.join(AGGREGATIONS)}")
+    own = METHOD_AGGREGATION.get(method)
+    if own is not None and value != own:
+        raise ConfigError("multi_objective_aggregation", f"method {method!r} is {own}; {value} is method 'mrtpo' "
+                                                         "with routing='uniform' (or leave it None)")
+    return value
+
+
+def reward_contrasts_field(value: dict | str | None) -> dict | None:
+    """reward_contrasts as {name: core.contrast.Contrast}: a dict or its JSON, each value parsed
+    (`core.contrast.parse`); ConfigError naming the reward otherwise."""
+    from core.contrast import ContrastError, parse
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("reward_contrasts", f"not a JSON object: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ConfigError("reward_contrasts", f"a dict of reward name -> contrast, got {type(value).__name__}")
+    out = {}
+    for name, spec in value.items():
+        try:
+            out[str(name)] = parse(spec)
+        except ContrastError as exc:
+            raise ConfigError("reward_contrasts", f"{name}: {exc}") from None
+    return out
+
+
 @dataclass
 class MRTPOConfig(GRPOConfig):
     """`GRPOConfig` plus MRTPO's method fields (docs/METHOD.md), checked like `core.config.TrainConfig`.
@@ -96,9 +138,21 @@ class MRTPOConfig(GRPOConfig):
     save_final_model: bool = field(default=True, metadata={"help": "save the final policy into output_dir at the end "
                                                                    "of train() (save_model, no hub push), besides the "
                                                                    "run store's checkpoints"})
-    multi_objective_aggregation: str = field(
-        default="normalize_then_sum", metadata={"help": "TRL's own advantages (logged by TRL, replaced by MRTPO's): "
-                                                        "normalize_then_sum is GDPO"})
+    multi_objective_aggregation: str | None = field(
+        default=None, metadata={"help": "how the rewards combine before routing (docs/METHOD.md, \"TRL's "
+                                        "aggregations\"): normalize_then_sum (GDPO, per-reward group z-scores; "
+                                        "scale_rewards has no effect, as in TRL) or sum_then_normalize (TRL's GRPO: "
+                                        "weighted sum, group mean removed, scaled by scale_rewards); None: by "
+                                        "method (mrtpo, gdpo: normalize_then_sum; grpo: sum_then_normalize)"})
+    reward_contrasts: dict | str | None = field(
+        default=None, metadata={"help": "per reward name, the prompt without what it checks, for replay (a dict or "
+                                        "its JSON; core.contrast): verifier, column:NAME, match:REGEX, "
+                                        "last_sentence, system, question, uniform, or core.contrast.text(fn) / "
+                                        "prompt(fn). Rewards that are workbench verifiers default to verifier; "
+                                        "any other reward left out is routed uniformly, said at start"})
+    final_checkpoint: bool | None = field(
+        default=None, metadata={"help": "save a resumable run-store checkpoint (weights, optimizer, RNG) at the end "
+                                        "of train(); None: unless save_strategy is 'no'"})
 
     def __post_init__(self):
         refused = unsupported_feature(self)  # before GRPOConfig's checks, which import vLLM / DeepSpeed
@@ -121,6 +175,8 @@ class MRTPOConfig(GRPOConfig):
             if self.reward_weights is not None:
                 raise ConfigError("family_weights", "give reward weights once: family_weights (by name) or "
                                                     "reward_weights (a list in reward-function order)")
+        self.reward_contrasts = reward_contrasts_field(self.reward_contrasts)
+        self.multi_objective_aggregation = aggregation_field(self.method, self.multi_objective_aggregation)
         if self.runs_dir is not None and not str(self.runs_dir):
             raise ConfigError("runs_dir", "give a folder for the run store, or None for no run store")
         if self.loss_type == "vespo" or self.off_policy_mask_threshold is not None:
@@ -132,6 +188,23 @@ class MRTPOConfig(GRPOConfig):
             raise ConfigError("steps_per_generation", f"a generation batch spans steps_per_generation x "
                               f"num_iterations = {spans} micro-batches, not a whole number of optimizer steps of "
                               f"{self.gradient_accumulation_steps}; the run store records whole batches")
+
+    def __getstate__(self):
+        """Picklable (HF saves the arguments as training_args.bin): a contrast given as a function is kept as its
+        description."""
+        state = self.__dict__.copy()
+        if state.get("reward_contrasts"):
+            state["reward_contrasts"] = {k: v.describe() if callable(getattr(v, "arg", None)) else v
+                                         for k, v in state["reward_contrasts"].items()}
+        return state
+
+    @property
+    def saves_final_checkpoint(self) -> bool:
+        """Whether train() ends with a resumable run-store checkpoint (`final_checkpoint`; None: unless
+        save_strategy is "no")."""
+        if self.final_checkpoint is not None:
+            return bool(self.final_checkpoint)
+        return str(getattr(self.save_strategy, "value", self.save_strategy)) != "no"
 
     @property
     def steps_per_batch(self) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import ConfigError
+from core.contrast import _last_user, user_text
 from core.tasks import PromptItem, item_from_record
 
 # ----------------------------------------------------------------------------------------------- dataset rows
@@ -53,22 +54,6 @@ class PromptRow:
         return self.variant(self.item.contrastive_prompt(families.index(family), contrast))
 
 
-def _last_user(messages: Sequence[Mapping]) -> int:
-    for j in range(len(messages) - 1, -1, -1):
-        if messages[j].get("role") == "user" and isinstance(messages[j].get("content"), str):
-            return j
-    raise ValueError("the prompt conversation has no user message with text content")
-
-
-def user_text(prompt: Any) -> str:
-    """The text a row's prompt states its constraints in: the string itself, or the last user message."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, Mapping) for m in prompt):
-        return prompt[_last_user(prompt)]["content"]
-    raise ValueError(f"a prompt must be a string or a list of chat messages, got {type(prompt).__name__}")
-
-
 def completion_text(completion: Any) -> str:
     """TRL's completion as text: a string, or the content of the assistant message."""
     if isinstance(completion, str):
@@ -97,14 +82,16 @@ def prompt_row(row: Mapping) -> PromptRow:
     if "prompt" not in row:
         raise ValueError("a row needs a `prompt` column")
     text = user_text(row["prompt"])
-    key = str(row.get("key") or "h" + hashlib.sha1(text.encode()).hexdigest()[:10])
+    key = str(("constraints" in row or "instruction_id_list" in row) and row.get("key")
+              or "h" + hashlib.sha1(text.encode()).hexdigest()[:10])
     if "instruction_id_list" in row:  # IFEval format: the verbatim prompt, sentences located by cue words
         record_ = {"key": key, "prompt": text, "instruction_id_list": row["instruction_id_list"],
                    "kwargs": row.get("kwargs") or []}
         item = item_from_record(record_)
         return PromptRow(item, row["prompt"], 0, len(text))
-    if "constraints" not in row:
-        raise ValueError("a row needs `constraints` (a list of {family, kwargs}) or IFEval's `instruction_id_list`")
+    if "constraints" not in row:  # a row for the user's own reward functions: its `task` / `key` are left alone
+        key = "h" + hashlib.sha1(text.encode()).hexdigest()[:10]
+        return PromptRow(PromptItem(key, text, [], text=text), row["prompt"], 0, len(text))
     specs = _specs(row["constraints"])
     if row.get("task"):  # native: the prompt states task + constraint sentences; find that text in the prompt
         item = item_from_record({"key": key, "task": row["task"], "constraints": specs})
@@ -225,3 +212,41 @@ def verifier_reward(family: str) -> Callable[..., list[float | None]]:
 def verifier_rewards(dataset: Iterable[Mapping]) -> list[Callable[..., list[float | None]]]:
     """One `verifier_reward` per constraint family of the dataset, in first-seen order."""
     return [verifier_reward(f) for f in reward_families(dataset)]
+
+
+def reward_with_spans(func: Callable[..., Sequence]) -> Callable[..., list[float | None]]:
+    """Let a reward function report the character spans of the completion it inspected, so that MRTPO's span
+    overlays, span metrics and the Verifier debugger work for it (docs/TRL.md, "Spans").
+
+    `func` is an ordinary TRL reward function except that each item of its list may be `(score, spans)`, spans a
+    list of (start, end) character ranges in the completion's text (`completion_text`); a plain score (or None)
+    reports no spans for that completion. The wrapped function returns the scores TRL expects and keeps the spans of
+    its last call as `.spans` (one list per completion, None where none were reported) and the texts as `.texts`;
+    it keeps `func`'s name.
+
+    >>> @reward_with_spans
+    ... def no_comma(completions, **kwargs):
+    ...     return [(0.0 if "," in c else 1.0, [(i, i + 1) for i, ch in enumerate(c) if ch == ","]) for c in completions]
+    >>> no_comma(completions=["a, b", "ab"]), no_comma.spans
+    ([0.0, 1.0], [[(1, 2)], []])
+    """
+    import functools
+
+    @functools.wraps(func)
+    def reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
+        out = func(completions=completions, **kwargs) if prompts is None else \
+            func(prompts=prompts, completions=completions, **kwargs)
+        scores, spans = [], []
+        for item in out:
+            if isinstance(item, (tuple, list)) and len(item) == 2 and not isinstance(item[1], (int, float)):
+                score, item_spans = item
+                spans.append([(int(a), int(b)) for a, b in (item_spans or [])])
+            else:
+                score = item
+                spans.append(None)
+            scores.append(None if score is None else float(score))
+        reward.spans, reward.texts = spans, [completion_text(c) for c in completions]  # type: ignore[attr-defined]
+        return scores
+
+    reward.spans, reward.texts = None, None  # type: ignore[attr-defined]
+    return reward

@@ -130,9 +130,11 @@ def merge_batches(parts: list[LocalBatch], rewards: Tensor, group_adv: Tensor
     )
     scores = Scores(rewards, _pad_cat([p.span_mask for p in parts], width).bool())
     replayed = [p.routing.replayed for p in parts]
+    routable = [p.routing.routable for p in parts]
     routing = Routing(_pad_cat([p.routing.weights for p in parts], width),
                       _pad_cat([p.routing.distances for p in parts], width),
-                      None if any(r is None for r in replayed) else torch.cat(replayed, 0))
+                      None if any(r is None for r in replayed) else torch.cat(replayed, 0),
+                      routable=None if any(r is None for r in routable) else torch.cat(routable, 0))
     adv = Advantages(_pad_cat([p.token_adv for p in parts], width), _pad_cat([p.credit for p in parts], width),
                      group_adv)
     return rollout, scores, routing, adv
@@ -204,6 +206,13 @@ class RunRecorder:
             "device": self.accelerator.device.type, "backend": "trl", "nproc": self.accelerator.num_processes,
         }
 
+    def route_records(self) -> dict[str, dict]:
+        """config.json's `reward_routes`: per reward, how it is routed (`routing`: replay / uniform, its `contrast`
+        described, `rows_found` of `rows`) and whether its function reports spans (docs/CONTRACTS.md)."""
+        return {r.name: {"routing": "replay" if r.replays else "uniform", "contrast": None if r.contrast is None
+                         else r.contrast.describe(), "rows_found": r.rows_found, "rows": r.rows, "spans": r.spans}
+                for r in self.routes}
+
     def total_record_steps(self) -> int:
         return max(self.state.max_steps // self.args.steps_per_batch, 1) if self.state.max_steps else 0
 
@@ -222,11 +231,13 @@ class RunRecorder:
             return
         config = dict(self.store_config) if self.store_config is not None else self.default_store_config()
         if self.resume_run is not None:
-            config.update(run_name=run.name, runs_dir=str(run.parent), reward_names=self.reward_names)
+            config.update(run_name=run.name, runs_dir=str(run.parent), reward_names=self.reward_names,
+                          reward_routes=self.route_records())
             self.writer = RunWriter.reopen(run, config, step)
         else:
             name = args.run_name or names_lib.auto_run_name(args.method, lambda n: run_dir(args.runs_dir, n).exists())
-            config.update(run_name=name, runs_dir=str(args.runs_dir), reward_names=self.reward_names)
+            config.update(run_name=name, runs_dir=str(args.runs_dir), reward_names=self.reward_names,
+                          reward_routes=self.route_records())
             self.writer = RunWriter.create(args.runs_dir, name, config)
         self.writer.set_status(state="running", pid=os.getpid(), step=self.record_step,
                                total_steps=self.total_record_steps(), error=None)
@@ -309,7 +320,8 @@ class RunRecorder:
         group_adv = adv_lib.group_normalized(batch.rewards, self.num_generations, self.args.eps)  # (B, K)
         rollout, scores, routing, adv = merge_batches(batch.parts, batch.rewards, group_adv)
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
-                                loss_stats, times, w_max=self.args.w_max)
+                                loss_stats, times, w_max=self.args.w_max,
+                                span_rewards=[r.name for r in self.routes if r.spans])
         metrics = record.step_metrics(rec)
         if not self.diverged and self.is_checkpoint_step(step):
             metrics.update(self.held_out_metrics())
@@ -425,7 +437,8 @@ class RunStoreCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         trainer = self.trainer
         step = trainer.record_step
-        if step and not trainer.diverged and (not args.checkpoint_every or step % args.checkpoint_every):
-            trainer.save_run_checkpoint(step)
+        if step and not trainer.diverged and args.saves_final_checkpoint and (
+                not args.checkpoint_every or step % args.checkpoint_every):
+            trainer.save_run_checkpoint(step)  # the resumable final checkpoint: final_checkpoint / save_strategy
         if step and not trainer.diverged and args.save_final_model:
             trainer.save_model(args.output_dir, _internal_call=True)  # as TRL's scripts end; the push is the user's

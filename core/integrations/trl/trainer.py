@@ -45,6 +45,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from core.algos import advantages as adv_lib
 from core.algos import routing as routing_lib
 from core.algos import teacher_forcing as tf_lib
+from core.choices import routing_source
 from core.config import ConfigError, reward_weights_error
 from core.integrations.trl.config import MRTPOConfig
 from core.integrations.trl.dataset import (
@@ -62,7 +63,9 @@ from core.integrations.trl.recorder import (
     RunRecorder,
     RunStoreCallback,
     gather_to_main,
+    logger,
 )
+from core.integrations.trl.routes import RewardRoute, plan_routes
 from core.run import batch as batch_lib
 from core.run.batch import Rollout, Scores
 from core.run.lifecycle import SignalGuard
@@ -169,6 +172,10 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             reward_funcs = [verifier_reward(f) for f in families]
         reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         names = [getattr(f, "__name__", None) or type(f).__name__ for f in reward_funcs]
+        raw_rows = [dict(r) for r in train_dataset]
+        relevance_contrast = routing_lib.get_relevance(args.relevance).contrast
+        self.routes: list[RewardRoute] = plan_routes(names, reward_funcs, args.reward_contrasts, raw_rows, rows,
+                                                     routing_source(args), relevance_contrast)
         if args.family_weights is not None:
             message = reward_weights_error(args.family_weights, names)
             if message:
@@ -183,8 +190,12 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             raise ConfigError("deepspeed", "MRTPO under DeepSpeed ZeRO-3 is not supported yet: untested "
                                            "(DeepSpeed is not installed where it was built); use DDP")
         self.reward_names: list[str] = list(self.reward_func_names)
+        self._estimator = adv_lib.trl_estimator(args.method, args.multi_objective_aggregation, self.scale_rewards)
+        if self.accelerator.is_main_process:
+            self._say_routes(args)
         self._rows: dict[str, PromptRow] = {}
         self._variant_ids: dict[str, list[int]] = {}
+        self._contrast_cache: dict[str, list[Any]] = {}
         self._captured: CapturedRewards | None = None
         self._guard: SignalGuard | None = None
         self._init_recorder(store_config)
@@ -192,6 +203,16 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             held = dataset_rows(held_out_dataset)[: args.eval_prompts]
             self.held_out = ([r.item for r in held], self._token_ids([r.prompt for r in held]))
         self.add_callback(RunStoreCallback(self))
+
+    def _say_routes(self, args: MRTPOConfig) -> None:
+        """One line per reward on how it is routed (`RewardRoute.line`), and what a TRL setting does here."""
+        source = routing_source(args) or f"method={args.method}"
+        source = "routing=uniform" if source == "uniform" else source
+        for route in self.routes:
+            logger.warning(route.line(source))
+        if args.multi_objective_aggregation == "normalize_then_sum" and self.scale_rewards != "group":
+            logger.warning(f"MRTPO: scale_rewards={self.scale_rewards!r} has no effect under "
+                           "multi_objective_aggregation='normalize_then_sum' (as in TRL); sum_then_normalize reads it")
 
     # ------------------------------------------------------------------ TRL hooks
 
@@ -207,6 +228,7 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             return out
         times = {"time/generate": time.perf_counter() - t0}
         local = self._token_advantages(inputs, out, times)
+        self._sampling_logits = None  # used by the replay; (b, T, V) need not outlive the batch
         out["advantages"] = local.token_adv.to(out["completion_ids"].device)
         self._log_sequence_advantages(local.token_adv, local.rollout.mask)
         rewards = self._captured.rewards.float().cpu()  # (B, K), identical on every process
@@ -215,6 +237,48 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         parts = gather_to_main(local.keep_text({int(i) - p * b for i in stored if p * b <= i < (p + 1) * b}))
         self.begin_batch(parts, rewards, t0, times, stored)
         return out
+
+    def _keeps_sampling_logits(self) -> bool:
+        """Whether generation keeps its next-token logits for the replay (p_t under x, as the built-in trainer keeps
+        them): MRTPO routing by replay on the JS distance, transformers' own generate (not paged, not vLLM) and a
+        policy without dropout (the replay measures the policy itself)."""
+        args = self.args
+        if routing_source(args) != "replay" or routing_lib.get_relevance(args.relevance).distance != "js":
+            return False
+        if getattr(args, "use_transformers_paged", False) or args.use_vllm:
+            return False
+        model = self.accelerator.unwrap_model(self.model)
+        drop = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+        cfg = getattr(model, "config", None)
+        drop = drop or any(float(getattr(cfg, name, 0) or 0) > 0 for name in
+                           ("attention_dropout", "hidden_dropout", "dropout", "resid_pdrop", "attn_pdrop"))
+        return not drop or bool(args.disable_dropout)
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        """TRL's generation, keeping the logits each step computes at the last position (a forward hook on the output
+        embeddings; prefill's last position is the first response token's): `_sampling_logp` reuses them instead of
+        a full-prompt replay pass (docs/TRL.md, "Speed")."""
+        self._sampling_logits = None
+        if not (self.model.training and self._keeps_sampling_logits()):
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        steps: list[Tensor] = []
+        head = self.accelerator.unwrap_model(self.model).get_output_embeddings()
+        handle = head.register_forward_hook(lambda module, inputs, output: steps.append(output[:, -1, :].detach()))
+        try:
+            result = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        finally:
+            handle.remove()
+        if steps and steps[0].shape[0] == len(prompt_ids):
+            self._sampling_logits = torch.stack(steps, 1)  # (b, steps, V)
+        return result
+
+    def _sampling_logp(self, rollout: Rollout) -> Tensor | None:
+        """(b, T, V) log p_t under x from the sampling's logits (`_generate_single_turn`), None when not kept."""
+        logits = getattr(self, "_sampling_logits", None)
+        t = rollout.response_ids.shape[1]
+        if logits is None or logits.shape[0] != rollout.response_ids.shape[0] or logits.shape[1] < t:
+            return None
+        return torch.log_softmax(logits[:, :t].float(), -1)
 
     def _get_train_sampler(self, dataset=None):
         self._train_sampler = super()._get_train_sampler(dataset)  # kept: a resumed run skips its trained passes
@@ -287,9 +351,11 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         """This process's rows as a `core.run.batch.Rollout`: prompt ids, completion ids and mask (b, T), and the
         completions decoded with character offsets, which must be the text TRL's reward functions scored."""
         captured = self._captured
-        mask = out["completion_mask"].cpu().long()  # (b, T), 0 on padding (and on truncated rows when masked)
-        if "tool_mask" in out:
-            mask = mask * out["tool_mask"].cpu().long()
+        # (b, T) 1 on the sampled tokens (eos included): TRL's completion_mask also zeroes truncated rows under
+        # mask_truncated_completions, which the loss mask (`_loss_mask`) applies; the record keeps their tokens
+        width = out["completion_ids"].shape[1]
+        lengths = torch.tensor([len(ids) for ids in captured.completion_ids])
+        mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
         prompt_ids = [r[m.bool()].tolist() for r, m in zip(out["prompt_ids"].cpu(), out["prompt_mask"].cpu(),
                                                              strict=True)]
         texts, tokens, offsets = batch_lib.decode_responses(self.processing_class, captured.completion_ids)
@@ -319,15 +385,28 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
 
         t1 = time.perf_counter()
         group_adv = adv_lib.group_normalized(rewards_all, self.num_generations, args.eps)[rows]  # (b, K), global stats
-        routing = batch_lib.route(args, rollout.mask, scores, group_adv, self._distances(prompt_rows, rollout))
+        variants = self._variants(inputs, prompt_rows, scores.applicable)  # (b, K) x^-k, None: no contrast there
+        routable = torch.tensor([[v is not None for v in vs] for vs in variants], dtype=torch.bool).reshape(b, -1)
+        routing = batch_lib.route(args, rollout.mask, scores, group_adv, self._distances(variants, rollout),
+                                  routable=routable)
         times["time/replay"] = time.perf_counter() - t1
 
         t1 = time.perf_counter()
-        estimator = adv_lib.get_estimator(args.method)
+        estimator = self._estimator
         token_adv, credit = estimator(rewards_all, routing.weights, rollout.mask, self.num_generations,
                                       self.reward_weights.cpu(), args.eps, rows=rows)  # (b, T), (b, K, T)
+        loss_mask = self._loss_mask(out)  # truncated rows (mask_truncated_completions) and tool tokens get 0
+        token_adv, credit = token_adv * loss_mask, credit * loss_mask[:, None, :]
         times["time/advantages"] = time.perf_counter() - t1
         return LocalBatch(rollout, spans, routing, token_adv, credit)
+
+    @staticmethod
+    def _loss_mask(out: dict) -> Tensor:
+        """(b, T) TRL's loss mask: completion_mask (0 on truncated rows under mask_truncated_completions) x tool_mask."""
+        mask = out["completion_mask"].cpu().float()
+        if "tool_mask" in out:
+            mask = mask * out["tool_mask"].cpu().float()
+        return mask
 
     def _log_sequence_advantages(self, token_adv: Tensor, mask: Tensor) -> None:
         """TRL's completions table (`log_completions`, W&B / trackio) shows one advantage per completion, TRL's
@@ -349,18 +428,42 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         b, width = len(rollout.texts), rollout.response_ids.shape[1]
         span_mask = np.zeros((b, len(self.reward_funcs), width), dtype=bool)  # (b, K, T)
         for k, func in enumerate(self.reward_funcs):
-            results = getattr(func, "results", None)
-            if results is None:
+            results = getattr(func, "results", None)  # verifier_reward: VerifyResults
+            spans = getattr(func, "spans", None) if results is None else [None if r is None else r.spans
+                                                                           for r in results]
+            if spans is None:
                 continue
             if func.texts != rollout.texts:
-                raise RuntimeError(f"reward {self.reward_names[k]} kept verdicts of other texts than this batch's")
-            for i, result in enumerate(results):
-                if result is not None:
-                    span_mask[i, k] = batch_lib.span_token_mask(rollout.offsets[i], result.spans, width)
-            func.results = func.texts = None  # used: a later batch must not read them
+                raise RuntimeError(f"reward {self.reward_names[k]} kept spans of other texts than this batch's")
+            for i, item_spans in enumerate(spans):
+                if item_spans:
+                    span_mask[i, k] = batch_lib.span_token_mask(rollout.offsets[i], item_spans, width)
+            if results is not None:
+                func.results = None
+            else:
+                func.spans = None
+            func.texts = None  # used: a later batch must not read them
         return torch.from_numpy(span_mask)
 
-    def _distances(self, prompt_rows: list[PromptRow], rollout: Rollout) -> batch_lib.DistanceFn:
+    def _variants(self, inputs: list[dict], prompt_rows: list[PromptRow], applicable: Tensor) -> list[list[Any]]:
+        """(b, K) the contrastive prompts x^-k of the local rows (`RewardRoute.contrastive`, cached per row), None
+        where reward k does not apply, has no contrast, or the contrast finds nothing in the row."""
+        relevance_contrast = routing_lib.get_relevance(self.args.relevance).contrast
+        contrasts = [r.contrast for r in self.routes]
+        out = []
+        for i, (row, prow) in enumerate(zip(inputs, prompt_rows, strict=True)):
+            key = json.dumps(row, sort_keys=True, default=str)
+            cached = self._contrast_cache.get(key)
+            if cached is None:
+                if len(self._contrast_cache) > 100_000:
+                    self._contrast_cache.clear()
+                cached = self._contrast_cache[key] = [
+                    route.contrastive(row, prow, relevance_contrast, contrasts[:k] + contrasts[k + 1:])
+                    if route.replays else None for k, route in enumerate(self.routes)]
+            out.append([v if bool(applicable[i, k]) else None for k, v in enumerate(cached)])
+        return out
+
+    def _distances(self, variants_all: list[list[Any]], rollout: Rollout) -> batch_lib.DistanceFn:
         """The contrastive passes of the local rows for `core.run.batch.route`: (b, K) pairs -> relevance
         distances (b, K, T), on the policy as TRL holds it (unwrapped, gathered under ZeRO-3, no dropout)."""
         args = self.args
@@ -368,8 +471,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         relevance = routing_lib.get_relevance(args.relevance)
 
         def distances(chosen: Tensor) -> Tensor:
-            variants = [[row.contrastive(name, relevance.contrast) if bool(chosen[i, k]) else None
-                         for k, name in enumerate(self.reward_names)] for i, row in enumerate(prompt_rows)]
+            variants = [[v if bool(chosen[i, k]) else None for k, v in enumerate(vs)]
+                        for i, vs in enumerate(variants_all)]
             flat = [v for vs in variants for v in vs if v is not None]
             flat_ids = iter(self._token_ids(flat)) if flat else iter(())
             contrastive_ids = [[None if v is None else next(flat_ids) for v in vs] for vs in variants]  # (b, K)
@@ -384,7 +487,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 try:
                     d = tf_lib.contrastive_distances(
                         model, rollout.prompt_ids, contrastive_ids, rollout.response_ids.to(device),
-                        rollout.mask.to(device), args.replay_chunk, logp_full=None, pad_token_id=pad,
+                        rollout.mask.to(device), args.replay_chunk, logp_full=self._sampling_logp(rollout),
+                        pad_token_id=pad,
                         distance=relevance.distance)  # (b, K, T)
                 finally:
                     model.train(was_training)
