@@ -133,6 +133,16 @@ def reward_names(run_path: str | os.PathLike) -> list[str]:
     return [c.split("/", 1)[1] for c in df.columns if c.startswith("reward/") and c != "reward/all_satisfied"]
 
 
+def rewards_without_spans(run_path: str | os.PathLike) -> list[str]:
+    """The rewards whose functions report no inspected spans (config.json's `reward_routes`, written by
+    MRTPOTrainer for a user's own reward functions); [] for runs without it (every workbench verifier reports)."""
+    cfg, _ = config(run_path)
+    routes = cfg.get("reward_routes")
+    if not isinstance(routes, dict):
+        return []
+    return [str(n) for n, r in routes.items() if isinstance(r, dict) and r.get("spans") is False]
+
+
 def status(run_path: str | os.PathLike) -> dict:
     """status.json with crash detection (never cached: it is tiny and must be current)."""
     return RunStore(Path(run_path)).status()

@@ -157,6 +157,10 @@ st.html(heatmap.token_heatmap_html(sample_df, color_by if mode == "single" else 
 st.caption("Hover a token for its credit, JS distance, routing weight and span membership per reward; click it to "
            "keep them open and select them. Bars under tokens: each verifier's inspected spans, in the reward's "
            "colour.")
+no_spans = [r for r in loaders.rewards_without_spans(path) if r in rewards]
+if no_spans:
+    st.caption(f"No spans reported by {', '.join(no_spans)}: their reward functions do not say which part of the "
+               "response they read, so they have no bars and no span metrics (docs/TRL.md, \"Spans\").")
 
 st.subheader("Rewards of this sample")
 ui.html_table(analysis.sample_rewards_table(sample_df), {"credit_share_in_span": ".2f"})

@@ -48,6 +48,13 @@ def run_view(target: dict) -> None:
     if run.method in ("grpo", "gdpo"):
         st.info(f"{ui.plain(str(run.method).upper())} routes every reward uniformly over the response, so its mass inside "
                 "spans equals the spans' share of tokens. Pick an MRTPO run to see where routing puts credit.")
+    no_spans = set(loaders.rewards_without_spans(path))
+    if no_spans:
+        st.info(f"No spans reported by {', '.join(r for r in rewards if r in no_spans)}: their reward functions do "
+                "not say which part of the response they read, so they are left out here.")
+        rewards = [r for r in rewards if r not in no_spans]
+        if not rewards:
+            return
     metrics, warnings = loaders.metrics(path)
     ui.show_warnings(loaders.run_label(run), warnings)
     mm = {loaders.run_label(run): metrics}
