@@ -8,7 +8,6 @@ Needs `trl` (installed by `make test`).
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -261,3 +260,69 @@ def test_replay_reuses_the_sampling_logits_and_gets_the_recomputed_distances(mic
     assert seen[0] is not None and seen[0].shape[:2] == results[0]["completion_ids"].shape and seen[1] is None
     assert torch.equal(results[0]["completion_ids"], results[1]["completion_ids"])
     torch.testing.assert_close(results[0]["advantages"], results[1]["advantages"], rtol=1e-4, atol=1e-4)
+
+
+def lora():
+    from peft import LoraConfig
+
+    return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+
+
+# TRL's documented features, each trained one step by MRTPOTrainer (README / docs/TRL.md, "What TRL offers")
+FEATURES = {
+    "gradient_checkpointing": dict(activation_checkpointing=True),
+    "loss_grpo": dict(loss_type="grpo"), "loss_bnpo": dict(loss_type="bnpo"), "loss_dr_grpo": dict(loss_type="dr_grpo"),
+    "loss_cispo": dict(loss_type="cispo"), "loss_sapo": dict(loss_type="sapo"),
+    "gspo": dict(importance_sampling_level="sequence", loss_type="grpo"),
+    "top_entropy_quantile": dict(top_entropy_quantile=0.2),
+    "beta": dict(beta=0.04, max_steps=2),
+    "log_completions": dict(log_completions=True),
+    "peft": dict(),
+    "reward_model": dict(),
+}
+
+
+@needs_trl
+@pytest.mark.parametrize("feature", list(FEATURES))
+def test_trls_documented_features_train_with_mrtpo(feature, micro, tmp_path):  # noqa: F811
+    """Each feature of TRL's GRPO documentation trains a step with MRTPO's token advantages and writes its run store:
+    LoRA (only the adapter trains, the replay runs on the adapted policy), gradient checkpointing, the loss types,
+    GSPO, top_entropy_quantile, a KL term, the completions table, and a reward model routed by replay."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from core.integrations.trl import MRTPOTrainer, verifier_rewards
+
+    path, tok, ds = micro
+    model = AutoModelForCausalLM.from_pretrained(path)
+    kwargs, fields = {}, dict(FEATURES[feature])
+    funcs = verifier_rewards(ds)
+    if feature == "peft":
+        pytest.importorskip("peft")
+        kwargs["peft_config"] = lora()
+    if feature == "reward_model":  # a sequence classifier (random head) from the micro model's folder, as TRL loads one
+        funcs = [*funcs, str(path)]
+        fields["reward_contrasts"] = {Path(path).name: "question"}
+    fields = {"max_steps": 1, **fields}
+    trainer = MRTPOTrainer(model, reward_funcs=funcs, train_dataset=ds, processing_class=tok,
+                           args=trl_args(tmp_path, runs_dir=str(tmp_path / "runs"), run_name="f",
+                                         final_checkpoint=True, **fields), **kwargs)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    store = RunStore(tmp_path / "runs" / "f")
+    assert store.status()["state"] == "completed" and store.credit_steps() == list(range(1, fields["max_steps"] + 1))
+    assert np.isfinite(store.metrics()["loss/total"]).all() and store.credit(1)["token_adv"].abs().max() > 0
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())}
+    assert changed
+    if feature == "peft":
+        assert changed and all("lora_" in n for n in changed)
+        assert (store.checkpoints()[-1] / "adapter_model.safetensors").exists()
+    if feature == "gradient_checkpointing":
+        assert trainer.model.is_activation_checkpointing
+    if feature == "log_completions":
+        assert len(trainer._logs["advantages"]) > 0
+    if feature == "beta":
+        assert store.metrics()["loss/kl"].iloc[-1] > 0
+    if feature == "reward_model":
+        name = Path(path).name
+        assert trainer.reward_names[-1] == name and store.config()["reward_routes"][name]["routing"] == "replay"

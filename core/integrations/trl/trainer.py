@@ -41,6 +41,7 @@ from torch import Tensor
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import get_callable_name, get_config_model_id
 
 from core.algos import advantages as adv_lib
 from core.algos import routing as routing_lib
@@ -69,6 +70,16 @@ from core.integrations.trl.routes import RewardRoute, plan_routes
 from core.run import batch as batch_lib
 from core.run.batch import Rollout, Scores
 from core.run.lifecycle import SignalGuard
+
+
+def reward_func_name(func) -> str:
+    """A reward function's name as TRL names it (metrics, reward_contrasts, family_weights): a model's id (a path's
+    last part), a callable's __name__ (through functools.partial), else its class name."""
+    if isinstance(func, str):
+        return func.rstrip("/").split("/")[-1]
+    if isinstance(func, torch.nn.Module):
+        return get_config_model_id(func.config).split("/")[-1]
+    return get_callable_name(func)
 
 
 @dataclass
@@ -145,8 +156,10 @@ def checkpoint_view(ckpt: Path) -> tuple[Path, tuple[Path, int]]:
 class MRTPOTrainer(RunRecorder, GRPOTrainer):
     """TRL's `GRPOTrainer` with MRTPO's token advantages and the project's run store (module docstring).
 
-    `reward_funcs` defaults to `verifier_rewards(train_dataset)`; reward functions that are not verifier
-    families are routed uniformly (they have no constraint sentence to remove) and have no spans.
+    `reward_funcs` defaults to `verifier_rewards(train_dataset)`. Any other reward function (or reward model) is
+    routed by replay with the contrast `args.reward_contrasts` declares for its name (`core.contrast`; checked on
+    every row by `routes.plan_routes`), uniformly when none is declared; one line per reward says which, at start.
+    Its spans come from `reward_with_spans`, else it has none (no span metrics).
     `store_config` is what config.json records (the `mrtpo train --backend trl` command passes its
     TrainConfig); by default it is built from `args`. `held_out_dataset` (rows as `train_dataset`'s) is scored
     at every run-store checkpoint as the built-in trainer scores its eval set (`eval/*` metrics, first
@@ -171,7 +184,7 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 families += [f for f in row.item.families() if f not in families]
             reward_funcs = [verifier_reward(f) for f in families]
         reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        names = [getattr(f, "__name__", None) or type(f).__name__ for f in reward_funcs]
+        names = [reward_func_name(f) for f in reward_funcs]
         raw_rows = [dict(r) for r in train_dataset]
         relevance_contrast = routing_lib.get_relevance(args.relevance).contrast
         self.routes: list[RewardRoute] = plan_routes(names, reward_funcs, args.reward_contrasts, raw_rows, rows,
