@@ -106,6 +106,8 @@ class TrainConfig:
     """weight above w_max: clip (dropped; the default: study v3 trained better with it, +0.013 held-out all-satisfied over mass, docs/results/study-v3.md) or mass (handed to the other tokens, so each reward keeps mean weight 1: all its advantage mass; with w_max 5 clip drops 60-65% of it)"""
     reward_weights: dict[str, float] = field(default_factory=dict)
     """weight per reward name (JSON object, or name=w,name=w on the command line); names left out get 1.0"""
+    reward_contrasts: dict[str, str] = field(default_factory=dict)
+    """mrtpo replay only: per reward name, the prompt part replay removes instead of the verifier's own rule (core.contrast; docs/TRL.md): match:REGEX, last_sentence, question (the prompt reduced to the other constraints' sentences), uniform (no replay), verifier; a JSON object, or name=spec,name=spec; names left out use their verifier's"""
     eps: float = 1e-4
     """added to standard deviations in the normalisations; 1e-4 keeps zero-spread groups at advantage 0"""
 
@@ -182,6 +184,10 @@ class TrainConfig:
         message = reward_weights_error(self.reward_weights, reward_names)
         if message:
             raise ConfigError("reward_weights", message)
+        unknown = [n for n in self.reward_contrasts if n not in reward_names]
+        if unknown:
+            raise ConfigError("reward_contrasts", f"{', '.join(map(repr, unknown))} is not a reward of the prompt set; "
+                                                  f"its rewards are {', '.join(reward_names)}")
 
     def reward_weight(self, name: str) -> float:
         return float(self.reward_weights.get(name, 1.0))
@@ -211,6 +217,11 @@ class TrainConfig:
         if path is None:
             self.validate_against(names)
             self.validate_resources(items, source)
+            from core.contrast import check_declared  # torch-free
+
+            message = check_declared(items, names, self.reward_contrasts)
+            if message:
+                raise ConfigError("reward_contrasts", message)
         return items, names
 
     def validate_resources(self, items: list, source: str | os.PathLike = "the prompt set") -> None:
@@ -390,6 +401,18 @@ def _weights_check(v: dict[str, float], cfg: TrainConfig) -> str:
     return ""
 
 
+def _contrasts_check(v: dict[str, str], cfg: TrainConfig) -> str:
+    from core.contrast import builtin_contrast_error
+
+    for name, spec in v.items():
+        if not isinstance(name, str) or not name:
+            return f"reward names must be non-empty strings, got {name!r}"
+        message = builtin_contrast_error(spec)
+        if message:
+            return f"{name}: {message}"
+    return ""
+
+
 def trl_problem() -> str:
     """Why the trl backend cannot run here ("" when TRL 1.16 is installed); looks at the package without importing it."""
     try:
@@ -448,6 +471,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),
     ("routing_clip", _choice(FIELD_CHOICES["routing_clip"])),
     ("reward_weights", _weights_check),
+    ("reward_contrasts", _contrasts_check),
     ("eps", _at_least(0.0, "try 1e-4", strict=True)),
     ("group_size", _at_least(2, "advantages compare responses within a group, so a group needs 2 or more")),
     ("prompts_per_step", _at_least(1)),
@@ -604,6 +628,29 @@ def parse_weights(text: str) -> dict[str, float]:
     return out
 
 
+def parse_contrasts(text: str) -> dict[str, str]:
+    """`'{"task:arithmetic": "question"}'` or `'task:arithmetic=question'` -> {"task:arithmetic": "question"}
+    (argparse type for reward_contrasts; a spec may hold "=" and "," only in the JSON form)."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            from core.tasks import json_error_text
+
+            raise argparse.ArgumentTypeError(f"not a JSON object: {json_error_text(exc)}") from exc
+        if not isinstance(data, dict):
+            raise argparse.ArgumentTypeError("give a JSON object of reward name -> contrast")
+        return data
+    out: dict[str, str] = {}
+    for part in filter(None, text.split(",")):
+        name, sep, spec = part.partition("=")
+        if not sep or not name.strip() or not spec.strip():
+            raise argparse.ArgumentTypeError(f"{part!r}: write name=contrast, e.g. task:arithmetic=question")
+        out[name.strip()] = spec.strip()
+    return out
+
+
 def _optional_str(text: str) -> str | None:
     return text or None
 
@@ -622,7 +669,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         if group is None:
             group = groups[section] = parser.add_argument_group(section or "options")
         tp = _base_type(field_types()[f.name])
-        if typing.get_origin(tp) is dict:
+        if f.name == "reward_contrasts":
+            conv, metavar = parse_contrasts, "NAME=SPEC,..."
+        elif typing.get_origin(tp) is dict:
             conv, metavar = parse_weights, "NAME=W,..."
         elif type(None) in typing.get_args(field_types()[f.name]):
             conv, metavar = _optional_str, "STR"

@@ -221,3 +221,94 @@ def verifier_routes(names: Sequence[str], source: str | None) -> dict[str, dict]
     routing = source if source in ("replay", "span") else "uniform"
     return {n: {"routing": routing, "contrast": "verifier" if routing == "replay" else None, "spans": True}
             for n in names}
+
+
+# ----------------------------------------------------------------------------------------------- with verifiers
+
+
+def stated_text(item: Any, name: str) -> str | None:
+    """The text of `item.prompt()` (a `core.tasks.PromptItem`) that states reward `name`'s constraint (its sentence;
+    the task for a task verifier), None when the prompt does not state it or it cannot be located."""
+    names = item.reward_names()
+    if name not in names:
+        return None
+    part = item.constraint_part(names.index(name))
+    return None if part is None else item.prompt()[part[0]: part[1]]
+
+
+def others_for(item: Any, names: Sequence[str], contrasts: Sequence[Contrast | None], k: int) -> list[Contrast]:
+    """The other rewards' contrasts as `question` reads them for reward k of a prompt with verifiers: a reward that is
+    a constraint of `item` points at its stated text (`stated_text`), whatever its own contrast; any other keeps its
+    text contrast."""
+    out = []
+    for j, (name, contrast) in enumerate(zip(names, contrasts, strict=True)):
+        if j == k:
+            continue
+        stated = stated_text(item, name) if item is not None else None
+        if stated:
+            out.append(Contrast("text", lambda row, t=stated: t))
+        elif contrast is not None and contrast.kind in TEXT_KINDS:
+            out.append(contrast)
+    return out
+
+
+# Contrasts the built-in trainer's prompts (a prompt set: one user message, no columns) can take.
+BUILTIN_KINDS = ("verifier", "uniform", "match", "last_sentence", "question")
+
+
+def builtin_contrast_error(spec: Any) -> str:
+    """Why `spec` cannot be a contrast of the built-in trainer (TrainConfig.reward_contrasts), "" when it can."""
+    try:
+        contrast = parse(spec)
+    except ContrastError as exc:
+        return str(exc)
+    if contrast.kind not in BUILTIN_KINDS:
+        return (f"{contrast.describe()}: a prompt set's prompts have no columns or system message; use one of "
+                f"{', '.join(k for k in BUILTIN_KINDS if k != 'match')}, match:REGEX (MRTPOConfig takes the others)")
+    return ""
+
+
+def item_contrastive(item: Any, names: Sequence[str], declared: Mapping[str, Contrast], k: int,
+                     relevance_contrast: str = "remove") -> str | None:
+    """x^-k of a prompt-set item (a `core.tasks.PromptItem`, the built-in trainer) for reward `names[k]`: the
+    verifier's own rule (`PromptItem.contrastive_prompt`, remove / swap / auto) unless `declared` (parsed
+    TrainConfig.reward_contrasts) gives the reward another contrast; None where the prompt does not state the reward,
+    the declared contrast is `uniform`, or it finds nothing in this prompt."""
+    name = names[k]
+    stated = item.reward_names()
+    if name not in stated:
+        return None
+    contrast = declared.get(name)
+    if contrast is None or contrast.kind == "verifier":
+        return item.contrastive_prompt(stated.index(name), relevance_contrast)
+    if contrast.kind == "uniform":
+        return None
+    others = others_for(item, names, [declared.get(n) for n in names], k)
+    return contrastive_prompt(contrast, {"prompt": item.prompt()}, others)
+
+
+def declared_contrasts(specs: Mapping[str, Any]) -> dict[str, Contrast]:
+    """TrainConfig.reward_contrasts parsed (`parse`)."""
+    return {name: parse(spec) for name, spec in (specs or {}).items()}
+
+
+def check_declared(items: Sequence[Any], names: Sequence[str], specs: Mapping[str, Any]) -> str:
+    """Why the declared contrasts cannot route a prompt set ("" when they can): one that raises on a prompt (naming
+    it), or that finds nothing in every prompt stating its reward (replay would then route it uniformly everywhere)."""
+    declared = declared_contrasts(specs)
+    for name, contrast in declared.items():
+        if contrast.kind in ("verifier", "uniform") or name not in names:
+            continue
+        k, found, stating = list(names).index(name), 0, 0
+        for item in items:
+            if name not in item.reward_names():
+                continue
+            stating += 1
+            try:
+                found += item_contrastive(item, names, declared, k) is not None
+            except ContrastError as exc:
+                return f"{name}: prompt {item.key!r}: {exc}"
+        if stating and not found:
+            return (f"{name}: contrast {contrast.describe()} finds nothing to remove in any of the {stating} prompts "
+                    "stating it; fix it or declare 'uniform'")
+    return ""

@@ -79,3 +79,36 @@ def test_bad_specs_are_refused_with_the_valid_forms(spec, message):
 def test_located_text_names_the_part_a_text_contrast_points_at():
     assert located_text(parse("match:boxed"), {}, user(CHAT)) == "Put the answer in \\boxed{}."
     assert parse("uniform").replays is False and parse("verifier").replays
+
+
+def test_the_built_in_trainers_declared_contrasts_on_a_prompt_set_item():
+    """TrainConfig.reward_contrasts: a declared contrast replaces the verifier's rule for that reward; `question`
+    keeps the other constraints' sentences; `uniform` has none; the others keep their verifier's."""
+    from core.contrast import check_declared, declared_contrasts, item_contrastive
+    from core.tasks import PromptItem
+    from core.verifiers import build
+
+    item = PromptItem("p", "What is 3 plus 4?", [build("task:arithmetic", answer=7), build("punctuation:no_comma"),
+                                                 build("change_case:english_lowercase")])
+    names = ["task:arithmetic", "punctuation:no_comma", "change_case:english_lowercase", "keywords:existence"]
+    declared = declared_contrasts({"task:arithmetic": "question", "punctuation:no_comma": "match:comma",
+                                   "change_case:english_lowercase": "uniform"})
+    assert item_contrastive(item, names, declared, 0) == "Do not use any commas. Use only lowercase letters."
+    assert item_contrastive(item, names, declared, 1) == "What is 3 plus 4? Use only lowercase letters."
+    assert item_contrastive(item, names, declared, 2) is None
+    assert item_contrastive(item, names, declared, 3) is None  # the prompt does not state it
+    assert item_contrastive(item, names, {}, 1) == item.contrastive_prompt(1)  # undeclared: the verifier's rule
+    assert "finds nothing" in check_declared([item], names, {"punctuation:no_comma": "match:zebra"})
+    assert check_declared([item], names, {"punctuation:no_comma": "match:comma"}) == ""
+
+
+def test_the_built_in_trainer_refuses_contrasts_its_prompts_cannot_have():
+    from core.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match="reward_contrasts.*no columns"):
+        TrainConfig(reward_contrasts={"punctuation:no_comma": "column:hint"})
+    with pytest.raises(ConfigError, match="unknown contrast"):
+        TrainConfig(reward_contrasts={"punctuation:no_comma": "remove"})
+    cfg = TrainConfig(reward_contrasts={"nope": "question"})
+    with pytest.raises(ConfigError, match="'nope' is not a reward of the prompt set"):
+        cfg.load_prompts()

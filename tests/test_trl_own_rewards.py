@@ -326,3 +326,29 @@ def test_trls_documented_features_train_with_mrtpo(feature, micro, tmp_path):  #
     if feature == "reward_model":
         name = Path(path).name
         assert trainer.reward_names[-1] == name and store.config()["reward_routes"][name]["routing"] == "replay"
+
+
+@pytest.mark.parametrize("backend", ["builtin", "trl"])
+def test_both_trainers_route_declared_contrasts_the_same_way(backend, micro_model, prompt_file, tmp_path, capsys):
+    """`mrtpo train --reward-contrasts` on either backend: the declared rewards take their contrast (task:arithmetic
+    its question, so its weights vary), a reward declared uniform is not replayed (weight 1 on every token), the
+    config records them; replay/pass_share counts only the pairs that have a contrast."""
+    from test_trl import MICRO
+
+    from core.cli import main
+
+    if backend == "trl" and not importlib.util.find_spec("trl"):
+        pytest.skip("TRL is not installed")
+    code = main(["train", "--backend", backend, "--model", str(micro_model), "--prompt-set", str(prompt_file),
+                 "--steps", "1", "--runs-dir", str(tmp_path), "--run-name", "rc", "--device", "cpu",
+                 "--replay-pairs", "all", "--reward-contrasts", "task:arithmetic=question,punctuation:no_comma=uniform",
+                 *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]])
+    assert code == 0, capsys.readouterr()
+    store = RunStore(tmp_path / "rc")
+    assert store.config()["reward_contrasts"] == {"task:arithmetic": "question", "punctuation:no_comma": "uniform"}
+    credit = store.credit(1)
+    comma = credit[credit["reward"] == "punctuation:no_comma"]
+    assert len(comma) and (comma["weight"] == 1).all() and comma["distance"].isna().all()
+    arithmetic = credit[credit["reward"] == "task:arithmetic"]
+    assert arithmetic.groupby("sample")["weight"].std().max() > 0.05
+    assert store.metrics()["replay/pass_share"].iloc[-1] == 1.0  # replay_pairs all: every pair with a contrast

@@ -57,6 +57,7 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
         **grpo_fields(cfg, output_dir, use_cpu, processes),
         method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
+        reward_contrasts=dict(cfg.reward_contrasts) or None,
         replay_chunk=cfg.replay_chunk, replay_pairs=cfg.replay_pairs, replay_dtype=cfg.replay_dtype, runs_dir=cfg.runs_dir, run_name=cfg.run_name,
         checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
         credit_samples=cfg.credit_samples, credit_every=cfg.credit_every, eval_samples=cfg.eval_samples,

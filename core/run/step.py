@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from core import contrast as contrast_lib
 from core import model as model_lib
 from core.algos import advantages as adv_lib
 from core.algos import forward_passes
@@ -188,24 +189,36 @@ def rollout_logprobs(state: TrainState, rollout: Rollout) -> tf_lib.ResponseLogp
 
 def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | None = None, contrast: str = "remove"
                            ) -> list[list[list[int] | None]]:
-    """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply, or where
-    `pairs` (B, K) bool is False: no contrastive pass for that pair); `contrast` as in
-    `core.tasks.PromptItem.contrastive_prompt` (remove the constraint, or swap its argument)."""
-    cache: dict[tuple[str, int], list[int]] = {}
+    """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply, where it has no
+    contrast here, or where `pairs` (B, K) bool is False: no contrastive pass for that pair). x^-k is the verifier's
+    own (`core.tasks.PromptItem.contrastive_prompt`: `contrast` removes the constraint or swaps its argument) unless
+    the config's `reward_contrasts` declares another (`core.contrast.item_contrastive`)."""
+    declared = contrast_lib.declared_contrasts(state.cfg.reward_contrasts)
+    cache: dict[tuple[str, int], list[int] | None] = {}
     out = []
     for i, item in enumerate(rollout.items):
         row: list[list[int] | None] = []
-        families = item.families()
-        for k, name in enumerate(state.reward_names):
-            if name not in families or (pairs is not None and not bool(pairs[i, k])):
+        for k in range(len(state.reward_names)):
+            if pairs is not None and not bool(pairs[i, k]):
                 row.append(None)
                 continue
-            key = (item.key, families.index(name))
+            key = (item.key, k)
             if key not in cache:
-                cache[key] = list(model_lib.encode_prompt(state.tokenizer, item.contrastive_prompt(key[1], contrast)))
+                text = contrast_lib.item_contrastive(item, state.reward_names, declared, k, contrast)
+                cache[key] = None if text is None else list(model_lib.encode_prompt(state.tokenizer, text))
             row.append(cache[key])
         out.append(row)
     return out
+
+
+def routable_pairs(state: TrainState, rollout: Rollout) -> Tensor | None:
+    """(B, K) bool: the pairs that have a contrastive prompt under the declared contrasts (a reward declared
+    `uniform`, or a prompt its contrast finds nothing in, is not replayed); None without declared contrasts."""
+    if not state.cfg.reward_contrasts:
+        return None
+    declared = contrast_lib.declared_contrasts(state.cfg.reward_contrasts)
+    return torch.tensor([[contrast_lib.item_contrastive(item, state.reward_names, declared, k) is not None
+                          for k in range(len(state.reward_names))] for item in rollout.items], dtype=torch.bool)
 
 
 def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs | None) -> Routing:
@@ -227,7 +240,7 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
 
     group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
     entropy = None if logprobs is None else logprobs.entropy.float().cpu()
-    return batch_lib.route(cfg, rollout.mask, scores, group_adv, distances, entropy)
+    return batch_lib.route(cfg, rollout.mask, scores, group_adv, distances, entropy, routable_pairs(state, rollout))
 
 
 def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, routing: Routing) -> Advantages:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import ConfigError
-from core.contrast import Contrast, ContrastError, contrastive_prompt, parse
+from core.contrast import Contrast, ContrastError, contrastive_prompt, others_for, parse
 from core.integrations.trl.dataset import PromptRow
 
 
@@ -34,15 +34,19 @@ class RewardRoute:
     def replays(self) -> bool:
         return self.contrast is not None
 
-    def contrastive(self, row: Mapping, prompt_row: PromptRow, relevance_contrast: str,
-                    others: Sequence[Contrast]) -> Any | None:
+    def contrastive(self, row: Mapping, prompt_row: PromptRow, relevance_contrast: str, names: Sequence[str],
+                    contrasts: Sequence[Contrast | None]) -> Any | None:
         """x^-k of one dataset row for this reward (None: no x^-k here, uniform on this row). The verifier's rule
-        takes the relevance variant's kind (remove / swap / auto); the other contrasts remove."""
+        takes the relevance variant's kind (remove / swap / auto); the other contrasts remove. `names`, `contrasts`:
+        every reward's, for `question` (which keeps the others' instruction texts: a constraint the row states
+        points at its sentence, `core.contrast.others_for`)."""
         if self.contrast is None:
             return None
         if self.contrast.kind == "verifier":
             out = prompt_row.contrastive(self.name, relevance_contrast)
             return None if out is None or out == prompt_row.prompt else out
+        others = others_for(prompt_row.item if prompt_row.item.constraints else None, names, contrasts,
+                            list(names).index(self.name))
         return contrastive_prompt(self.contrast, row, others)
 
     def line(self, source: str) -> str:
@@ -110,7 +114,7 @@ def plan_routes(names: Sequence[str], funcs: Sequence[Callable], contrasts: Mapp
     families = {f for r in prompt_rows for f in r.item.families()}
     declared = _declared(names, funcs, contrasts, families)
     routes = []
-    for k, (name, func, contrast) in enumerate(zip(names, funcs, declared, strict=True)):
+    for name, func, contrast in zip(names, funcs, declared, strict=True):
         route = RewardRoute(name, contrast, reports_spans(func), rows=len(rows))
         explicit = (contrasts or {}).get(name)
         if contrast is None:
@@ -118,10 +122,9 @@ def plan_routes(names: Sequence[str], funcs: Sequence[Callable], contrasts: Mapp
                          f"no contrast declared (MRTPOConfig(reward_contrasts={{{name!r}: ...}}) routes it by replay; "
                          "docs/TRL.md)")
         elif source == "replay":
-            others = [c for j, c in enumerate(declared) if j != k and c is not None]
             for i, (row, prow) in enumerate(zip(rows, prompt_rows, strict=True)):
                 try:
-                    found = route.contrastive(row, prow, relevance_contrast, others)
+                    found = route.contrastive(row, prow, relevance_contrast, names, declared)
                 except ContrastError as exc:
                     raise ConfigError("reward_contrasts", f"{name}: row {i}: {exc}") from None
                 route.rows_found += found is not None

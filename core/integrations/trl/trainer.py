@@ -471,8 +471,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 if len(self._contrast_cache) > 100_000:
                     self._contrast_cache.clear()
                 cached = self._contrast_cache[key] = [
-                    route.contrastive(row, prow, relevance_contrast, contrasts[:k] + contrasts[k + 1:])
-                    if route.replays else None for k, route in enumerate(self.routes)]
+                    route.contrastive(row, prow, relevance_contrast, self.reward_names, contrasts)
+                    if route.replays else None for route in self.routes]
             out.append([v if bool(applicable[i, k]) else None for k, v in enumerate(cached)])
         return out
 
