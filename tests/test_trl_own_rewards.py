@@ -60,6 +60,7 @@ def test_each_trl_documentation_setup_routes_the_users_own_rewards_by_replay(nam
         assert (f"span/{reward}/overlap" in metrics) == route["spans"]
         assert f"span/{reward}/retained" in metrics  # retained mass reads no spans
     assert store.checkpoints() == []
+    assert "reward/all_satisfied" not in metrics  # the user's scores have no "satisfied"
 
 
 @needs_trl
@@ -352,3 +353,28 @@ def test_both_trainers_route_declared_contrasts_the_same_way(backend, micro_mode
     arithmetic = credit[credit["reward"] == "task:arithmetic"]
     assert arithmetic.groupby("sample")["weight"].std().max() > 0.05
     assert store.metrics()["replay/pass_share"].iloc[-1] == 1.0  # replay_pairs all: every pair with a contrast
+
+
+@needs_trl
+@pytest.mark.app
+def test_the_app_opens_a_run_of_a_users_own_rewards_and_says_which_report_no_spans(tmp_path, monkeypatch):
+    """Every page opens on a run of TRL's reasoning setup (two of its three rewards report no spans, no
+    all-satisfied rate); Token credit and the Verifier debugger name the rewards without spans."""
+    from streamlit.testing.v1 import AppTest
+
+    example("math_reasoning").main(["--max-steps", "1", "--runs-dir", str(tmp_path), "--run-name", "own",
+                                    "--output-dir", str(tmp_path / "hf"), "--max-completion-length", "8"])
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    run = str(tmp_path / "own")
+    said = {}
+    for name in ("runs", "curves", "credit", "js", "debugger", "compare"):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.session_state["mrtpo_run"] = run
+        at.session_state["mrtpo_runs"] = [run]
+        at.run()
+        if name != "runs":
+            at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
+        assert not at.exception, (name, at.exception)
+        said[name] = " ".join([c.value for c in at.caption] + [i.value for i in at.info])
+    for name in ("credit", "debugger"):
+        assert "No spans reported by think_format_reward, lowercase_reward" in said[name], said[name]

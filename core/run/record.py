@@ -42,6 +42,7 @@ class StepRecord:
     times: dict[str, float]
     w_max: float = 5.0  # the routing cap, for routing/clipped_share
     span_rewards: Sequence[str] | None = None  # the rewards that report inspected spans (None: every reward)
+    satisfiable: bool = True  # every reward is a verifier (score 1 = satisfied): reward/all_satisfied means something
 
 
 def _nanmean(x: Tensor) -> float:
@@ -67,6 +68,8 @@ def step_metrics(rec: StepRecord) -> dict[str, Any]:
     names, rollout, token_adv = rec.reward_names, rec.rollout, rec.adv.token_adv
     m: dict[str, Any] = {"step": rec.step}
     m.update(reward_metrics(rec.scores.rewards, names))
+    if not rec.satisfiable:  # a user's reward has no "satisfied" (its scores need not be 0 / 1)
+        del m["reward/all_satisfied"]
     real = token_adv[rollout.mask.bool()]
     m["adv/mean"] = float(real.mean())
     m["adv/std"] = float(real.std()) if real.numel() > 1 else 0.0
@@ -183,8 +186,9 @@ def summary_line(m: dict[str, Any], total: int, names: list[str]) -> str:
         return m.get(key, 0.0)
 
     rewards = " ".join(f"{short(n)} {m.get(f'reward/{n}', float('nan')):.2f}" for n in names)
+    satisfied = f" all {m['reward/all_satisfied']:.2f} |" if "reward/all_satisfied" in m else ""
     return (
-        f"step {m['step']}/{total} | {rewards} | all {m['reward/all_satisfied']:.2f} | "
+        f"step {m['step']}/{total} | {rewards} |{satisfied} "
         f"adv_std {m['adv/std']:.2f} | loss {m['loss/total']:+.4f} kl {m['policy/kl']:.4f} "
         f"clip {m['policy/clip_frac']:.2f} ent {m['policy/entropy']:.2f} | {m['time/step']:.1f}s "
         f"(gen {t('time/generate'):.1f} ver {t('time/verify'):.2f} logp {t('time/logprobs'):.1f} "

@@ -321,7 +321,8 @@ class RunRecorder:
         rollout, scores, routing, adv = merge_batches(batch.parts, batch.rewards, group_adv)
         rec = record.StepRecord(step, self.reward_names, self.num_generations, rollout, scores, routing, adv,
                                 loss_stats, times, w_max=self.args.w_max,
-                                span_rewards=[r.name for r in self.routes if r.spans])
+                                span_rewards=[r.name for r in self.routes if r.spans],
+                                satisfiable=all(hasattr(f, "family") for f in self.reward_funcs))
         metrics = record.step_metrics(rec)
         if not self.diverged and self.is_checkpoint_step(step):
             metrics.update(self.held_out_metrics())
