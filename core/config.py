@@ -601,21 +601,26 @@ def field_docs() -> dict[str, tuple[str, str]]:
     return docs
 
 
+def _json_object(text: str, what: str) -> dict:
+    """A command-line JSON object of reward name -> `what`; argparse's error otherwise."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        from core.tasks import json_error_text
+
+        raise argparse.ArgumentTypeError(f"not a JSON object: {json_error_text(exc)}") from exc
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError(f"give a JSON object of reward name -> {what}")
+    return data
+
+
 def parse_weights(text: str) -> dict[str, float]:
     """`'{"a": 2}'` or `'a=2,b=0.5'` -> {"a": 2.0, "b": 0.5} (argparse type for reward_weights)."""
     text = text.strip()
     if not text:
         return {}
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            from core.tasks import json_error_text
-
-            raise argparse.ArgumentTypeError(f"not a JSON object: {json_error_text(exc)}") from exc
-        if not isinstance(data, dict):
-            raise argparse.ArgumentTypeError("give a JSON object of reward name -> weight")
-        return data
+        return _json_object(text, "weight")
     out: dict[str, float] = {}
     for part in text.split(","):
         name, sep, value = part.rpartition("=")
@@ -633,15 +638,7 @@ def parse_contrasts(text: str) -> dict[str, str]:
     (argparse type for reward_contrasts; a spec may hold "=" and "," only in the JSON form)."""
     text = text.strip()
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            from core.tasks import json_error_text
-
-            raise argparse.ArgumentTypeError(f"not a JSON object: {json_error_text(exc)}") from exc
-        if not isinstance(data, dict):
-            raise argparse.ArgumentTypeError("give a JSON object of reward name -> contrast")
-        return data
+        return _json_object(text, "contrast")
     out: dict[str, str] = {}
     for part in filter(None, text.split(",")):
         name, sep, spec = part.partition("=")

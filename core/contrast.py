@@ -238,13 +238,14 @@ def stated_text(item: Any, name: str) -> str | None:
 
 def others_for(item: Any, names: Sequence[str], contrasts: Sequence[Contrast | None], k: int) -> list[Contrast]:
     """The other rewards' contrasts as `question` reads them for reward k of a prompt with verifiers: a reward that is
-    a constraint of `item` points at its stated text (`stated_text`), whatever its own contrast; any other keeps its
-    text contrast."""
+    a constraint of `item` points at its stated sentence (`stated_text`; a task verifier's text is the question
+    itself, so it is not kept), whatever its own contrast; any other keeps its text contrast."""
     out = []
     for j, (name, contrast) in enumerate(zip(names, contrasts, strict=True)):
         if j == k:
             continue
-        stated = stated_text(item, name) if item is not None else None
+        verifier = item.verifier_for(name) if item is not None else None
+        stated = stated_text(item, name) if verifier is not None and not verifier.is_task else None  # not the question
         if stated:
             out.append(Contrast("text", lambda row, t=stated: t))
         elif contrast is not None and contrast.kind in TEXT_KINDS:
