@@ -5,9 +5,10 @@ over a prompt set whose prompts each state one or more instructions (docs/IFEVAL
 - instruction-level accuracy: followed instructions / all instructions, over every prompt;
 - prompt-level accuracy: prompts whose instructions are all followed / all prompts;
 each **strict** (the verifier's verdict on the response as it is) and **loose** (followed when the verdict holds
-on any of IFEval's eight variants of the response, `loose_variants`). Verdicts are the built-in verifiers'
-binary ones (a graded spec is judged by its binary form), so they follow IFEval's checks up to the differences
-listed in docs/IFEVAL.md.
+on any of IFEval's eight variants of the response, `loose_variants`). Verdicts (`SCORINGS`): by default IFEval's
+reference verdicts (`core.evaluate.reference`: equal to IFEval's code's on the same files), or with
+`--scoring project` the built-in verifiers' binary ones (a graded spec is judged by its binary form), which follow
+IFEval's checks up to the differences listed in docs/IFEVAL.md and are what training pays.
 
 Two sources of responses:
 - a JSONL file in IFEval's `input_response_data` format (`{"prompt": ..., "response": ...}` per line), matched
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.evaluate.reference import drawn_at_random, reference_verdict
 from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path
 from core.tasks import PromptItem, PromptSetError, jsonl_records, load_prompt_set
 from core.verifiers import Verifier, build
@@ -60,12 +62,22 @@ def _binary(verifier: Verifier) -> Verifier:
     return build(verifier.family, **verifier.kwargs) if verifier.graded else verifier
 
 
-def followed(verifier: Verifier, response: str) -> tuple[bool, bool]:
+SCORINGS = ("reference", "project")
+
+
+def verdict(verifier: Verifier, text: str, scoring: str = "reference") -> bool:
+    """One binary verdict: IFEval's reference verdict (`core.evaluate.reference`) or the project's verifier's."""
+    if scoring == "reference":
+        return reference_verdict(verifier, text)
+    return verifier.verify(text).score == 1.0
+
+
+def followed(verifier: Verifier, response: str, scoring: str = "reference") -> tuple[bool, bool]:
     """(strict, loose) verdict of one instruction: strict on the response, loose on any `loose_variants` of it.
-    A blank text follows nothing (`Verifier.verify`)."""
+    A blank text follows nothing. `scoring`: "reference" (IFEval's verdicts) or "project" (the verifiers')."""
     check = _binary(verifier)
-    strict = check.verify(response).score == 1.0
-    loose = strict or any(check.verify(text).score == 1.0 for text in loose_variants(response)[1:])
+    strict = verdict(check, response, scoring)
+    loose = strict or any(verdict(check, text, scoring) for text in loose_variants(response)[1:])
     return strict, loose
 
 
@@ -79,13 +91,16 @@ class PromptVerdict:
     instruction_ids: list[str]
     strict: list[bool]
     loose: list[bool]
+    # per instruction: the reference draws its verdict at random (reference scoring only; `drawn_at_random`)
+    drawn: list[bool] = field(default_factory=list)
 
 
-def judge(item: PromptItem, response: str) -> PromptVerdict:
-    """The verdicts of every instruction of `item` on `response`."""
-    verdicts = [followed(c, response) for c in item.constraints]
+def judge(item: PromptItem, response: str, scoring: str = "reference") -> PromptVerdict:
+    """The verdicts of every instruction of `item` on `response` under `scoring` (`SCORINGS`)."""
+    verdicts = [followed(c, response, scoring) for c in item.constraints]
+    drawn = [scoring == "reference" and drawn_at_random(c) for c in item.constraints]
     return PromptVerdict(item.key, item.prompt(), response, [c.family for c in item.constraints],
-                         [s for s, _ in verdicts], [lo for _, lo in verdicts])
+                         [s for s, _ in verdicts], [lo for _, lo in verdicts], drawn)
 
 
 def accuracies(verdicts: Sequence[PromptVerdict]) -> dict[str, float]:
@@ -125,6 +140,7 @@ class Report:
 
     prompt_set: str
     source: str  # "responses" or "model"
+    scoring: str = "reference"  # SCORINGS: IFEval's reference verdicts or the project's verifiers'
     responses_file: str | None = None
     model: str | None = None
     decoding: dict[str, Any] = field(default_factory=dict)
@@ -134,7 +150,19 @@ class Report:
 
     def summary(self) -> dict[str, Any]:
         return {"n_prompts": len(self.verdicts), "n_instructions": sum(len(v.strict) for v in self.verdicts),
-                **accuracies(self.verdicts)}
+                "n_drawn_at_random": sum(sum(v.drawn) for v in self.verdicts), **accuracies(self.verdicts)}
+
+    def scoring_text(self) -> str:
+        """One line naming the scoring, and the instructions whose reference verdict is a random draw."""
+        if self.scoring == "project":
+            return "scoring: project (the verifiers' own verdicts; differences from IFEval's in docs/IFEVAL.md)"
+        text = ("scoring: reference (IFEval's own verdicts: langdetect 1.0.9 seeded 0, NLTK Punkt English, "
+                "arguments as regular expressions)")
+        keys = [v.key for v in self.verdicts if any(v.drawn)]
+        if keys:
+            text += (f"; {sum(sum(v.drawn) for v in self.verdicts)} instruction(s) where the reference draws a "
+                     f"random letter (keys {', '.join(keys)}) scored by most of its 52 draws")
+        return text
 
     def to_json(self) -> dict[str, Any]:
         head = {k: v for k, v in asdict(self).items() if k != "verdicts"}
@@ -149,6 +177,8 @@ class Report:
             f"IFEval accuracies of {what} on `{self.prompt_set}`: {s['n_prompts']} prompts, "
             f"{s['n_instructions']} instructions; wall time {self.wall_seconds:.1f} s"
             + (f" ({self.generate_seconds:.1f} s generating)" if self.source == "model" else "") + ".",
+            "",
+            self.scoring_text() + ".",
             "",
             "| | strict | loose |",
             "|---|---:|---:|",
@@ -167,7 +197,7 @@ class Report:
         return (f"{s['n_prompts']} prompts, {s['n_instructions']} instructions | prompt strict "
                 f"{s['prompt_level_strict']:.4f} | instruction strict {s['instruction_level_strict']:.4f} | "
                 f"prompt loose {s['prompt_level_loose']:.4f} | instruction loose {s['instruction_level_loose']:.4f}"
-                f" | {self.wall_seconds:.1f} s")
+                f" | {self.wall_seconds:.1f} s\n{self.scoring_text()}")
 
 
 def _decoding_text(decoding: dict[str, Any]) -> str:
@@ -195,13 +225,15 @@ def read_responses(path: str | Path) -> dict[str, str]:
     return out
 
 
-def evaluate_responses(items: Sequence[PromptItem], responses: dict[str, str]) -> list[PromptVerdict]:
-    """Verdicts of every item on its response (matched by prompt text). Raises `EvalError` when a prompt has none."""
+def evaluate_responses(items: Sequence[PromptItem], responses: dict[str, str],
+                       scoring: str = "reference") -> list[PromptVerdict]:
+    """Verdicts (under `scoring`) of every item on its response (matched by prompt text). Raises `EvalError` when
+    a prompt has none."""
     missing = [item for item in items if item.prompt() not in responses]
     if missing:
         raise EvalError(f"{len(missing)} of {len(items)} prompts have no response (first: key {missing[0].key!r}); "
                         "responses are matched to prompts by the exact prompt text")
-    return [judge(item, responses[item.prompt()]) for item in items]
+    return [judge(item, responses[item.prompt()], scoring) for item in items]
 
 
 def write_responses(verdicts: Sequence[PromptVerdict], path: str | Path) -> None:
@@ -280,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "no model is loaded")
     source.add_argument("--model", help="preset (tiny-instruct, tiny-multi, smollm2-135m) or local Hugging Face "
                         "causal-LM folder that answers each prompt")
+    parser.add_argument("--scoring", choices=SCORINGS, default="reference",
+                        help="reference (default): IFEval's own verdicts, so the numbers equal IFEval's code's; "
+                        "project: the verifiers' corrected verdicts, as training scores (docs/IFEVAL.md)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="response length cap (default %(default)s)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; > 0: sample")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed when --temperature > 0")
@@ -309,9 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         items = load_prompt_set(resolve_path(args.prompt_set))[: args.limit]
         report = Report(prompt_set=args.prompt_set, source="model" if args.model else "responses",
-                        responses_file=args.responses, model=args.model)
+                        responses_file=args.responses, model=args.model, scoring=args.scoring)
         if args.responses:
-            report.verdicts = evaluate_responses(items, read_responses(resolve_path(args.responses)))
+            report.verdicts = evaluate_responses(items, read_responses(resolve_path(args.responses)), args.scoring)
         else:
             from core.model import ModelLoadError
 
@@ -325,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             except ModelLoadError as exc:  # its message names the preset's build command or the folder's problem
                 raise EvalError(str(exc)) from None
             report.generate_seconds = time.perf_counter() - t0
-            report.verdicts = [judge(item, text) for item, text in zip(items, texts, strict=True)]
+            report.verdicts = [judge(item, text, args.scoring) for item, text in zip(items, texts, strict=True)]
             if args.out_responses:
                 write_responses(report.verdicts, args.out_responses)
     except (PromptSetError, EvalError) as exc:
