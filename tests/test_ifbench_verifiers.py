@@ -1,0 +1,92 @@
+"""The project's IFBench verifiers (core/verifiers/ifbench/): verdicts and spans on texts written for the test,
+hand-checked against the rule each docstring states (IFBench's check); refused ids; `mrtpo eval --benchmark
+ifbench` on an IFBench-format file written for the test."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.evaluate import ifeval
+from core.verifiers import VerifierSpecError, build, families
+from core.verifiers.ifbench import IFBENCH_IDS, REFUSED, supported
+
+# (id, kwargs, text, followed)
+CASES = [
+    ("count:word_count_range", {"min_words": 3, "max_words": 4}, "one two, three", True),
+    ("count:word_count_range", {"min_words": 3, "max_words": 4}, "one two three four five", False),
+    ("count:unique_word_count", {"N": 3}, "Red red, RED! blue green", True),  # red, blue, green
+    ("count:unique_word_count", {"N": 4}, "Red red, RED! blue green", False),
+    ("count:conjunctions", {"small_n": 2}, "cats and dogs, but not birds", True),
+    ("count:conjunctions", {"small_n": 2}, "cats and dogs and birds", False),
+    ("count:conjunctions", {"small_n": 2}, "cats and dogs And birds", True),  # as written: 'and' and 'And' differ
+    ("count:person_names", {"N": 2}, "Emma met Liam.", True),
+    ("count:person_names", {"N": 2}, "Emma met emma.", False),  # case-sensitive
+    ("count:person_names", {"N": 1}, "Leonard came.", True),  # 'Leo' as a substring, as IFBench
+    ("count:numbers", {"N": 2}, "It costs 3.50 and weighs 1,000 grams.", True),  # 3.50 and 1,000 are one each
+    ("count:numbers", {"N": 2}, "Only 7 here.", False),
+    ("count:punctuation", {}, "Wait?! Yes! Really? Ok, see: done; end.", True),
+    ("count:punctuation", {}, "Wait?! Yes, really; see: done.", False),  # the ?! is set aside: no '!' nor '?' left
+    ("count:punctuation", {}, "Wait! Yes, really; see: done?", False),  # no interrobang
+    ("count:punctuation", {}, "Wait?! Yes! Really? Ok, see: done; end", False),  # no '.'
+    ("count:pronouns", {"N": 3}, "She/her said it's mine", True),  # she, her, its, mine
+    ("count:pronouns", {"N": 3}, "The cat sat.", False),
+    ("count:words_japanese", {"N": 2}, "I 猫 like ねこ 12 !", True),  # 6th piece '!' strips to empty: exempt
+    ("count:words_japanese", {"N": 2}, "I cat like ねこ", False),
+    ("count:keywords_multiple", {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4",
+                                 "keyword5": "e5"},
+     "a1 " + "B2 " * 2 + "c3 " * 3 + "d4 " * 5 + "e5 " * 7, True),
+    ("count:keywords_multiple", {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4",
+                                 "keyword5": "e5"},
+     "a1 a1 " + "b2 " * 2 + "c3 " * 3 + "d4 " * 5 + "e5 " * 7, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("family, kwargs, text, expected", CASES)
+def test_verdicts(family, kwargs, text, expected):
+    assert build(family, **kwargs).verify(text).score == float(expected)
+
+
+def test_spans_are_the_counted_units():
+    text = "Emma met Liam, and Emma left."
+    assert build("count:person_names", N=1).verify(text).spans == ((0, 4), (9, 13), (19, 23))
+    assert build("count:numbers", N=1).verify("Pay 3.50 now").spans == ((4, 8),)
+    assert build("count:words_japanese", N=1).verify("猫 dog").spans == ((2, 5),)  # the offending word
+    assert build("count:word_count_range", min_words=1, max_words=9).verify("a bc").spans == ((0, 1), (2, 4))
+
+
+def test_every_ifbench_id_is_registered_or_refused_in_one_line():
+    assert len(IFBENCH_IDS) == len(set(IFBENCH_IDS)) == 58
+    for family in REFUSED:
+        assert family in families() and not supported(family)
+        with pytest.raises(VerifierSpecError) as err:
+            build(family)
+        assert "refused" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_eval_benchmark_ifbench_scores_supported_prompts_and_names_the_rest(tmp_path, capsys):
+    prompts = tmp_path / "ifb.jsonl"
+    base = {"N": None, "min_words": None, "max_words": None}  # IFBench's records carry every argument, None
+    records = [
+        {"key": "a", "prompt": "Say three to four words.", "instruction_id_list": ["count:word_count_range"],
+         "kwargs": [{**base, "min_words": 3, "max_words": 4}]},
+        {"key": "b", "prompt": "Name two of the listed people.", "instruction_id_list": ["count:person_names"],
+         "kwargs": [{**base, "N": 2}]},
+        {"key": "c", "prompt": "Mostly stop words.", "instruction_id_list": ["ratio:stop_words"],
+         "kwargs": [{**base, "percentage": 50}]},
+    ]  # fmt: skip
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in records))
+    responses = tmp_path / "r.jsonl"
+    answers = {"a": "one two three", "b": "Emma only.", "c": "the of and"}
+    responses.write_text("".join(json.dumps({"prompt": r["prompt"], "response": answers[r["key"]]}) + "\n"
+                                 for r in records))
+    out_json = tmp_path / "r.json"
+    assert ifeval.main(["--benchmark", "ifbench", "--prompt-set", str(prompts), "--responses", str(responses),
+                        "--out-json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "2 prompts, 2 instructions | prompt strict 0.5000" in out
+    assert "left out:" in out and "ratio:stop_words (1)" in out
+    report = json.loads(out_json.read_text())
+    assert report["per_group"] == {"count": {"n": 2, "strict": 0.5, "loose": 0.5}}
+    assert report["left_out"] == {"ratio:stop_words": 1}
