@@ -1,5 +1,6 @@
 """The project's IFBench verifiers (core/verifiers/ifbench/): verdicts and spans on texts written for the test,
-hand-checked against the rule each docstring states (IFBench's check); refused ids; `mrtpo eval --benchmark
+hand-checked against the rule each docstring states (IFBench's check; each case also gave the same verdict from
+IFBench's own code when this file was written, docs/IFBENCH.md); refused ids; `mrtpo eval --benchmark
 ifbench` on an IFBench-format file written for the test."""
 
 from __future__ import annotations
@@ -40,6 +41,41 @@ CASES = [
     ("count:keywords_multiple", {"keyword1": "a1", "keyword2": "b2", "keyword3": "c3", "keyword4": "d4",
                                  "keyword5": "e5"},
      "a1 a1 " + "b2 " * 2 + "c3 " * 3 + "d4 " * 5 + "e5 " * 7, False),
+    # format:
+    ("format:parentheses", {}, "a (b [c {d (e [f] g) h} i] j) k", True),
+    ("format:parentheses", {}, "a (b [c {d (e) h} i] j) k", False),  # 4 deep
+    ("format:parentheses", {}, "((((] x)))))", False),  # a mismatch empties the stack
+    ("format:quotes", {}, "He said \"she said 'they said \"go\" loudly' twice\" once.", True),
+    ("format:quotes", {}, "He said \"she said 'go' twice\" once.", False),
+    ("format:options", {"options": "yes/no/maybe"}, " Maybe. ", True),
+    ("format:options", {"options": "yes/no/maybe"}, "Maybe, yes.", False),
+    ("format:options", {"options": "a), b), c), d)"}, "b)", True),
+    ("format:options", {"options": "a), b), c), d)"}, "b) ", False),  # exact for a/b/c options
+    ("format:options", {"options": "I know or I don't know"}, "i don't know!", True),
+    ("format:newline", {}, "One\nword,\neach.\n", True),
+    ("format:newline", {}, "One word\neach", False),
+    ("format:line_indent", {}, "a\n b\n  c\n\n   d", True),
+    ("format:line_indent", {}, "a\n b\n b2", False),
+    ("format:line_indent", {}, "a\n b\n\n\n  c", False),  # the second blank line is kept, as IFBench
+    ("format:quote_unquote", {}, "\"Carpe diem\" means seize the day.", True),
+    ("format:quote_unquote", {}, "He said \"Carpe diem\".", False),
+    ("format:quote_unquote", {}, "\"a\" \"b\" explained", False),
+    ("format:list", {"sep": "~"}, "~ one\n~ two", True),
+    ("format:list", {"sep": "~"}, "~ one", False),
+    ("format:thesis", {}, "<i>Cats rule.</i> Because they do.", True),
+    ("format:thesis", {}, "<i>Cats rule.</i>", False),
+    ("format:thesis", {}, "<em>Cats rule.</em>", True),  # '>' after </em is read as text, as IFBench
+    ("format:sub-bullets", {}, "* one\n  - a\n* two\n  - b", True),
+    ("format:sub-bullets", {}, "* one\n  - a\n* two", False),
+    ("format:sub-bullets", {}, "no bullets", True),
+    ("format:title_case", {}, "The Cat Sat On A Mat", True),
+    ("format:title_case", {}, "The Cat sat On A Mat", False),
+    ("format:title_case", {}, "The Cat of Mat", False),
+    ("format:title_case", {}, "a Cat", True),  # a one-letter lower-case word passes
+    ("format:output_template", {}, "My Answer: x My Conclusion: y Future Outlook: z", True),
+    ("format:output_template", {}, "My Answer: x My conclusion: y Future Outlook: z", False),
+    ("format:no_whitespace", {}, "no_space_here", True),
+    ("format:no_whitespace", {}, "one\ttab", False),
 ]  # fmt: skip
 
 
@@ -54,6 +90,10 @@ def test_spans_are_the_counted_units():
     assert build("count:numbers", N=1).verify("Pay 3.50 now").spans == ((4, 8),)
     assert build("count:words_japanese", N=1).verify("猫 dog").spans == ((2, 5),)  # the offending word
     assert build("count:word_count_range", min_words=1, max_words=9).verify("a bc").spans == ((0, 1), (2, 4))
+    assert build("format:no_whitespace").verify("a b\tc").spans == ((1, 2), (3, 4))  # the violations
+    assert build("format:thesis").verify("<i>Cats.</i> Yes.").spans == ((3, 8),)  # the thesis
+    assert build("format:list", sep="~").verify("~ a ~ b").spans == ((0, 1), (4, 5))
+    assert build("format:title_case").verify("The cat Sat").spans == ((4, 7),)  # the offending token
 
 
 def test_every_ifbench_id_is_registered_or_refused_in_one_line():
