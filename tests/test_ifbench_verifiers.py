@@ -76,6 +76,28 @@ CASES = [
     ("format:output_template", {}, "My Answer: x My conclusion: y Future Outlook: z", False),
     ("format:no_whitespace", {}, "no_space_here", True),
     ("format:no_whitespace", {}, "one\ttab", False),
+    # words:
+    ("words:alphabet", {}, "Apples, bananas; cherries! dates", True),
+    ("words:alphabet", {}, "Yak zebra ant bee", True),  # z loops to a
+    ("words:alphabet", {}, "Apples bananas dates", False),
+    ("words:alphabet", {}, "1 apple", False),  # a number first fails
+    ("words:vowel", {}, "A cat sat at a mat", True),  # only 'a'
+    ("words:vowel", {}, "audio quiet", False),  # a, u, i, o, e
+    ("words:vowel", {}, "a cat\nsat", False),  # two paragraphs
+    ("words:consonants", {}, "strong black crisp", True),
+    ("words:consonants", {}, "strong black tea", False),
+    ("words:palindrome", {}, "level radar civic kayak refer rotor madam stats tenet racecar", True),
+    ("words:palindrome", {}, "level radar civic kayak refer rotor madam stats tenet noon", False),  # noon is 4
+    ("words:prime_lengths", {}, "to the river, we go", True),  # 2 3 5 2 2
+    ("words:prime_lengths", {}, "I go", False),  # 'I' has length 1
+    ("words:repeats", {"small_n": 2}, "the cat and the dog", True),
+    ("words:repeats", {"small_n": 2}, "The cat, the dog, THE end", False),
+    ("words:paragraph_last_first", {}, "Home is where I go home.\n\nRain falls, rain.", True),
+    ("words:paragraph_last_first", {}, "Home is where I go.", False),
+    ("words:no_consecutive", {}, "Red apples grow nicely", True),
+    ("words:no_consecutive", {}, "Red roses grow", False),
+    ("words:words_position", {"keyword": "cat"}, "A cat sat, the cat .", True),  # tokens: A cat sat , the cat .
+    ("words:words_position", {"keyword": "cat"}, "A cat sat on the cat", False),  # second to last is 'the'
 ]  # fmt: skip
 
 
@@ -94,6 +116,8 @@ def test_spans_are_the_counted_units():
     assert build("format:thesis").verify("<i>Cats.</i> Yes.").spans == ((3, 8),)  # the thesis
     assert build("format:list", sep="~").verify("~ a ~ b").spans == ((0, 1), (4, 5))
     assert build("format:title_case").verify("The cat Sat").spans == ((4, 7),)  # the offending token
+    assert build("words:words_position", keyword="cat").verify("A cat sat, the cat .").spans == ((2, 5), (15, 18))
+    assert build("words:prime_lengths").verify("to I go").spans == ((3, 4),)
 
 
 def test_every_ifbench_id_is_registered_or_refused_in_one_line():
