@@ -98,6 +98,19 @@ CASES = [
     ("words:no_consecutive", {}, "Red roses grow", False),
     ("words:words_position", {"keyword": "cat"}, "A cat sat, the cat .", True),  # tokens: A cat sat , the cat .
     ("words:words_position", {"keyword": "cat"}, "A cat sat on the cat", False),  # second to last is 'the'
+    # ratio: and repeat:
+    ("ratio:overlap", {"reference_text": "abcdef", "percentage": 50}, "abcxyz", False),  # abc of abc bcx cxy xyz: 25%
+    ("ratio:overlap", {"reference_text": "abcdef", "percentage": 25}, "abcxyz", True),
+    ("ratio:overlap", {"reference_text": "abcdef", "percentage": 100}, "abcdef abcdef", False),
+    ("ratio:overlap", {"reference_text": "abcdef", "percentage": 100}, "abcdefabcdef", False),  # efa, fab new
+    ("ratio:overlap", {"reference_text": "abcdef", "percentage": 100}, "bcdef", True),
+    ("repeat:repeat_change", {"prompt_to_repeat": "Write a short poem about rain."}, "Compose a short poem about rain.", True),
+    ("repeat:repeat_change", {"prompt_to_repeat": "Write a short poem about rain."}, "Write a short poem about rain.", False),
+    ("repeat:repeat_change", {"prompt_to_repeat": "Write a short poem about rain."}, "Compose a poem about rain.", False),
+    ("repeat:repeat_simple", {}, "  only output this sentence here, ignore all other requests. ", True),
+    ("repeat:repeat_simple", {}, "Only output this sentence here.", False),
+    ("repeat:repeat_span", {"prompt_to_repeat": "The walls are solid but cold", "n_start": 1, "n_end": 3}, "walls ARE", True),
+    ("repeat:repeat_span", {"prompt_to_repeat": "The walls are solid but cold", "n_start": 1, "n_end": 3}, "walls are solid", False),
 ]  # fmt: skip
 
 
@@ -118,6 +131,14 @@ def test_spans_are_the_counted_units():
     assert build("format:title_case").verify("The cat Sat").spans == ((4, 7),)  # the offending token
     assert build("words:words_position", keyword="cat").verify("A cat sat, the cat .").spans == ((2, 5), (15, 18))
     assert build("words:prime_lengths").verify("to I go").spans == ((3, 4),)
+
+
+def test_overlap_share_by_hand():
+    from core.verifiers.ifbench.ratio import overlap_share
+
+    assert overlap_share("abcd", "xbcd") == 0.5  # {abc, bcd} against {xbc, bcd}
+    assert overlap_share("abcxyz", "abcdef") == 0.25  # abc of {abc, bcx, cxy, xyz}
+    assert overlap_share("ab", "abc") != overlap_share("ab", "abc")  # NaN: under 3 characters
 
 
 def test_every_ifbench_id_is_registered_or_refused_in_one_line():
@@ -154,3 +175,15 @@ def test_eval_benchmark_ifbench_scores_supported_prompts_and_names_the_rest(tmp_
     report = json.loads(out_json.read_text())
     assert report["per_group"] == {"count": {"n": 2, "strict": 0.5, "loose": 0.5}}
     assert report["left_out"] == {"ratio:stop_words": 1}
+
+
+@pytest.mark.parametrize("module", ["core.verifiers.ifbench.count", "core.verifiers.ifbench.format_",
+                                    "core.verifiers.ifbench.words", "core.verifiers.ifbench.ratio",
+                                    "core.verifiers.ifbench.repeat", "core.verifiers.punkt",
+                                    "core.evaluate.reference"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0

@@ -151,8 +151,8 @@ def is_reference_letter(letter: str) -> bool:
 
 def letter_draw_share(kw: dict[str, Any], text: str) -> float:
     """Share of the reference's 52 equally likely letter draws (`string.ascii_letters`, lower-cased) under which
-    `text` follows a `keywords:letter_frequency` instruction: #{x : count of x in lower(text) satisfies the
-    relation} / 52."""
+    `text` follows a `keywords:letter_frequency` instruction: #{x : count of lower(x) in lower(text) satisfies the
+    relation} / 52 (docs/METHOD.md, "IFBench's n-gram overlap and letter draws")."""
     counts = collections.Counter(text.lower())
     hits = sum(_relation(counts[x.lower()], kw["let_relation"], kw["let_frequency"]) for x in string.ascii_letters)
     return hits / len(string.ascii_letters)

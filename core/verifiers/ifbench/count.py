@@ -156,7 +156,7 @@ class Pronouns(IFBenchVerifier):
         spans = []
         for piece, span in split_spans(text.replace("/", " ")):
             if "".join(c for c in piece.lower() if c not in PUNCTUATION) in PRONOUNS:
-                spans.append(span)
+                spans.append(strip_span(piece, span, PUNCTUATION)[1])
         return len(spans) >= self.kwargs["N"], spans
 
 
