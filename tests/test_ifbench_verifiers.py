@@ -111,6 +111,28 @@ CASES = [
     ("repeat:repeat_simple", {}, "Only output this sentence here.", False),
     ("repeat:repeat_span", {"prompt_to_repeat": "The walls are solid but cold", "n_start": 1, "n_end": 3}, "walls ARE", True),
     ("repeat:repeat_span", {"prompt_to_repeat": "The walls are solid but cold", "n_start": 1, "n_end": 3}, "walls are solid", False),
+    # split into sentences as IFEval's splitter does:
+    ("sentence:keyword", {"word": "river", "N": 2}, "I woke. The River was high. Done.", True),
+    ("sentence:keyword", {"word": "river", "N": 2}, "The river was high. I woke.", False),
+    ("sentence:keyword", {"word": "river", "N": 2}, "Mr. Smith saw the river.", False),  # one sentence: Mr. protected
+    ("sentence:increment", {"small_n": 1}, "I go. You go now. We all go now!", True),
+    ("sentence:increment", {"small_n": 1}, "I go. You go. We all go now!", False),
+    ("sentence:alliteration_increment", {}, "Big bad wolf. Silly snakes slither slowly.", True),  # 2 then 4
+    ("sentence:alliteration_increment", {}, "Silly snakes slither. Big bad wolf.", False),  # 3 then 2
+    ("ratio:sentence_type", {}, "It rains. It pours. Why?", True),
+    ("ratio:sentence_type", {}, "It rains. Why? How?", False),
+    ("ratio:sentence_balance", {}, "It rains. Why? Wow!", True),
+    ("ratio:sentence_balance", {}, "It rains. It pours. Why? Wow!", False),
+    ("ratio:sentence_words", {}, "Cats nap. Dogs run. Owls fly.", True),  # 9 characters each
+    ("ratio:sentence_words", {}, "Cats nap. Dogs run fast. Owls fly.", False),
+    ("words:last_first", {}, "I saw a dog. Dog ran home. Home is warm.", True),
+    ("words:last_first", {}, "I saw a dog. Cat ran home.", False),
+    ("words:keywords_specific_position", {"keyword": "cat", "n": 2, "m": 3}, "Hello there. I pet a cat.", False),  # a is 3rd
+    ("words:keywords_specific_position", {"keyword": "cat", "n": 2, "m": 3}, "Hello there. My old cat sleeps.", True),
+    ("custom:word_reverse", {}, "eagle bald the is It", True),
+    ("custom:word_reverse", {}, "It is the bald eagle", False),
+    ("custom:sentence_alphabet", {}, " ".join(f"{c}x is here." for c in "abcdefghijklmnopqrstuvwxyz"), True),
+    ("custom:sentence_alphabet", {}, " ".join(f"{c}x is here." for c in "abcdefghijklmnopqrstuvwxyy"), False),
 ]  # fmt: skip
 
 
@@ -131,6 +153,16 @@ def test_spans_are_the_counted_units():
     assert build("format:title_case").verify("The cat Sat").spans == ((4, 7),)  # the offending token
     assert build("words:words_position", keyword="cat").verify("A cat sat, the cat .").spans == ((2, 5), (15, 18))
     assert build("words:prime_lengths").verify("to I go").spans == ((3, 4),)
+
+
+def test_the_rule_based_sentence_splitter():
+    from core.verifiers.ifbench.sentences import split_into_sentences
+
+    assert split_into_sentences("Dr. Smith arrived at 3.30 p.m. today. Was he late?! No.") == [
+        "Dr. Smith arrived at 3.30 p.m. today.", "Was he late?", "!", "No."]
+    assert split_into_sentences('He said "go." Then... we left! U.S.A. He went. Ph.D. holders, Inc. They left.') == [
+        'He said "go".', "Then...", "we left!", "U.S.A.", "He went.", "Ph.D. holders, Inc", "They left."]
+    assert split_into_sentences("a.b.c. d e.com x...y") == ["a.b.c. d e.com x...", "y"]
 
 
 def test_overlap_share_by_hand():
@@ -179,7 +211,8 @@ def test_eval_benchmark_ifbench_scores_supported_prompts_and_names_the_rest(tmp_
 
 @pytest.mark.parametrize("module", ["core.verifiers.ifbench.count", "core.verifiers.ifbench.format_",
                                     "core.verifiers.ifbench.words", "core.verifiers.ifbench.ratio",
-                                    "core.verifiers.ifbench.repeat", "core.verifiers.punkt",
+                                    "core.verifiers.ifbench.repeat", "core.verifiers.ifbench.sentences",
+                                    "core.verifiers.punkt",
                                     "core.evaluate.reference"])
 def test_docstring_examples_run(module):
     import doctest
