@@ -13,6 +13,9 @@ from core.evaluate import ifeval
 from core.verifiers import VerifierSpecError, build, families
 from core.verifiers.ifbench import IFBENCH_IDS, REFUSED, supported
 
+_MCQ = "\n".join(f"Question {i}: {'Why ' * i}art?\nA. one\nB. two\nC. three\nD. four\nE. five" for i in range(1, 5))
+_AFRICA = "\n".join(["Intro", "Zimbabwe"] + [f"Nation {i:02d}" for i in range(50, -1, -1)])  # fmt: skip
+
 # (id, kwargs, text, followed)
 CASES = [
     ("count:word_count_range", {"min_words": 3, "max_words": 4}, "one two, three", True),
@@ -133,6 +136,30 @@ CASES = [
     ("custom:word_reverse", {}, "It is the bald eagle", False),
     ("custom:sentence_alphabet", {}, " ".join(f"{c}x is here." for c in "abcdefghijklmnopqrstuvwxyz"), True),
     ("custom:sentence_alphabet", {}, " ".join(f"{c}x is here." for c in "abcdefghijklmnopqrstuvwxyy"), False),
+    # custom: and format:no_bullets_bullets
+    ("custom:multiples", {}, "14, 21, 28, 35, 42, 49", True),
+    ("custom:multiples", {}, "7, 14, 21, 28, 35, 42, 49", False),
+    ("custom:mcq_count_length", {}, _MCQ, True),
+    ("custom:mcq_count_length", {}, "Here you go.\n" + _MCQ, False),
+    ("custom:mcq_count_length", {}, _MCQ.replace("\nE. five", "", 1), False),  # 4 options in question 1
+    ("custom:reverse_newline", {}, _AFRICA, True),
+    ("custom:reverse_newline", {}, _AFRICA.replace("Zimbabwe", "Zambia"), False),
+    ("custom:character_reverse", {}, "Elgae dlab eht si ti.", True),
+    ("custom:character_reverse", {}, "It is the bald eagle.", False),
+    ("custom:european_capitals_sort", {}, "Reykjavík, Helsinki, Oslo, Tallinn, Stockholm, Riga, Moscow, Copenhagen, Vilnius, Minsk, Dublin, Berlin, Amsterdam, Warsaw, London, Brussels, Prague, Luxembourg, Paris, Vienna, Bratislava, Budapest, Vaduz, Chișinău, Bern, Ljubljana, Zagreb", True),
+    ("custom:european_capitals_sort", {}, "Helsinki, Reykjavik", False),
+    ("custom:csv_city", {}, "ID,Country,City,Year,Count\n" + "\n".join(f"{i},X,Y,2000,{i}" for i in range(7)), True),
+    ("custom:csv_city", {}, "ID,Country,City,Year,Count\n" + "\n".join(f"{i},X,Y,2000" for i in range(7)), False),
+    ("custom:csv_special_character", {}, "ProductID,Category,Brand,Price,Stock\n" + "\n".join(f'{i},Toys,"A&B",9,{i}' for i in range(14)), True),
+    ("custom:csv_special_character", {}, "ProductID,Category,Brand,Price,Stock\n" + "\n".join(f"{i},Toys,AB,9,{i}" for i in range(14)), False),
+    ("custom:csv_quotes", {}, "\n".join("\t".join(f'"{w}"' for w in ("StudentID", "Subject", "Grade", "Semester", "Score")) if r == 0 else "\t".join(f'"{r}{c}"' for c in "abcde") for r in range(4)), True),
+    ("custom:csv_quotes", {}, "StudentID\tSubject\tGrade\tSemester\tScore\n" + "\n".join("\t".join(f'"{r}{c}"' for c in "abcde") for r in range(3)), False),  # header unquoted
+    ("custom:date_format_list", {}, "1796-04-12, 1805-12-02", True),
+    ("custom:date_format_list", {}, "1796-04-31, 1805-12-02", False),  # April has 30 days
+    ("custom:date_format_list", {}, "1815-06-18 and 1805-12-02", False),
+    ("format:no_bullets_bullets", {}, "I like tea. It is warm.\n* green\n* black", True),
+    ("format:no_bullets_bullets", {}, "I like tea.\n* green\n* black", False),
+    ("format:no_bullets_bullets", {}, "I like tea. It is warm.\n* green\n* black\nThe end.", False),
 ]  # fmt: skip
 
 
@@ -212,6 +239,7 @@ def test_eval_benchmark_ifbench_scores_supported_prompts_and_names_the_rest(tmp_
 @pytest.mark.parametrize("module", ["core.verifiers.ifbench.count", "core.verifiers.ifbench.format_",
                                     "core.verifiers.ifbench.words", "core.verifiers.ifbench.ratio",
                                     "core.verifiers.ifbench.repeat", "core.verifiers.ifbench.sentences",
+                                    "core.verifiers.ifbench.custom",
                                     "core.verifiers.punkt",
                                     "core.evaluate.reference"])
 def test_docstring_examples_run(module):

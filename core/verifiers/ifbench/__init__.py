@@ -64,4 +64,4 @@ def supported(family_id: str) -> bool:
     return family_id in families() and family_id not in REFUSED
 
 
-from core.verifiers.ifbench import count, format_, ratio, repeat, sentences, words  # noqa: E402,F401  (register)
+from core.verifiers.ifbench import count, custom, format_, ratio, repeat, sentences, words  # noqa: E402,F401,I001

@@ -238,3 +238,33 @@ class WordReverse(IFBenchVerifier):
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         value = " ".join(text.lower().strip().translate(_NO_PUNCT).split()[::-1])
         return "bald eagle" in value and value in split_into_sentences(value), _whole(text)
+
+
+@register("format:no_bullets_bullets")
+class SentencesThenBullets(IFBenchVerifier):
+    """At least two sentences, then at least two bullet points by "*": line by line, lines before the first line
+    starting (stripped) with "*" add their sentences (`split_into_sentences`); from the first bullet on, every line
+    must be a bullet, and at least two sentences must come before it. As IFBench, a line after a line that splits
+    into no sentence (a blank line) stops the counting: a non-bullet line there fails. Spans: the bullet lines."""
+
+    params: ClassVar = {}
+    description = ("Your answer must contain at least two sentences ending in a period followed by at least two "
+                   "bullet points denoted by *.")
+
+    def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
+        counting, n_sentences, bullets, at = True, 0, [], 0
+        for line in text.split("\n"):
+            span = (at, at + len(line))
+            at += len(line) + 1
+            if line.strip().startswith("*"):
+                counting = False
+                if n_sentences < 2:
+                    return False, bullets + [span]
+                bullets.append(span)
+            elif counting:
+                found = split_into_sentences(line.strip())
+                counting = bool(found)  # the reference keeps the list, whose truth is its being non-empty
+                n_sentences += len(found)
+            else:
+                return False, bullets
+        return len(bullets) >= 2, bullets
