@@ -160,6 +160,13 @@ CASES = [
     ("format:no_bullets_bullets", {}, "I like tea. It is warm.\n* green\n* black", True),
     ("format:no_bullets_bullets", {}, "I like tea.\n* green\n* black", False),
     ("format:no_bullets_bullets", {}, "I like tea. It is warm.\n* green\n* black\nThe end.", False),
+    # emoji and syllables
+    ("format:emoji", {}, "I love tea 🍵. It is warm 🔥!", True),
+    ("format:emoji", {}, "I love tea. 🍵 It is warm 🔥", True),  # the emoji after the period starts the next sentence
+    ("format:emoji", {}, "I love tea 🍵. It is warm.", False),
+    ("words:odd_even_syllables", {}, "cat banana dog", False),  # 1, 3, 1: all odd
+    ("words:odd_even_syllables", {}, "cat water dog window", True),  # 1 2 1 2
+    ("words:odd_even_syllables", {}, "cat dog water", False),  # 1 1
 ]  # fmt: skip
 
 

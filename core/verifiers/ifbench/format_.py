@@ -1,5 +1,5 @@
-"""IFBench's `format:` group (12 of its 14 ids; `format:emoji` and `format:no_bullets_bullets` are not written
-yet, docs/IFBENCH.md): nesting, options, one word per line, indentation stairs, quotes, list markers, italic
+"""IFBench's `format:` group (12 of its 14 ids here; `format:emoji` and `format:no_bullets_bullets` split
+sentences and live in `sentences.py`): nesting, options, one word per line, indentation stairs, quotes, list markers, italic
 theses, sub-bullets, title case, a template, no whitespace. Verdicts as IFBench's checks, quirks included (each
 docstring says which); spans: the characters or lines each rule inspected.
 

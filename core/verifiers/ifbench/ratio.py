@@ -1,5 +1,5 @@
-"""IFBench's `ratio:` group (1 of its 5 ids: `ratio:overlap`; `ratio:stop_words` is refused, the three sentence
-ratios are not written yet, docs/IFBENCH.md). Never imports torch.
+"""IFBench's `ratio:overlap` (`ratio:stop_words` is refused, docs/IFBENCH.md; the three sentence ratios split
+sentences and live in `sentences.py`). Never imports torch.
 
 >>> from core.verifiers import build
 >>> build("ratio:overlap", reference_text="xbcd", percentage=50).verify("abcd").score  # bcd shared: 1 of 2

@@ -268,3 +268,31 @@ class SentencesThenBullets(IFBenchVerifier):
             else:
                 return False, bullets
         return len(bullets) >= 2, bullets
+
+
+@register("format:emoji")
+class EmojiSentences(IFBenchVerifier):
+    """An emoji ends every sentence (`split_into_sentences`): with ASCII punctuation removed and the sentence
+    stripped, its last or second-to-last character is an emoji (`emoji.is_emoji`), or, for a sentence before the
+    last, the next sentence starts with one (the emoji came after the end mark). A sentence of punctuation alone
+    fails. Spans: the whole text."""
+
+    params: ClassVar = {}
+    description = "Please use an emoji at the end of every sentence."
+
+    def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
+        import emoji
+
+        s = split_into_sentences(text)
+        for i, sentence in enumerate(s):
+            bare = sentence.translate(_NO_PUNCT).strip()
+            if not bare:
+                return False, _whole(text)
+            if emoji.is_emoji(bare[-1]) or emoji.is_emoji(bare[-2] if len(bare) > 1 else bare[-1]):
+                continue
+            if i == len(s) - 1:
+                return False, _whole(text)
+            following = s[i + 1].translate(_NO_PUNCT).strip()
+            if not following or not emoji.is_emoji(following[0]):
+                return False, _whole(text)
+        return True, _whole(text)

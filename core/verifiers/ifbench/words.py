@@ -1,7 +1,7 @@
-"""IFBench's `words:` group (9 of its 13 ids; `words:start_verb` is refused, `odd_even_syllables`, `last_first`
-and `keywords_specific_position` are not written yet, docs/IFBENCH.md): alphabet chains, few vowels, consonant
-clusters, palindromes, prime word lengths, repeats, paragraphs that end with their first word, no consecutive
-first letters, a word's position. Verdicts as IFBench's checks (each docstring says how words are cut); spans: the
+"""IFBench's `words:` group (10 of its 13 ids; `words:start_verb` is refused, `last_first` and
+`keywords_specific_position` split sentences and live in `sentences.py`, docs/IFBENCH.md): alphabet chains, few
+vowels, consonant clusters, palindromes, prime word lengths, repeats, odd and even syllables, paragraphs that end
+with their first word, no consecutive first letters, a word's position. Verdicts as IFBench's checks (each docstring says how words are cut); spans: the
 words inspected, or the offending ones.
 
 >>> from core.verifiers import build
@@ -167,6 +167,23 @@ class NoConsecutiveFirstLetter(IFBenchVerifier):
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         words = [(w.lower(), s) for w, s in _bare_words(text)]
         bad = [s for (a, _), (b, s) in zip(words, words[1:], strict=False) if a[0] == b[0]]
+        return not bad, bad
+
+
+@register("words:odd_even_syllables")
+class AlternateParitySyllables(IFBenchVerifier):
+    """Words alternate between odd and even syllable counts: words as `_bare_words`, lower-cased, syllables
+    counted by `syllapy` (its word list, then its rules), as IFBench. Spans: the words whose parity repeats the
+    previous word's."""
+
+    params: ClassVar = {}
+    description = "Alternate between words with odd and even numbers of syllables."
+
+    def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
+        import syllapy
+
+        words = [(syllapy.count(w.lower()) % 2, s) for w, s in _bare_words(text)]
+        bad = [s for (a, _), (b, s) in zip(words, words[1:], strict=False) if a == b]
         return not bad, bad
 
 
