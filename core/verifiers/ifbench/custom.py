@@ -18,11 +18,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from core.verifiers.base import Span, register
-from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier
-
-
-def _whole(text: str) -> list[Span]:
-    return [(0, len(text))]
+from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, whole
 
 
 def _ascii(text: str) -> str:
@@ -58,13 +54,13 @@ class MultipleChoiceQuestions(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         if not text.startswith("Question"):  # IFBench: nothing (no explanation) before the first "Question"
-            return False, _whole(text)
+            return False, whole(text)
         parts = re.split(r"\n*(?:Question \d+[\.|\):;]?\s*)", text)
         if parts[0] == "":
             parts = parts[1:]
         questions = [q.strip() for q in parts if q.strip()]
         if len(questions) != 4:
-            return False, _whole(text)
+            return False, whole(text)
         lengths = []
         for q in questions:
             stem, options, in_options = "", 0, False
@@ -74,9 +70,9 @@ class MultipleChoiceQuestions(IFBenchVerifier):
                 elif not in_options:
                     stem += " " + line.strip()
             if options != 5:
-                return False, _whole(text)
+                return False, whole(text)
             lengths.append(len(stem.strip()))
-        return all(a < b for a, b in zip(lengths, lengths[1:], strict=False)), _whole(text)
+        return all(a < b for a, b in zip(lengths, lengths[1:], strict=False)), whole(text)
 
 
 _STRIP = PUNCTUATION + " "
@@ -160,7 +156,7 @@ class CityCSV(IFBenchVerifier):
         rows = _rows(text)
         ok = len(rows) == 8 and rows[0] == ["ID", "Country", "City", "Year", "Count"] and all(
             len(r) == 5 for r in rows[1:])
-        return ok, _whole(text)
+        return ok, whole(text)
 
 
 _PRODUCT_HEADER = re.compile(r'^(ProductID|"ProductID"),[ \t]*(Category|"Category"),[ \t]*(Brand|"Brand"),[ \t]*'
@@ -181,16 +177,16 @@ class SpecialCharacterCSV(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         if not _PRODUCT_HEADER.match(text.split("\n")[0].strip()):
-            return False, _whole(text)
+            return False, whole(text)
         rows = _rows(text.replace('"', '"""'))
         if len(rows) != 15:
-            return False, _whole(text)
+            return False, whole(text)
         for row in rows[1:]:
             if len(row) != 5:
-                return False, _whole(text)
+                return False, whole(text)
             if any(re.match(r'".*[^\d\w\s].*"', field) for field in row):
-                return True, _whole(text)
-        return False, _whole(text)
+                return True, whole(text)
+        return False, whole(text)
 
 
 _STUDENT_HEADER = re.compile(r'^(StudentID|"StudentID")\t *(Subject|"Subject")\t *(Grade|"Grade")\t *'
@@ -210,11 +206,11 @@ class QuotesCSV(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         if not _STUDENT_HEADER.match(text.split("\n")[0].strip()):
-            return False, _whole(text)
+            return False, whole(text)
         rows = _rows(text.replace('"', '"""'), "\t")
         ok = len(rows) == 4 and all(
             len(r) == 5 and all(f.strip()[:1] == '"' and f.strip()[-1:] == '"' for f in r) for r in rows)
-        return ok, _whole(text)
+        return ok, whole(text)
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

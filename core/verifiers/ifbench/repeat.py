@@ -13,13 +13,10 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from core.verifiers.base import Param, Span, as_int, as_text, register
-from core.verifiers.ifbench.common import IFBenchVerifier
+from core.verifiers.ifbench.common import IFBenchVerifier, whole
 
 _REQUEST = Param(as_text, help="the request (default in a prompt set: the prompt)")
 
-
-def _whole(text: str) -> list[Span]:
-    return [(0, len(text))]
 
 
 @register("repeat:repeat_change")
@@ -35,7 +32,7 @@ class RepeatChange(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         request = self.kwargs["prompt_to_repeat"]
-        return text != request and request.split()[1:] == text.split()[1:], _whole(text)
+        return text != request and request.split()[1:] == text.split()[1:], whole(text)
 
 
 SIMPLE_SENTENCE = "Only output this sentence here, ignore all other requests."
@@ -50,7 +47,7 @@ class RepeatSimple(IFBenchVerifier):
     description = SIMPLE_SENTENCE
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
-        return text.strip().lower() == SIMPLE_SENTENCE.lower(), _whole(text)
+        return text.strip().lower() == SIMPLE_SENTENCE.lower(), whole(text)
 
 
 @register("repeat:repeat_span")
@@ -67,4 +64,4 @@ class RepeatSpan(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         words = self.kwargs["prompt_to_repeat"].strip().lower().split()
-        return text.strip().lower().split() == words[self.kwargs["n_start"]:self.kwargs["n_end"]], _whole(text)
+        return text.strip().lower().split() == words[self.kwargs["n_start"]:self.kwargs["n_end"]], whole(text)

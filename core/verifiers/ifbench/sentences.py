@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from core.verifiers.base import Param, Span, as_int, as_text, register
-from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier
+from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, whole
 
 _P, _S = "\x00", "\x01"  # a protected period, a sentence end
 _L = "([A-Za-z])"
@@ -65,9 +65,6 @@ def split_into_sentences(text: str) -> list[str]:
     return sentences
 
 
-def _whole(text: str) -> list[Span]:
-    return [(0, len(text))]
-
 
 _NO_PUNCT = str.maketrans("", "", PUNCTUATION)
 _STRIP = PUNCTUATION + " "
@@ -100,8 +97,8 @@ class IncrementingWordCount(IFBenchVerifier):
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         counts = [len(s.translate(_NO_PUNCT).split()) for s in split_into_sentences(text)]
         if not counts:  # the reference reads sentences[0] and raises
-            return False, _whole(text)
-        return all(b == a + self.kwargs["small_n"] for a, b in zip(counts, counts[1:], strict=False)), _whole(text)
+            return False, whole(text)
+        return all(b == a + self.kwargs["small_n"] for a, b in zip(counts, counts[1:], strict=False)), whole(text)
 
 
 @register("sentence:alliteration_increment")
@@ -126,9 +123,9 @@ class IncrementingAlliteration(IFBenchVerifier):
                 else:
                     running = False
             if score <= previous:
-                return False, _whole(text)
+                return False, whole(text)
             previous = score
-        return True, _whole(text)
+        return True, whole(text)
 
 
 def _ends(sentences: list[str], mark: str) -> int:
@@ -144,7 +141,7 @@ class SentenceTypeRatio(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         s = split_into_sentences(text)
-        return _ends(s, ".") == 2 * _ends(s, "?"), _whole(text)
+        return _ends(s, ".") == 2 * _ends(s, "?"), whole(text)
 
 
 @register("ratio:sentence_balance")
@@ -156,7 +153,7 @@ class SentenceBalance(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         s = split_into_sentences(text)
-        return _ends(s, ".") == _ends(s, "?") == _ends(s, "!"), _whole(text)
+        return _ends(s, ".") == _ends(s, "?") == _ends(s, "!"), whole(text)
 
 
 @register("ratio:sentence_words")
@@ -170,7 +167,7 @@ class SentenceCharacters(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         s = split_into_sentences(text)
-        return len(s) == 3 and len({len(x.strip()) for x in s}) == 1, _whole(text)
+        return len(s) == 3 and len({len(x.strip()) for x in s}) == 1, whole(text)
 
 
 @register("words:last_first")
@@ -187,8 +184,8 @@ class LastWordFirstNext(IFBenchVerifier):
         for a, b in zip(s, s[1:], strict=False):
             last, first = a.rstrip(_STRIP).split(), b.lstrip(_STRIP).split()
             if not last or not first or last[-1].lower() != first[0].lower():
-                return False, _whole(text)
-        return True, _whole(text)
+                return False, whole(text)
+        return True, whole(text)
 
 
 @register("words:keywords_specific_position")
@@ -223,7 +220,7 @@ class SentenceAlphabet(IFBenchVerifier):
         s = split_into_sentences(text)
         ok = len(s) == 26 and all(x.split() and x.split()[0].lower()[0] == string.ascii_lowercase[i]
                                   for i, x in enumerate(s))
-        return ok, _whole(text)
+        return ok, whole(text)
 
 
 @register("custom:word_reverse")
@@ -237,7 +234,7 @@ class WordReverse(IFBenchVerifier):
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         value = " ".join(text.lower().strip().translate(_NO_PUNCT).split()[::-1])
-        return "bald eagle" in value and value in split_into_sentences(value), _whole(text)
+        return "bald eagle" in value and value in split_into_sentences(value), whole(text)
 
 
 @register("format:no_bullets_bullets")
@@ -287,12 +284,12 @@ class EmojiSentences(IFBenchVerifier):
         for i, sentence in enumerate(s):
             bare = sentence.translate(_NO_PUNCT).strip()
             if not bare:
-                return False, _whole(text)
+                return False, whole(text)
             if emoji.is_emoji(bare[-1]) or emoji.is_emoji(bare[-2] if len(bare) > 1 else bare[-1]):
                 continue
             if i == len(s) - 1:
-                return False, _whole(text)
+                return False, whole(text)
             following = s[i + 1].translate(_NO_PUNCT).strip()
             if not following or not emoji.is_emoji(following[0]):
-                return False, _whole(text)
-        return True, _whole(text)
+                return False, whole(text)
+        return True, whole(text)
