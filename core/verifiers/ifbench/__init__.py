@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.verifiers.base import Verifier, VerifierSpecError, families, register
+from core.verifiers.families import REWARD_KIND
 
 # IFBench's 58 instruction ids (its instructions_registry.INSTRUCTION_DICT), by group.
 IFBENCH_IDS: tuple[str, ...] = (
@@ -57,6 +58,25 @@ def _refused(family_id: str, reason: str) -> type[Verifier]:
 
 for _id, _reason in REFUSED.items():
     register(_id)(_refused(_id, _reason))
+
+
+_CONTENT = {"count:keywords_multiple", "count:person_names", "sentence:keyword", "words:keywords_specific_position",
+            "words:words_position"}
+
+
+def _kind(family_id: str) -> str:
+    """The reward kind of an IFBench id (`core.verifiers.families.REWARD_KIND`): format and repeat rules are
+    format, the fixed tasks of `custom:` correctness, keyword and name rules content, the rest (counts, ratios,
+    word and sentence shapes) style."""
+    group = family_id.split(":")[0]
+    if group in ("format", "repeat"):
+        return "format"
+    if group == "custom":
+        return "correctness"
+    return "content" if family_id in _CONTENT else "style"
+
+
+REWARD_KIND.update({family_id: _kind(family_id) for family_id in IFBENCH_IDS})
 
 
 def supported(family_id: str) -> bool:
