@@ -298,3 +298,15 @@ def test_conformance_counts_agreement_per_id(tmp_path, capsys):
     assert ifbench_conformance.main(["--reference", str(reference), "--prompts", str(prompts), "--responses",
                                      str(responses)]) == 1  # 1 of 2 agree: under 0.99
     assert "agreeing strict and loose: 1 (0.5000)" in capsys.readouterr().out
+
+
+def test_ifbench_without_its_package_exits_2_with_one_line(monkeypatch, capsys):
+    from core.evaluate import benchmarks
+
+    def missing(name):
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.setattr(benchmarks.resources, "files", missing)
+    assert ifeval.main(["--benchmark", "ifbench", "--responses", "sample"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "make benchmarks" in err
