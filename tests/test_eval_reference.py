@@ -82,6 +82,10 @@ def test_a_letter_outside_a_z_is_a_random_draw_scored_by_most_draws():
     assert ifeval.judge(less, "aab bcc dd", "reference").strict == [True]
     letter = _item("keywords:letter_frequency", {**kw, "letter": "a"})
     assert ifeval.judge(letter, "aab", "reference").drawn == [False]
+    # an argument of 0: lm-eval's task drops it (`if v`) and draws a value; flagged, scored with the value given
+    zero = _item("detectable_format:number_highlighted_sections", {"num_highlights": 0})
+    assert ifeval.judge(zero, "plain", "reference").drawn == [True]
+    assert ifeval.judge(_item("punctuation:no_comma", {}), "plain", "reference").drawn == [False]
 
 
 def test_the_report_names_its_scoring_and_the_draws(tmp_path, capsys):
@@ -92,7 +96,7 @@ def test_the_report_names_its_scoring_and_the_draws(tmp_path, capsys):
     responses.write_text('{"prompt": "Use # twice.", "response": "## aab"}\n')
     assert ifeval.main(["--prompt-set", str(prompts), "--responses", str(responses)]) == 0
     out = capsys.readouterr().out
-    assert "scoring: reference" in out and "random letter (keys 7)" in out
+    assert "scoring: reference" in out and "draws at random (keys 7)" in out
     assert ifeval.main(["--prompt-set", str(prompts), "--responses", str(responses), "--scoring", "project"]) == 0
     out = capsys.readouterr().out
-    assert "scoring: project" in out and "random letter" not in out
+    assert "scoring: project" in out and "at random" not in out

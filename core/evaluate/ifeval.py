@@ -177,8 +177,9 @@ class Report:
                 "arguments as regular expressions)")
         keys = [v.key for v in self.verdicts if any(v.drawn)]
         if keys:
-            text += (f"; {sum(sum(v.drawn) for v in self.verdicts)} instruction(s) where the reference draws a "
-                     f"random letter (keys {', '.join(keys)}) scored by most of its 52 draws")
+            text += (f"; {sum(sum(v.drawn) for v in self.verdicts)} instruction(s) where the reference draws at "
+                     f"random (keys {', '.join(keys)}): a letter outside a-z, scored by most of its 52 draws, or an "
+                     "argument of 0 or empty, scored with the value given")
         return text
 
     def to_json(self) -> dict[str, Any]:

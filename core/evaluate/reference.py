@@ -22,7 +22,9 @@ What the reference does differently, and how it is reproduced here:
 - `keywords:letter_frequency` with a "letter" outside a-z: the reference draws a letter at random
   (`random.choice(string.ascii_letters)`, lower-cased) each time it builds the instruction, so its verdict changes
   between runs. Here the verdict is the one most of its 52 equally likely draws give (`letter_draw_share`), and
-  the report counts these instructions as drawn at random.
+  the report counts these instructions as drawn at random;
+- an argument that is 0 or empty (`num_highlights: 0`): lm-eval's task drops it and the check draws a value at
+  random; here the value given is used, and the report counts the instruction as drawn at random too.
 
 Never imports torch.
 """
@@ -182,8 +184,14 @@ REFERENCE_CHECKS: dict[str, Callable[[dict[str, Any], str], bool]] = {
 
 
 def drawn_at_random(verifier: Verifier) -> bool:
-    """Whether the reference's verdict on this instruction is a random draw (a letter outside a-z)."""
-    return verifier.family == "keywords:letter_frequency" and not is_reference_letter(verifier.kwargs["letter"])
+    """Whether the reference's verdict on this instruction is a random draw: a letter outside a-z, or (an IFEval
+    family) an argument that is 0 or empty, which lm-eval's task drops (`if v`) so that the check draws a value
+    at random (IFEval's released files hold none); the verdict here uses the value given."""
+    if verifier.family == "keywords:letter_frequency" and not is_reference_letter(verifier.kwargs["letter"]):
+        return True
+    if type(verifier).__module__ != "core.verifiers.families":
+        return False
+    return any(v is not None and not isinstance(v, bool) and not v for v in verifier.kwargs.values())
 
 
 def reference_verdict(verifier: Verifier, text: str) -> bool:
