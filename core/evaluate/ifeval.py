@@ -324,8 +324,9 @@ def generate(model_name: str, prompts: Sequence[str], *, max_new_tokens: int, te
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtpo eval",
-        description="IFEval's four accuracies (prompt- and instruction-level, strict and loose) of a file of "
-        "responses or of a model on a prompt set, with a per-instruction table (docs/IFEVAL.md).",
+        description="IFEval's (or IFBench's) four accuracies (prompt- and instruction-level, strict and loose) of a "
+        "file of responses or of a model on a prompt set, with per-group and per-instruction tables; IFEval scored as "
+        "its reference code scores it by default (docs/IFEVAL.md, docs/IFBENCH.md).",
     )
     parser.add_argument("--benchmark", choices=BENCHMARKS, default="ifeval",
                         help="ifeval (default): the prompt set given; ifbench: IFBench's 294 test prompts from the "
