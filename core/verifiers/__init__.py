@@ -18,6 +18,7 @@ VerifyResult(score=1.0, spans=((2, 7),))
 """
 
 from core.verifiers import families as _families  # noqa: F401  (registers the built-in families)
+from core.verifiers import ifbench as _ifbench  # noqa: F401  (registers IFBench's families)
 from core.verifiers.base import (
     Param,
     Span,
