@@ -834,8 +834,11 @@ class RunStore:
             if rewards is not None:
                 frame = frame[frame["reward"].isin(rewards)]
             return frame.reset_index(drop=True)
+        index = self._credit_index_of(pf, step)
+        if index is None:
+            return empty
         try:
-            frame, problems = valid_positions(credit_format.read_long(pf, step, samples, rewards),
+            frame, problems = valid_positions(credit_format.read_long(pf, step, samples, rewards, index),
                                               f"credit map of step {step}")
             for p in problems:
                 self._warn(p)
@@ -844,6 +847,16 @@ class RunStore:
             self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) is not of schema "
                        f"{version} ({exc.__class__.__name__}); skipped")
             return empty
+
+    def _credit_index_of(self, pf: pq.ParquetFile, step: int) -> dict | None:
+        """The footer index of a schema-2 or -3 file, checked (`credit_format.read_index`); None, with one warning
+        naming the file, when it cannot be trusted (the step is then skipped by every reader)."""
+        try:
+            return credit_format.read_index(pf)
+        except credit_format.BadIndex as exc:
+            self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) has an index that cannot be "
+                       f"trusted ({str(exc)[:160]}); skipped")
+            return None
 
     def credit(self, step: int) -> pd.DataFrame:
         """The whole credit map of `step` (`credit_tokens` of every sample and reward); an empty frame with the
@@ -861,11 +874,8 @@ class RunStore:
         if pf is None:
             return empty
         if version in credit_format.COLUMNAR_VERSIONS:
-            try:
-                return credit_format.index_frame(credit_format.read_index(pf))
-            except (KeyError, ValueError, TypeError) as exc:
-                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
-                return empty
+            index = self._credit_index_of(pf, step)
+            return empty if index is None else credit_format.index_frame(index)
         frame = self._credit_v1(pf, step)
         if frame is None or frame.empty:
             return empty
@@ -892,11 +902,8 @@ class RunStore:
         if pf is None:
             return credit_format.summary_frame({})
         if version in credit_format.COLUMNAR_VERSIONS:
-            try:
-                return credit_format.summary_frame(credit_format.read_index(pf)["distance_summary"])
-            except (KeyError, ValueError, TypeError) as exc:
-                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
-                return credit_format.summary_frame({})
+            index = self._credit_index_of(pf, step)
+            return credit_format.summary_frame({} if index is None else index["distance_summary"])
         frame = self._credit_v1(pf, step)
         if frame is None or frame.empty:
             return credit_format.summary_frame({})
