@@ -181,15 +181,21 @@ def _decoding_text(decoding: dict[str, Any]) -> str:
 
 def read_responses(path: str | Path) -> dict[str, str]:
     """prompt text -> response, from a JSONL file in IFEval's `input_response_data` format. Raises `EvalError`
-    naming the file and line."""
+    naming the file and line, also when a prompt comes again with another response (naming both lines)."""
     path = Path(path)
     out: dict[str, str] = {}
+    line_of: dict[str, int] = {}
     for lineno, record in jsonl_records(path, "responses file", EvalError):
         if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) or not isinstance(
                 record.get("response"), str):
             raise EvalError(f'{path}:{lineno}: expected {{"prompt": "...", "response": "..."}} (IFEval\'s '
                             "input_response_data format)")
-        out[record["prompt"]] = record["response"]
+        prompt = record["prompt"]
+        if prompt in out and out[prompt] != record["response"]:  # the same pair twice is not ambiguous
+            raise EvalError(f"{path}:{lineno}: the same prompt as line {line_of[prompt]} with another response; "
+                            "responses are matched to prompts by text, so a prompt may have one response")
+        out[prompt] = record["response"]
+        line_of.setdefault(prompt, lineno)
     if not out:
         raise EvalError(f"{path}: no responses")
     return out
