@@ -39,6 +39,7 @@ from core.run.store import (
     ACTIVE_STATES,
     SCHEMA_VERSION,
     WRITER_LOCK,
+    DiskFull,
     RunStore,
     RunWriter,
     atomic_write_bytes,
@@ -171,7 +172,11 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
             if store.warnings:
                 out.failed[step] = "; ".join(store.warnings)
                 continue
-            writer.write_credit(step, frame)
+            try:
+                writer.write_credit(step, frame)
+            except DiskFull as exc:  # the old file is untouched (atomic write); the next maps would not fit either
+                out.failed[step] = f"{exc}; the old file is kept, the maps after it not tried"
+                break
             back = RunStore(path)
             difference = frame_difference(frame, back.credit(step)) or "; ".join(back.warnings)
             if difference:
