@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, families, family_class
+from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, families, family_class, module_of
 from core.verifiers.text import sentence_spans
 
 Span = tuple[int, int]
@@ -309,7 +309,16 @@ def build_for_prompt(family: str, kwargs: dict[str, Any], task: str) -> Verifier
     arg = getattr(family_class(family), "prompt_arg", None) if family in families() else None
     if arg and arg not in kwargs:
         kwargs = {**kwargs, arg: task}
-    return build(family, **kwargs)
+    verifier = build(family, **kwargs)
+    try:  # a custom family's sentence() is asked now, so a broken one is a line here, not a traceback mid-run
+        text = verifier.sentence()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- a user's code can fail in any way
+        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {exc!r}"[:200]
+        raise VerifierSpecError(f"constraint {family!r} ({module_of(type(verifier))}): its sentence() {what}") from None
+    if not isinstance(text, str):
+        raise VerifierSpecError(f"constraint {family!r} ({module_of(type(verifier))}): its sentence() returned "
+                                f"{type(text).__name__}, not a string")
+    return verifier
 
 
 def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str) -> PromptItem | None:

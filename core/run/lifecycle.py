@@ -46,6 +46,8 @@ from core.run.store import (
     run_dir,
 )
 from core.run.train_log import phase_line
+from core.verifiers import VerifierExit
+from core.verifiers.base import interrupt_check
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -170,7 +172,8 @@ def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
 
 
 class SignalGuard:
-    """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases); a second signal of the same kind gets the
+    """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases and between responses while verifying; a
+    custom verifier's check that is running is interrupted, `core.verifiers.base.interrupt_check`); a second signal of the same kind gets the
     previous handler (a second Ctrl-C stops at once), unless `repeats_stop_now` is False. SIGHUP is what a trl
     worker gets when torchrun ends (`core.run.liveness.end_with_parent`), on top of torchrun's own SIGTERM; torchrun
     may send SIGTERM more than once while it shuts down and SIGKILLs its workers itself after its grace period, so
@@ -196,6 +199,7 @@ class SignalGuard:
             self.state.stop_requested = True
         if self.repeats_stop_now:
             signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
+        interrupt_check()  # a custom verifier's check running now ends here (the step then stops)
 
     def __enter__(self):
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -358,6 +362,10 @@ def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook
     except DiskFull as exc:
         bar.clear()
         _disk_full_end(writer, state.step, exc)
+    except VerifierExit as exc:  # a custom check called sys.exit: the run fails with one line naming it
+        bar.clear()
+        writer.set_status(state="failed", step=state.step, error=f"{exc} (at step {state.step + 1})")
+        print(f"mrtpo train: error: {exc} (at step {state.step + 1})", file=sys.stderr, flush=True)
     except BaseException as exc:
         bar.clear()
         tail = "".join(traceback.format_exception(exc))[-4000:]

@@ -42,9 +42,9 @@ from core.run.store import (
     DiskFull,
     RunStore,
     RunWriter,
+    _step_of,
     atomic_write_bytes,
     atomic_write_json,
-    _step_of,
     credit_path,
     writer_lock_held,
 )

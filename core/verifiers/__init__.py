@@ -22,6 +22,7 @@ from core.verifiers.base import (
     Param,
     Span,
     Verifier,
+    VerifierExit,
     VerifierSpecError,
     VerifyResult,
     as_choice,
@@ -32,8 +33,10 @@ from core.verifiers.base import (
     families,
     family_class,
     load_custom,
+    module_of,
     normalize_spans,
     register,
+    set_time_limit,
 )
 from core.verifiers.text import count_sentences, count_words, sentence_spans, word_spans
 
@@ -41,6 +44,7 @@ __all__ = [
     "Param",
     "Span",
     "Verifier",
+    "VerifierExit",
     "VerifierSpecError",
     "VerifyResult",
     "as_choice",
@@ -53,8 +57,10 @@ __all__ = [
     "families",
     "family_class",
     "load_custom",
+    "module_of",
     "normalize_spans",
     "register",
+    "set_time_limit",
     "sentence_spans",
     "word_spans",
 ]
