@@ -173,7 +173,8 @@ def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
 
 class SignalGuard:
     """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases and between responses while verifying; a
-    custom verifier's check that is running is interrupted, `core.verifiers.base.interrupt_check`); a second signal of the same kind gets the
+    custom verifier's check that is running is interrupted when `interrupts_checks`: the built-in trainer's, whose
+    step turns `core.verifiers.base.CheckInterrupted` into its stop); a second signal of the same kind gets the
     previous handler (a second Ctrl-C stops at once), unless `repeats_stop_now` is False. SIGHUP is what a trl
     worker gets when torchrun ends (`core.run.liveness.end_with_parent`), on top of torchrun's own SIGTERM; torchrun
     may send SIGTERM more than once while it shuts down and SIGKILLs its workers itself after its grace period, so
@@ -183,8 +184,9 @@ class SignalGuard:
     request to the loop's state.
     """
 
-    def __init__(self, repeats_stop_now: bool = True):
+    def __init__(self, repeats_stop_now: bool = True, interrupts_checks: bool = False):
         self.repeats_stop_now = repeats_stop_now
+        self.interrupts_checks = interrupts_checks  # the built-in trainer's loop handles `CheckInterrupted`
         self.requested = False
         self.state: TrainState | None = None
         self.previous: dict[int, Any] = {}
@@ -199,7 +201,8 @@ class SignalGuard:
             self.state.stop_requested = True
         if self.repeats_stop_now:
             signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
-        interrupt_check()  # a custom verifier's check running now ends here (the step then stops)
+        if self.interrupts_checks:
+            interrupt_check()  # a custom verifier's check running now ends here (the step then stops)
 
     def __enter__(self):
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -295,7 +298,7 @@ def train(
 ) -> Path:
     """Run (or resume) a training run; returns the run folder. Status ends completed, stopped or failed."""
     out = out or sys.stdout
-    with SignalGuard() as guard:
+    with SignalGuard(interrupts_checks=True) as guard:
         print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), file=out, flush=True)
         state, writer, start = open_run(cfg, resume)
         guard.attach(state)
