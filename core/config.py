@@ -88,6 +88,8 @@ class TrainConfig:
     """held-out prompts scored in each evaluation (the first ones of the eval set); 32 x 4 samples take seconds on tiny-instruct"""
     custom_verifiers: str | None = None
     """module name or .py path that registers extra verifier families before the prompt set loads"""
+    verifier_time_limit: float = 5.0
+    """seconds one call of a custom verifier's check may run; past it the sample scores 0 for that reward (one warning per family); 0: no limit"""
 
     # --- method ---
     method: str = "mrtpo"
@@ -200,6 +202,7 @@ class TrainConfig:
         """
         from core import tasks, verifiers  # torch-free by contract
 
+        verifiers.set_time_limit(self.verifier_time_limit)
         if self.custom_verifiers:
             try:
                 verifiers.load_custom(self.custom_verifiers)
@@ -463,6 +466,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("eval_samples", _at_least(1)),
     ("eval_prompts", _at_least(1)),
     ("custom_verifiers", _custom_check),
+    ("verifier_time_limit", _at_least(0.0, "use 0 for no limit", hi=86400.0, why_hi="a day per call")),
     ("method", _choice(FIELD_CHOICES["method"])),
     ("routing", _choice(FIELD_CHOICES["routing"])),
     ("relevance", _choice(FIELD_CHOICES["relevance"])),

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, families, family_class
+from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, families, family_class, module_of
 from core.verifiers.text import sentence_spans
 
 Span = tuple[int, int]
@@ -309,7 +309,16 @@ def build_for_prompt(family: str, kwargs: dict[str, Any], task: str) -> Verifier
     arg = getattr(family_class(family), "prompt_arg", None) if family in families() else None
     if arg and arg not in kwargs:
         kwargs = {**kwargs, arg: task}
-    return build(family, **kwargs)
+    verifier = build(family, **kwargs)
+    try:  # a custom family's sentence() is asked now, so a broken one is a line here, not a traceback mid-run
+        text = verifier.sentence()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- a user's code can fail in any way
+        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {exc!r}"[:200]
+        raise VerifierSpecError(f"constraint {family!r} ({module_of(type(verifier))}): its sentence() {what}") from None
+    if not isinstance(text, str):
+        raise VerifierSpecError(f"constraint {family!r} ({module_of(type(verifier))}): its sentence() returned "
+                                f"{type(text).__name__}, not a string")
+    return verifier
 
 
 def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str) -> PromptItem | None:
@@ -324,6 +333,10 @@ def _ifeval_item(record: dict[str, Any], *, skip_unknown: bool, default_key: str
         raise ValueError("IFEval record: 'instruction_id_list' and 'kwargs' must be lists of the same length")
     constraints = []
     for family, kwargs in zip(ids, all_kwargs, strict=True):
+        if not isinstance(family, str):
+            raise ValueError(f"IFEval record: an instruction id must be a string, got {type(family).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ValueError(f"IFEval record: the kwargs of {family!r} must be an object, got {type(kwargs).__name__}")
         kwargs = {k: v for k, v in (kwargs or {}).items() if v is not None}
         try:
             constraints.append(build_for_prompt(family, kwargs, prompt))
@@ -342,11 +355,13 @@ def _is_registered(family: Any) -> bool:
 
 
 def jsonl_records(path: Path, what: str, error: type[ValueError]) -> list[tuple[int, Any]]:
-    """(line number, parsed value) of every non-blank line of a JSONL file. Raises `error` with one line naming the
-    file (`what` it is, e.g. "prompt set") when it cannot be read or is not UTF-8, or the file and line when a line
-    is not JSON."""
+    """(line number, parsed value) of every non-blank line of a JSONL file. Lines end at "\n" only (a "\r" before
+    it is JSON whitespace): U+2028, U+2029 and U+0085 are allowed raw inside a JSON string, and `json.dumps(...,
+    ensure_ascii=False)` writes them so, so `str.splitlines` (which splits at them) is not used. Raises `error` with
+    one line naming the file (`what` it is, e.g. "prompt set") when it cannot be read or is not UTF-8, or the file
+    and line when a line is not JSON, nests too deep, or holds an integer of more digits than Python converts."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
@@ -359,6 +374,10 @@ def jsonl_records(path: Path, what: str, error: type[ValueError]) -> list[tuple[
             records.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise error(f"{path}:{lineno}: not valid JSON: {json_error_text(exc, line=False)}") from None
+        except RecursionError:
+            raise error(f"{path}:{lineno}: the JSON nests too deep to be read") from None
+        except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() (4300) digits
+            raise error(f"{path}:{lineno}: not usable JSON: {str(exc).split(';')[0]}") from None
     return records
 
 

@@ -34,6 +34,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "routing_clip": {"label": "Weight above w_max", "advanced": True},
     "sharpen": {"label": "Sharpen (exponent on u)", "step": 0.5, "advanced": True},
     "eps": {"step": 1e-4, "format": "%.1e", "advanced": True},
+    "verifier_time_limit": {"label": "Custom verifier time limit (s)", "step": 1.0, "advanced": True},
     "temperature": {"step": 0.1, "advanced": True},
     "kl_beta": {"label": "KL β", "step": 0.01, "advanced": True},
     "clip_range": {"step": 0.05, "advanced": True},

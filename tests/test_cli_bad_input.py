@@ -36,18 +36,22 @@ def prompts(tmp: Path, name: str, record: dict | str) -> str:
     return str(path)
 
 
-def resumable_run(tmp: Path, trainer_state: str) -> Path:
-    """A stopped run folder with one checkpoint whose trainer_state.json holds `trainer_state`."""
+def resumable_run(tmp: Path, trainer_state: str | None, state: str = "stopped", step: int = 1) -> Path:
+    """A `state` run folder at `step` (its metrics lines written) with one checkpoint there whose
+    trainer_state.json holds `trainer_state` (None: no checkpoint)."""
     from core.config import TrainConfig
     from core.run.store import RunWriter
 
     cfg = TrainConfig(model="tiny-instruct", steps=2, group_size=2, prompts_per_step=1, max_new_tokens=4,
                       runs_dir=str(tmp / "runs"), run_name="r")
     w = RunWriter.create(tmp / "runs", "r", {**cfg.to_dict(), "reward_names": ["task:arithmetic"]})
-    w.set_status(state="stopped", step=1)
-    ckpt = w.checkpoint_dir(1)
-    ckpt.mkdir(parents=True)
-    (ckpt / "trainer_state.json").write_text(trainer_state)
+    for s in range(1, step + 1):
+        w.append_metrics({"step": s})
+    w.set_status(state=state, step=step)
+    if trainer_state is not None:
+        ckpt = w.checkpoint_dir(step)
+        ckpt.mkdir(parents=True)
+        (ckpt / "trainer_state.json").write_text(trainer_state)
     return w.path
 
 
@@ -75,6 +79,12 @@ def bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "runs-dir-unwritable": ["--runs-dir", "/proc/mrtpo-runs"],
         "resume-corrupt-trainer-state": ["--resume", str(resumable_run(tmp / "corrupt", "{not json"))],
         "resume-trainer-state-no-step": ["--resume", str(resumable_run(tmp / "nostep", '{"seed": 0}'))],
+        # issue 45: nothing to resume from (it restarted at step 0, dropping the recorded step); a completed run cut
+        "resume-no-checkpoint": ["--resume", str(resumable_run(tmp / "nockpt", None))],
+        "resume-completed-to-fewer-steps": ["--resume", str(resumable_run(
+            tmp / "fewer", '{"step": 2, "seed": 0}', "completed", 2)), "--steps", "1"],
+        "resume-completed-to-as-many-steps": ["--resume", str(resumable_run(
+            tmp / "same", '{"step": 2, "seed": 0}', "completed", 2)), "--steps", "2"],
     }
 
 
@@ -88,7 +98,13 @@ CASES = ["seed-2^70", "temperature-1e-45", "temperature-1e300", "lr-1e30", "max-
          "group-size-1e8-beyond-memory", "prompts-per-step-beyond-the-set",
          "steps-1e20-in-config", "prompt-without-constraints", "arithmetic-answer-10^400", "empty-task",
          "runs-dir-is-a-file", "runs-dir-under-a-file", "runs-dir-unwritable", "resume-corrupt-trainer-state",
-         "resume-trainer-state-no-step"]
+         "resume-trainer-state-no-step", "resume-no-checkpoint", "resume-completed-to-fewer-steps",
+         "resume-completed-to-as-many-steps"]
+# what the one line must say (the cases above that name it)
+SAYS = {"resume-no-checkpoint": "no complete checkpoint to resume from (resuming would start again at step 0 and "
+                                "drop its 1 recorded steps)",
+        "resume-completed-to-fewer-steps": "steps: the run completed its 2 steps; extend it",
+        "resume-completed-to-as-many-steps": "steps: the run completed its 2 steps; extend it"}
 
 
 def assert_one_line_exit_2(out: subprocess.CompletedProcess, elapsed: float) -> None:
@@ -109,6 +125,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path):
     start = time.monotonic()
     out = mrtpo_train(*extra, *args, cwd=tmp_path)
     assert_one_line_exit_2(out, time.monotonic() - start)
+    assert SAYS.get(case, "") in out.stderr
     if not case.startswith("resume") and "--runs-dir" not in args:
         runs = tmp_path / "runs"
         assert not runs.exists() or not any(runs.iterdir()), "a refused run left a folder"

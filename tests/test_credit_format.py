@@ -310,3 +310,41 @@ def test_schema_2_files_open_as_they_are(tmp_path):
     _equal(store.credit(1), record.credit_frame(rec))
     _equal(store.credit_tokens(1, samples=[3]), record.credit_frame(rec).query("sample == 3").reset_index(drop=True))
     assert len(store.credit_index(1)) == 8 * 3 and store.warnings == []
+
+
+def test_check_index_takes_a_written_index_and_refuses_each_field_out_of_shape_or_range(tmp_path):
+    """Issue 45: the footer index is checked before any reader builds from it (`credit_format.check_index`)."""
+    from mrtpo_viz.tools.synthetic import synthetic_credit_frame
+
+    w = RunWriter.create(tmp_path, "r", {"steps": 1, "reward_names": ["a", "b"]})
+    path = w.write_credit(1, synthetic_credit_frame(1, 8, 6, ["a", "b"], 4, 0, True))
+    pf = pq.ParquetFile(path)
+    good = credit_format.read_index(pf)
+    rows, groups = pf.metadata.num_rows, pf.metadata.num_row_groups
+    assert credit_format.check_index(good, rows, groups) is good
+    bad = {
+        "sample is a bool": {"sample": [True, *good["sample"][1:]]},
+        "length past the file's rows": {"length": [rows + 1, *good["length"][1:]]},
+        "row group past the file's": {"row_group": [groups, *good["row_group"][1:]]},
+        "a group of 2**31": {"group": [2**31, *good["group"][1:]]},
+        "one sample fewer in prompt_key": {"prompt_key": good["prompt_key"][1:]},
+        "score row of K - 1": {"score": [good["score"][0][1:], *good["score"][1:]]},
+        "score of 10**400": {"score": [[10**400] * 2, *good["score"][1:]]},
+        "weight_sum infinite": {"weight_sum": [[float("inf")] * 2, *good["weight_sum"][1:]]},
+        "span_tokens negative": {"span_tokens": [[-1, 0], *good["span_tokens"][1:]]},
+        "distance_skipped a number": {"distance_skipped": [[0, 1], *good["distance_skipped"][1:]]},
+        "distance_summary a list": {"distance_summary": [1, 2]},
+        "a statistic as text": {"distance_summary": {"a": {"in": {"n": "3"}}}},
+        "rewards repeated": {"rewards": ["a", "a"]},
+    }
+    taken = []
+    for case, change in bad.items():
+        try:
+            credit_format.check_index({**good, **change}, rows, groups)
+            taken.append(case)
+        except credit_format.BadIndex:
+            pass
+    assert not taken
+    for value in (b"zstd:-5:AAAA", b"zstd:999999999999:AAAA", b"[" * 100_000, b"[" + b"9" * 5000 + b"]"):
+        with pytest.raises(credit_format.BadIndex):
+            credit_format.unpack_index(value)

@@ -5,6 +5,7 @@ a running trainer."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.run import credit_format
 from core.run.store import RunStore, RunWriter, credit_path, list_runs
 from mrtpo_viz import ui
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
@@ -53,6 +55,30 @@ def _credit_v2(run: Path, change) -> None:
     unless `change` replaces it."""
     for f in sorted((run / "credit").glob("step_*.parquet")):
         pq.write_table(change(pq.read_table(f)), f)
+
+
+def _zstd(raw: bytes, size: int | None = None) -> bytes:
+    """A schema-3 index value holding `raw` (zstd, base64) and the JSON length `size` it declares."""
+    return (b"zstd:" + str(len(raw) if size is None else size).encode() + b":"
+            + base64.b64encode(pa.compress(raw, codec="zstd", asbytes=True)))
+
+
+def _footer(run: Path, value_of) -> None:
+    """Replace every credit map's footer index (schema 3) with `value_of(index dict) -> bytes`, rows kept."""
+    for f in sorted((run / "credit").glob("step_*.parquet")):
+        t = pq.read_table(f)
+        index = credit_format.unpack_index(t.schema.metadata[credit_format.INDEX_KEY])
+        pq.write_table(t.replace_schema_metadata({**t.schema.metadata,
+                                                  credit_format.INDEX_KEY: value_of(index)}), f)
+
+
+def _index_json(index: dict, **fields) -> bytes:
+    """The index's JSON with `fields` changed; a field's value "1e999" is written as that bare JSON number."""
+    text = json.dumps({**index, **{k: "<inf>" if v == "1e999" else v for k, v in fields.items()}})
+    return text.replace('"<inf>"', "1e999").encode()
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000  # JSON nested 200,000 deep (a zstd footer of under 1 KB)
 
 
 def _table(frame: pd.DataFrame) -> pa.Table:
@@ -108,11 +134,26 @@ CORRUPTIONS = {
     "metrics-sparse-hole-2gb": lambda r: os.truncate(r / "metrics.jsonl", 2 * 10**9),
     "metrics-nul-run": lambda r: _append(r / "metrics.jsonl", "\0" * 100_000 + '{"step": 3}\n'),
     "metrics-line-2mb": lambda r: _append(r / "metrics.jsonl", '{"step": 3, "x": "' + "a" * 2_000_000 + '"}\n'),
+    # issue 45 class 1: a footer index that parses but cannot be trusted, or asks for too much to be parsed
+    "credit-v3-index-deep-json": lambda r: _footer(r, lambda ix: DEEP),
+    "credit-v3-index-deep-zstd": lambda r: _footer(r, lambda ix: _zstd(DEEP)),
+    "credit-v3-index-length-2**40": lambda r: _footer(r, lambda ix: _zstd(_index_json(
+        ix, length=[2**40, *ix["length"][1:]]))),
+    "credit-v3-index-sample-2**40": lambda r: _footer(r, lambda ix: _zstd(_index_json(
+        ix, sample=[2**40, *ix["sample"][1:]]))),
+    "credit-v3-index-sample-1e999": lambda r: _footer(r, lambda ix: _zstd(_index_json(
+        ix, sample=["1e999", *ix["sample"][1:]]))),
+    "credit-v3-index-zstd-size-negative": lambda r: _footer(r, lambda ix: _zstd(_index_json(ix), size=-5)),
+    "credit-v3-index-zstd-size-huge": lambda r: _footer(r, lambda ix: _zstd(_index_json(ix), size=999999999999)),
+    "credit-v3-index-summary-list": lambda r: _footer(r, lambda ix: _zstd(_index_json(
+        ix, distance_summary=[1, 2]))),
 }
+FOOTER_CASES = [c for c in CORRUPTIONS if c.startswith("credit-v3-index-") and c != "credit-v3-index-not-zstd"]
 # case -> the file a warning must name (None: the values are odd but allowed, no warning needed)
 NAMED = {case: case.split("-")[0] + (".jsonl" if case.startswith("metrics") else
                                       "" if case.startswith("credit") else ".json") for case in CORRUPTIONS}
 NAMED.update({"credit-values-nan-inf": None, "credit-dir-is-file": "credit", "status-pid-huge": "status.json"})
+NAMED.update(dict.fromkeys(FOOTER_CASES, "credit/step_000001.parquet"))
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +185,27 @@ def test_reader_never_raises_and_names_the_problem(case, corrupt_dirs):
         index = store.credit_index(step)
         assert {"sample", "reward", "score", "length"} <= set(index.columns)
         store.credit_tokens(step, samples=index["sample"].iloc[:1].tolist())
+        summary = store.credit_summary(step)
+        assert {"reward", "where", "n", "median"} <= set(summary.columns)
     assert isinstance(runs["bad"].step, int) and isinstance(runs["bad"].state, str)
     assert runs["bad"].updated_at is None or isinstance(runs["bad"].updated_at, str)
     if NAMED[case]:
         assert any(NAMED[case] in w for w in store.warnings + runs["bad"].warnings), (store.warnings, runs["bad"])
+
+
+@pytest.mark.parametrize("case", FOOTER_CASES)
+@pytest.mark.parametrize("reader", ["credit_index", "credit_tokens", "credit_summary", "credit"])
+def test_an_untrusted_footer_index_skips_the_step_with_one_warning(case, reader, corrupt_dirs):
+    """Issue 45, class 1: each reader of a step whose footer index is corrupt returns an empty frame (the step is
+    skipped) with exactly one warning, naming the file; the good run's same step reads as before."""
+    root = corrupt_dirs[case]
+    store = RunStore(root / "bad")
+    out = getattr(store, reader)(1)
+    assert out.empty if reader != "credit_summary" else out["n"].isna().all() or out.empty
+    named = [w for w in store.warnings if "credit/step_000001.parquet" in w]
+    assert len(named) == 1 and len(store.warnings) == 1, store.warnings
+    good = RunStore(root / "good")
+    assert not getattr(good, reader)(1).empty and not good.warnings
 
 
 @pytest.mark.app

@@ -119,3 +119,65 @@ def test_an_unreadable_map_is_reported_and_the_others_upgraded(tmp_path, capsys)
     assert "step 2: unreadable" in capsys.readouterr().err
     assert credit_path(path, 2).read_bytes() == b"PAR1 not really" and _version(path, 1) == _version(path, 3) == b"3"
     assert RunStore(path).config()["schema_version"] == 1
+
+
+# issue 45, class 3: what `mrtpo upgrade` did with an empty config.json, a map past the last metrics step, an
+# unreadable schema-3 map, and a kill halfway through a run that had no lock file
+
+
+def test_an_empty_config_is_named_before_any_map_is_rewritten(tmp_path, capsys):
+    path, _ = _schema_1_run(tmp_path)
+    (path / "config.json").write_text("")
+    assert cli.main(["upgrade", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "config.json" in err and "nothing was rewritten" in err, err
+    assert {_version(path, s) for s in (1, 2, 3)} == {b"1"}
+
+
+def test_a_map_past_the_last_metrics_step_is_upgraded_too(tmp_path, capsys):
+    path, _ = _schema_1_run(tmp_path)
+    rec = make_record(8, 16, 3, group_size=4, seed=4)
+    rec.step = 4
+    write_schema_1(path, record.credit_frame(rec))  # a step killed between its credit file and its metrics line
+    assert cli.main(["upgrade", str(path)]) == 0
+    assert "4 credit maps rewritten" in capsys.readouterr().out
+    assert _version(path, 4) == b"3" and RunStore(path).config()["schema_version"] == SCHEMA_VERSION
+
+
+def test_an_unreadable_schema_3_map_is_not_already_of_it(tmp_path, capsys):
+    path, _ = _schema_1_run(tmp_path)
+    assert cli.main(["upgrade", str(path)]) == 0
+    capsys.readouterr()
+    f = credit_path(path, 2)
+    t = pq.read_table(f)
+    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, b"mrtpo_credit_index": b"zstd:-5:AAAA"}), f)
+    assert cli.main(["upgrade", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "2 already of it" in out and "step 2: unreadable" in err and "credit/step_000002.parquet" in err
+
+
+@pytest.mark.subprocess
+def test_an_upgrade_killed_halfway_leaves_no_lock_file_once_rerun(tmp_path, capsys):
+    """A run that had no `.writer.lock` (the shipped runs) has none after an upgrade that was killed (kill -9 at
+    its second map) and then run again."""
+    import subprocess
+    import sys
+
+    path, frames = _schema_1_run(tmp_path)
+    (path / ".writer.lock").unlink()
+    code = ("import os, signal, sys\n"
+            "from core.run.store import RunWriter\n"
+            "from core.tools import upgrade_run as up\n"
+            "real = RunWriter.write_credit\n"
+            "def write(self, step, frame):\n"
+            "    if step == 2:\n"
+            "        os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    return real(self, step, frame)\n"
+            "RunWriter.write_credit = write\n"
+            "up.upgrade_run(sys.argv[1])\n")
+    killed = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert _version(path, 1) == b"3" and _version(path, 2) == b"1"
+    assert cli.main(["upgrade", str(path)]) == 0
+    assert not (path / ".writer.lock").exists()
+    assert {_version(path, s) for s in frames} == {b"3"}

@@ -234,15 +234,21 @@ def _decoding_text(decoding: dict[str, Any]) -> str:
 
 def read_responses(path: str | Path) -> dict[str, str]:
     """prompt text -> response, from a JSONL file in IFEval's `input_response_data` format. Raises `EvalError`
-    naming the file and line."""
+    naming the file and line, also when a prompt comes again with another response (naming both lines)."""
     path = Path(path)
     out: dict[str, str] = {}
+    line_of: dict[str, int] = {}
     for lineno, record in jsonl_records(path, "responses file", EvalError):
         if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) or not isinstance(
                 record.get("response"), str):
             raise EvalError(f'{path}:{lineno}: expected {{"prompt": "...", "response": "..."}} (IFEval\'s '
                             "input_response_data format)")
-        out[record["prompt"]] = record["response"]
+        prompt = record["prompt"]
+        if prompt in out and out[prompt] != record["response"]:  # the same pair twice is not ambiguous
+            raise EvalError(f"{path}:{lineno}: the same prompt as line {line_of[prompt]} with another response; "
+                            "responses are matched to prompts by text, so a prompt may have one response")
+        out[prompt] = record["response"]
+        line_of.setdefault(prompt, lineno)
     if not out:
         raise EvalError(f"{path}: no responses")
     return out
@@ -260,10 +266,46 @@ def evaluate_responses(items: Sequence[PromptItem], responses: dict[str, str],
 
 
 def write_responses(verdicts: Sequence[PromptVerdict], path: str | Path) -> None:
-    """The responses in IFEval's `input_response_data` format (so IFEval's own code can score them too)."""
-    with Path(path).open("w", encoding="utf-8") as fh:
-        for v in verdicts:
-            fh.write(json.dumps({"prompt": v.prompt, "response": v.response}, ensure_ascii=False) + "\n")
+    """The responses in IFEval's `input_response_data` format (so IFEval's own code can score them too), written
+    whole or not at all (`write_text_whole`)."""
+    write_text_whole(path, lambda ascii_only: "".join(
+        json.dumps({"prompt": v.prompt, "response": v.response}, ensure_ascii=ascii_only) + "\n" for v in verdicts))
+
+
+def write_text_whole(path: str | Path, text_of) -> None:
+    """Write `text_of(ascii_only=False)` as UTF-8 to `path` through a temporary file in its folder, renamed over it
+    once complete: a write that fails (a full disk) leaves no file, or the old one, never an empty or torn one.
+    Text that UTF-8 cannot encode (a lone surrogate, which a responses file's "\\ud800" escape gives) is written
+    as `text_of(ascii_only=True)` instead (JSON with \\u escapes: the same values). OSError names the file."""
+    import os
+    import tempfile
+
+    path = Path(path)
+    try:
+        data = text_of(False).encode("utf-8")
+    except UnicodeEncodeError:
+        data = text_of(True).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, f"{exc.strerror or exc} writing {path} ({len(data)} bytes)") from None
+        raise
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # --------------------------------------------------------------------------------------------- a model
@@ -399,16 +441,20 @@ def main(argv: list[str] | None = None) -> int:
             report.generate_seconds = time.perf_counter() - t0
             report.verdicts = [judge(item, text, args.scoring) for item, text in zip(items, texts, strict=True)]
             if args.out_responses:
-                write_responses(report.verdicts, args.out_responses)
+                try:
+                    write_responses(report.verdicts, args.out_responses)
+                except OSError as exc:
+                    raise EvalError(f"cannot write the responses: {exc.strerror or exc}") from None
     except (PromptSetError, EvalError, BenchmarkError) as exc:
         return _fail(str(exc))
     report.wall_seconds = time.perf_counter() - start
     print(report.summary_text())
     try:
         if args.out_json:
-            Path(args.out_json).write_text(json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")
+            body = report.to_json()
+            write_text_whole(args.out_json, lambda a: json.dumps(body, indent=1, ensure_ascii=a) + "\n")
         if args.out_md:
-            Path(args.out_md).write_text(report.to_markdown())
+            write_text_whole(args.out_md, lambda a: report.to_markdown())
     except OSError as exc:
         return _fail(f"cannot write the report: {exc.strerror or exc}")
     if not (args.out_json or args.out_md):

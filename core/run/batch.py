@@ -107,12 +107,16 @@ def span_token_mask(offsets: list[tuple[int, int]], spans, width: int) -> np.nda
 
 
 def verify(items: Sequence, texts: Sequence[str], offsets: Sequence[list[tuple[int, int]]], names: Sequence[str],
-           width: int) -> Scores:
+           width: int, check_stop: Callable[[], None] | None = None) -> Scores:
     """Score every response with every reward its prompt states (`PromptItem.verify`) and map the verifiers'
-    character spans to tokens: rewards (B, K), NaN where a reward does not apply, span masks (B, K, width)."""
+    character spans to tokens: rewards (B, K), NaN where a reward does not apply, span masks (B, K, width).
+    `check_stop` is called before each response (it raises to stop: a stop request is honoured within one
+    response's checks, each at most the custom verifiers' time limit)."""
     rewards = torch.full((len(items), len(names)), float("nan"))  # (B, K)
     span_mask = np.zeros((len(items), len(names), width), dtype=bool)  # (B, K, T)
     for i, (item, text) in enumerate(zip(items, texts, strict=True)):
+        if check_stop is not None:
+            check_stop()
         for k, result in enumerate(item.verify(text, names)):
             if result is None:
                 continue

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import signal
 import sys
 import time
@@ -34,8 +35,19 @@ from core.config import TrainConfig
 from core.run import names as names_lib
 from core.run.record import summary_line
 from core.run.step import StopRequested, TrainState, evaluate, seed_everything, train_step
-from core.run.store import RunStore, RunStoreError, RunWriter, run_dir
+from core.run.store import (
+    DiskFull,
+    RunStore,
+    RunStoreError,
+    RunWriter,
+    disk_full,
+    free_bytes,
+    is_disk_full,
+    run_dir,
+)
 from core.run.train_log import phase_line
+from core.verifiers import VerifierExit
+from core.verifiers.base import interrupt_check
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -93,14 +105,33 @@ def load_optimizer_state(path: Path, device: torch.device) -> dict:
     return state
 
 
+def checkpoint_bytes(model: torch.nn.Module) -> int:
+    """About what one checkpoint takes: 4 P (1 + 2 for AdamW's moments) bytes, P the parameters
+    (`core.resources.disk_estimate`'s checkpoint term; the tokenizer's few files left out)."""
+    from core.resources import FLOAT_BYTES
+
+    return FLOAT_BYTES * 3 * sum(p.numel() for p in model.parameters())
+
+
 def save_checkpoint(state: TrainState, writer: RunWriter, step: int) -> Path:
-    """Policy + tokenizer (save_pretrained), optimizer state and the step, written to a temp folder then renamed."""
+    """Policy + tokenizer (save_pretrained), optimizer state and the step, written to a temp folder then renamed.
+    A save that fails removes its temp folder; on a full disk (`is_disk_full`, or less space free once it is removed
+    than a checkpoint takes: torch.save reports ENOSPC as a bare iostream error) it raises DiskFull naming the
+    checkpoint and the space it needs."""
     tmp = writer.begin_checkpoint(step)
-    tmp.mkdir(parents=True)
-    state.model.save_pretrained(tmp)
-    state.tokenizer.save_pretrained(tmp)
-    torch.save(state.optimizer.state_dict(), tmp / "optimizer.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "seed": state.cfg.seed}) + "\n")
+    try:
+        tmp.mkdir(parents=True)
+        state.model.save_pretrained(tmp)
+        state.tokenizer.save_pretrained(tmp)
+        torch.save(state.optimizer.state_dict(), tmp / "optimizer.pt")
+        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, "seed": state.cfg.seed}) + "\n")
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        needed = checkpoint_bytes(state.model)
+        free = free_bytes(tmp.parent)
+        if is_disk_full(exc) or (free is not None and free < needed):
+            raise disk_full(f"checkpoint {writer.checkpoint_dir(step).name}", needed, tmp.parent) from None
+        raise
     return writer.commit_checkpoint(step, state.cfg.keep_checkpoints)
 
 
@@ -150,7 +181,9 @@ def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
 
 
 class SignalGuard:
-    """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases); a second signal of the same kind gets the
+    """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases and between responses while verifying; a
+    custom verifier's check that is running is interrupted when `interrupts_checks`: the built-in trainer's, whose
+    step turns `core.verifiers.base.CheckInterrupted` into its stop); a second signal of the same kind gets the
     previous handler (a second Ctrl-C stops at once), unless `repeats_stop_now` is False. SIGHUP is what a trl
     worker gets when torchrun ends (`core.run.liveness.end_with_parent`), on top of torchrun's own SIGTERM; torchrun
     may send SIGTERM more than once while it shuts down and SIGKILLs its workers itself after its grace period, so
@@ -160,8 +193,9 @@ class SignalGuard:
     request to the loop's state.
     """
 
-    def __init__(self, repeats_stop_now: bool = True):
+    def __init__(self, repeats_stop_now: bool = True, interrupts_checks: bool = False):
         self.repeats_stop_now = repeats_stop_now
+        self.interrupts_checks = interrupts_checks  # the built-in trainer's loop handles `CheckInterrupted`
         self.requested = False
         self.state: TrainState | None = None
         self.previous: dict[int, Any] = {}
@@ -176,6 +210,8 @@ class SignalGuard:
             self.state.stop_requested = True
         if self.repeats_stop_now:
             signal.signal(signum, self.previous.get(signum, signal.SIG_DFL))
+        if self.interrupts_checks:
+            interrupt_check()  # a custom verifier's check running now ends here (the step then stops)
 
     def __enter__(self):
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -242,6 +278,23 @@ def open_run(cfg: TrainConfig, resume: str | os.PathLike | None) -> tuple[TrainS
     return state, writer, start
 
 
+def _disk_full_end(writer: RunWriter, step: int, exc: DiskFull) -> None:
+    """End a run whose write did not fit (docs/CONTRACTS.md, "A full disk"): what a write left half-done removed
+    (which frees its space), status `failed` with the reason, and that reason as one line on stderr. Recorded steps
+    stay; a step whose metrics line was not written is not one."""
+    writer.remove_leftovers()
+    store = RunStore(writer.path)
+    done = store.latest_checkpoint()
+    then = (f"free space, then continue it from step {done[0]} with mrtpo train --resume {writer.path}" if done else
+            "free space, then start it again (it has no checkpoint to resume from)")
+    reason = f"{exc} at step {step}; {then}"
+    try:
+        writer.set_status(state="failed", step=store.last_step(), error=reason)
+    except RunStoreError:  # not even status.json fits: the reader reports the run crashed, the line says why
+        writer.close()
+    print(f"mrtpo train: error: {reason}", file=sys.stderr, flush=True)
+
+
 StepHook = Callable[[TrainState, dict], None]
 
 
@@ -254,7 +307,7 @@ def train(
 ) -> Path:
     """Run (or resume) a training run; returns the run folder. Status ends completed, stopped or failed."""
     out = out or sys.stdout
-    with SignalGuard() as guard:
+    with SignalGuard(interrupts_checks=True) as guard:
         print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), file=out, flush=True)
         state, writer, start = open_run(cfg, resume)
         guard.attach(state)
@@ -307,13 +360,24 @@ def _loop(state: TrainState, writer: RunWriter, start: int, hooks: list[StepHook
     except StopRequested:
         bar.clear()
         if state.step > 0 and last_saved != state.step:
-            save_checkpoint(state, writer, state.step)
+            try:
+                save_checkpoint(state, writer, state.step)
+            except DiskFull as exc:
+                _disk_full_end(writer, state.step, exc)
+                return
         writer.set_status(state="stopped", step=state.step, error=None)
         print(f"stopped after step {state.step}", file=out, flush=True)
     except Diverged as exc:
         bar.clear()
         writer.set_status(state="failed", step=state.step, error=str(exc))
         print(f"mrtpo train: {exc}", file=sys.stderr, flush=True)
+    except DiskFull as exc:
+        bar.clear()
+        _disk_full_end(writer, state.step, exc)
+    except VerifierExit as exc:  # a custom check called sys.exit: the run fails with one line naming it
+        bar.clear()
+        writer.set_status(state="failed", step=state.step, error=f"{exc} (at step {state.step + 1})")
+        print(f"mrtpo train: error: {exc} (at step {state.step + 1})", file=sys.stderr, flush=True)
     except BaseException as exc:
         bar.clear()
         tail = "".join(traceback.format_exception(exc))[-4000:]

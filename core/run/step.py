@@ -48,6 +48,7 @@ from core.run import batch as batch_lib
 from core.run import credit_choice, record
 from core.run.batch import Advantages, Rollout, Routing, Scores
 from core.run.credit_format import CreditStep
+from core.verifiers.base import CheckInterrupted
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -170,8 +171,12 @@ def collect_rollout(state: TrainState, step: int, keep_logits: bool | None = Non
 def verify(state: TrainState, rollout: Rollout) -> Scores:
     """Score every response with every reward its prompt states; map the verifiers' spans to tokens
     (`core.run.batch.verify`)."""
-    return batch_lib.verify(rollout.items, rollout.texts, rollout.offsets, state.reward_names,
-                            rollout.response_ids.shape[1])
+    try:
+        return batch_lib.verify(rollout.items, rollout.texts, rollout.offsets, state.reward_names,
+                                rollout.response_ids.shape[1], state.check_stop)
+    except CheckInterrupted:  # a stop request ended a custom check: the step stops
+        state.check_stop()
+        raise
 
 
 def rollout_logprobs(state: TrainState, rollout: Rollout) -> tf_lib.ResponseLogprobs:

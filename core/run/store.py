@@ -12,6 +12,7 @@ Never imports torch, streamlit or plotly: the app reads runs through this module
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import json
 import math
@@ -134,20 +135,65 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class DiskFull(RunStoreError):
+    """A write that did not fit on its disk (ENOSPC, or EDQUOT: over quota). The message names what did not fit,
+    about how many bytes it needed and how many were free; what it had half-written is removed
+    (docs/CONTRACTS.md, "A full disk")."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from or during, is "no space left on device" / "disk quota
+    exceeded" (torch.save and safetensors wrap it in a RuntimeError that keeps only its text)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, DiskFull) or (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+            return True
+        if any(t in str(exc) for t in ("No space left on device", "Disk quota exceeded", "StorageFull")):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Bytes free to this process on the filesystem of `path` (or of the nearest folder above it), None if unknown."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return None
+
+
+def disk_full(what: str, needed: int | None, where: str | os.PathLike) -> DiskFull:
+    """The DiskFull for `what` (e.g. "credit/step_000003.parquet") that needed about `needed` bytes in `where`."""
+    from core.resources import gib
+
+    free = free_bytes(where)
+    need = f"about {gib(needed)} needed" if needed is not None else "its size unknown"
+    have = f", {gib(free)} free" if free is not None else ""
+    return DiskFull(f"no space left on device: {what} did not fit ({need}{have} in {where})")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see either the old or the new file, never a torn one."""
+    """Write `data` to `path` so that readers see either the old or the new file, never a torn one. On a full disk
+    the temporary file is removed, the old file (if any) kept, and DiskFull names the file and the bytes it needed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would differ from the appended files' mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            raise disk_full(f"{path.parent.name}/{path.name}", len(data), path.parent) from None
         raise
     _fsync_dir(path.parent)
 
@@ -301,9 +347,9 @@ class RunWriter:
         """Continue the run in `path` after `step` (its newest checkpoint): record `config` (resuming may
         change a few fields), drop the metrics and credit maps of later steps and half-written checkpoints."""
         writer = cls.open(path)
+        writer.remove_leftovers()  # first: a half-written checkpoint may be what filled the disk
         atomic_write_json(writer.path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
         writer.truncate_after(step)
-        writer.remove_leftovers()
         return writer
 
     def set_status(self, **fields: Any) -> dict[str, Any]:
@@ -358,10 +404,19 @@ class RunWriter:
         if "step" not in row:
             raise RunStoreError("a metrics row needs its 'step'")
         line = json_line(row)
-        with open(self.path / "metrics.jsonl", "a", encoding="utf-8") as fh:  # created with FILE_MODE
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        file = self.path / "metrics.jsonl"
+        size = file.stat().st_size if file.exists() else 0
+        try:
+            with open(file, "a", encoding="utf-8") as fh:  # created with FILE_MODE
+                fh.write(line + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            with open(file, "r+b") as fh:  # no torn line left for the next one to join
+                fh.truncate(size)
+            raise disk_full("metrics.jsonl", len(line) + 1, self.path) from None
 
     def truncate_after(self, step: int) -> None:
         """Drop metrics lines and credit files of steps after `step` (used when resuming from a checkpoint)."""
@@ -836,8 +891,11 @@ class RunStore:
             if rewards is not None:
                 frame = frame[frame["reward"].isin(rewards)]
             return frame.reset_index(drop=True)
+        index = self._credit_index_of(pf, step)
+        if index is None:
+            return empty
         try:
-            frame, problems = valid_positions(credit_format.read_long(pf, step, samples, rewards),
+            frame, problems = valid_positions(credit_format.read_long(pf, step, samples, rewards, index),
                                               f"credit map of step {step}")
             for p in problems:
                 self._warn(p)
@@ -846,6 +904,16 @@ class RunStore:
             self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) is not of schema "
                        f"{version} ({exc.__class__.__name__}); skipped")
             return empty
+
+    def _credit_index_of(self, pf: pq.ParquetFile, step: int) -> dict | None:
+        """The footer index of a schema-2 or -3 file, checked (`credit_format.read_index`); None, with one warning
+        naming the file, when it cannot be trusted (the step is then skipped by every reader)."""
+        try:
+            return credit_format.read_index(pf)
+        except credit_format.BadIndex as exc:
+            self._warn(f"credit map of step {step} (credit/step_{int(step):06d}.parquet) has an index that cannot be "
+                       f"trusted ({str(exc)[:160]}); skipped")
+            return None
 
     def credit(self, step: int) -> pd.DataFrame:
         """The whole credit map of `step` (`credit_tokens` of every sample and reward); an empty frame with the
@@ -863,11 +931,8 @@ class RunStore:
         if pf is None:
             return empty
         if version in credit_format.COLUMNAR_VERSIONS:
-            try:
-                return credit_format.index_frame(credit_format.read_index(pf))
-            except (KeyError, ValueError, TypeError) as exc:
-                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
-                return empty
+            index = self._credit_index_of(pf, step)
+            return empty if index is None else credit_format.index_frame(index)
         frame = self._credit_v1(pf, step)
         if frame is None or frame.empty:
             return empty
@@ -894,11 +959,8 @@ class RunStore:
         if pf is None:
             return credit_format.summary_frame({})
         if version in credit_format.COLUMNAR_VERSIONS:
-            try:
-                return credit_format.summary_frame(credit_format.read_index(pf)["distance_summary"])
-            except (KeyError, ValueError, TypeError) as exc:
-                self._warn(f"credit map of step {step} has no readable index ({exc.__class__.__name__}); skipped")
-                return credit_format.summary_frame({})
+            index = self._credit_index_of(pf, step)
+            return credit_format.summary_frame({} if index is None else index["distance_summary"])
         frame = self._credit_v1(pf, step)
         if frame is None or frame.empty:
             return credit_format.summary_frame({})

@@ -95,10 +95,15 @@ def _resume_config(run: Path, flags: dict, lock: bool = True) -> TrainConfig:
         # One writer per run: taken here, before anything heavy, and held until this process ends.
         if lock:
             acquire_writer_lock(run)
-        RunStore(run).latest_checkpoint()  # a corrupt trainer_state.json: say so before loading the model
+        ckpt = RunStore(run).latest_checkpoint()  # a corrupt trainer_state.json: say so before loading the model
     except RunStoreError as exc:
         raise ConfigError(None, str(exc)) from None
     store = RunStore(run)
+    done = store.last_step()
+    if ckpt is None:  # resuming would start again at step 0 and drop every recorded step
+        lost = f" (resuming would start again at step 0 and drop its {done} recorded steps)" if done else ""
+        raise ConfigError(None, f"run {run.name!r} has no complete checkpoint to resume from{lost}; start a new "
+                          "run instead")
     fixed = sorted(k for k in flags if k not in RESUMABLE_OVERRIDES)
     if fixed:
         raise ConfigError(
@@ -109,6 +114,14 @@ def _resume_config(run: Path, flags: dict, lock: bool = True) -> TrainConfig:
     recorded = store.config()
     if not recorded:
         raise ConfigError(None, f"config.json of {run.name!r} is unreadable: {'; '.join(store.warnings)}")
+    steps = flags.get("steps", recorded.get("steps"))
+    if isinstance(steps, int) and store.status().get("state") == "completed" and steps <= done:
+        # as the app's Resume (`mrtpo_viz.launcher.resume_run`): a completed run is extended, never cut
+        raise ConfigError("steps", f"the run completed its {done} steps; extend it to more steps than that "
+                          f"(--steps {done + 1} or more)")
+    if isinstance(steps, int) and steps <= ckpt[0]:
+        raise ConfigError("steps", f"{steps} is not past the checkpoint at step {ckpt[0]} the run resumes from; "
+                          f"give --steps {ckpt[0] + 1} or more")
     # The run keeps its folder: runs_dir and run_name follow where it lies now (it may have moved).
     return TrainConfig.from_dict(recorded, **flags, runs_dir=str(run.parent), run_name=run.name)
 

@@ -12,9 +12,13 @@ equal to NaN); otherwise the old bytes are put back and the run is reported as n
 `schema_version` becomes the newest once every map is of it. Nothing else in the folder changes (metrics, status,
 notes, checkpoints).
 
-Refused: a folder without config.json, a run that is being written (its writer lock is held or its status is
-active). A crash in the middle leaves every map either old or new (each is replaced by one rename), and both open;
-running the command again finishes the job. Exit status 2 when a run was refused or a map could not be upgraded.
+Every map in credit/ is upgraded, also one past the last metrics step (a step killed before its metrics line), and a
+map already of the newest schema is read whole: one that does not read is reported (exit 2), not "already of it".
+Refused before any map is rewritten: a folder without config.json or whose config.json is not a JSON object (empty,
+say), a run that is being written (its writer lock is held or its status is active). A crash in the middle leaves
+every map either old or new (each is replaced by one rename), and both open; running the command again finishes the
+job. A run that had no `.writer.lock` has none afterwards, also when an upgrade of it was killed and run again (the
+lock file it makes holds `LOCK_MARK`). Exit status 2 when a run was refused or a map could not be upgraded.
 """
 
 from __future__ import annotations
@@ -35,13 +39,17 @@ from core.run.store import (
     ACTIVE_STATES,
     SCHEMA_VERSION,
     WRITER_LOCK,
+    DiskFull,
     RunStore,
     RunWriter,
+    _step_of,
     atomic_write_bytes,
     atomic_write_json,
     credit_path,
     writer_lock_held,
 )
+
+LOCK_MARK = b"mrtpo upgrade\n"  # the content of a lock file this command made (a trainer's is empty)
 
 
 @dataclass
@@ -99,10 +107,24 @@ def frame_difference(a: pd.DataFrame, b: pd.DataFrame) -> str:
     return ""
 
 
+def _config(path: Path) -> tuple[dict | None, str]:
+    """(config.json as a JSON object, "") or (None, why it is not one)."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        why = "empty" if isinstance(exc, ValueError) and not (path / "config.json").read_bytes().strip() else (
+            f"{exc.__class__.__name__}: {str(exc)[:80]}")
+        return None, why
+    return (config, "") if isinstance(config, dict) else (None, "not a JSON object")
+
+
 def refusal(path: Path) -> str:
-    """Why `path` cannot be upgraded now ("" when it can)."""
+    """Why `path` cannot be upgraded now ("" when it can): no run folder, a config.json that is not a JSON object
+    (its `schema_version` could not be recorded: said before any map is rewritten), or a run being written."""
     if not (path / "config.json").is_file():
         return f"{path} is not a run folder (no config.json)"
+    if (why := _config(path)[1]):
+        return f"{path / 'config.json'} is unreadable ({why}); nothing was rewritten"
     state = RunStore(path).status().get("state")
     if state in ACTIVE_STATES or writer_lock_held(path):
         return f"{path} is being written (state {state!r}); upgrade it once it has finished or been stopped"
@@ -117,10 +139,17 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
     if why:
         raise ValueError(why)
     store = RunStore(path)
-    steps = store.credit_steps()
+    # every map in credit/, also one past the last metrics step (a step killed before its metrics line): the
+    # config's schema_version says what every file is
+    steps = sorted(s for f in (path / "credit").glob("step_*.parquet")
+                   if (s := _step_of(f)) is not None and not f.is_symlink()) if (path / "credit").is_dir() else []
     out = Upgraded(rewritten=[], current=[], failed={})
     lock_file = path / WRITER_LOCK
-    had_lock_file = lock_file.exists()
+    # A run without a lock file (a shipped run) gets one marked as this command's, removed at the end; one a killed
+    # upgrade left behind still holds the mark, so the next upgrade removes it too.
+    ours = not lock_file.exists() or lock_file.read_bytes() == LOCK_MARK
+    if not lock_file.exists():
+        atomic_write_bytes(lock_file, LOCK_MARK)
     writer = RunWriter.open(path)  # the writer lock: no trainer can resume the run while its files change
     try:
         for step in tqdm(steps, desc=path.name, unit="map", disable=not progress, file=sys.stderr):
@@ -131,7 +160,11 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
                 out.failed[step] = f"unreadable ({'; '.join(store.warnings)}); left as it is"
                 continue
             if version == str(SCHEMA_VERSION):
-                out.current.append(step)
+                store.credit(step)  # read whole: a map of the newest schema that does not read is no upgraded map
+                if store.warnings:
+                    out.failed[step] = f"unreadable ({'; '.join(store.warnings)}); left as it is"
+                else:
+                    out.current.append(step)
                 continue
             old_bytes = file.read_bytes()
             store.warnings.clear()
@@ -139,7 +172,11 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
             if store.warnings:
                 out.failed[step] = "; ".join(store.warnings)
                 continue
-            writer.write_credit(step, frame)
+            try:
+                writer.write_credit(step, frame)
+            except DiskFull as exc:  # the old file is untouched (atomic write); the next maps would not fit either
+                out.failed[step] = f"{exc}; the old file is kept, the maps after it not tried"
+                break
             back = RunStore(path)
             difference = frame_difference(frame, back.credit(step)) or "; ".join(back.warnings)
             if difference:
@@ -150,12 +187,14 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
             out.bytes_before += len(old_bytes)
             out.bytes_after += file.stat().st_size
         if not out.failed:
-            config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            config, why = _config(path)
+            if config is None:
+                raise ValueError(f"{path / 'config.json'} became unreadable ({why}) during the upgrade")
             if config.get("schema_version") != SCHEMA_VERSION:
                 atomic_write_json(path / "config.json", {**config, "schema_version": SCHEMA_VERSION})
     finally:
         writer.close()
-        if not had_lock_file:  # the folder as it was: a shipped run has no lock file
+        if ours:  # the folder as it was: a shipped run has no lock file
             lock_file.unlink(missing_ok=True)
     return out
 

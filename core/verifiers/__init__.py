@@ -23,6 +23,7 @@ from core.verifiers.base import (
     Param,
     Span,
     Verifier,
+    VerifierExit,
     VerifierSpecError,
     VerifyResult,
     as_choice,
@@ -33,8 +34,10 @@ from core.verifiers.base import (
     families,
     family_class,
     load_custom,
+    module_of,
     normalize_spans,
     register,
+    set_time_limit,
 )
 from core.verifiers.text import count_sentences, count_words, sentence_spans, word_spans
 
@@ -42,6 +45,7 @@ __all__ = [
     "Param",
     "Span",
     "Verifier",
+    "VerifierExit",
     "VerifierSpecError",
     "VerifyResult",
     "as_choice",
@@ -54,8 +58,10 @@ __all__ = [
     "families",
     "family_class",
     "load_custom",
+    "module_of",
     "normalize_spans",
     "register",
+    "set_time_limit",
     "sentence_spans",
     "word_spans",
 ]

@@ -12,8 +12,11 @@ import logging
 import math
 import random
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -26,6 +29,86 @@ Span = tuple[int, int]
 class VerifierSpecError(ValueError):
     """An unknown constraint family or bad arguments for one; the message names the constraint
     and the valid choices."""
+
+
+class VerifierExit(RuntimeError):
+    """A custom verifier's code called `sys.exit` (or raised SystemExit) inside its check: the message names the
+    family, its module and the exit code. Ends the run (`failed`), where any other exception of a check scores 0."""
+
+
+class _CheckTimeout(BaseException):
+    """Raised inside a custom check that ran past the time limit (a BaseException: a check's own `except
+    Exception` does not swallow it)."""
+
+
+class CheckInterrupted(BaseException):
+    """Raised inside a custom check by a stop request (`interrupt_check`, called from the trainer's SIGTERM / SIGINT
+    handler): the stop does not wait for a check that hangs. Propagates out of `Verifier.verify`."""
+
+
+_IN_CHECK = [False]  # a custom family's check is running now (main thread)
+
+
+def interrupt_check() -> None:
+    """From a signal handler: raise `CheckInterrupted` in the custom check that is running, if one is."""
+    if _IN_CHECK[0]:
+        raise CheckInterrupted()
+
+
+DEFAULT_TIME_LIMIT = 5.0  # seconds one call of a custom family's check may run (TrainConfig.verifier_time_limit)
+_TIME_LIMIT = [DEFAULT_TIME_LIMIT]
+_TIMED_OUT: set[str] = set()  # families already warned about (one warning per family per process)
+
+
+def set_time_limit(seconds: float) -> None:
+    """The time limit of one call of a custom family's check (0: none). Built-in families have none: they are
+    this project's code, fast and tested. The limit is an interval timer (SIGALRM) in the main thread: a check
+    running Python code is interrupted at the limit; one stuck inside a single C call (a huge regular expression,
+    say) when that call returns. Off the main thread no limit applies."""
+    _TIME_LIMIT[0] = max(float(seconds), 0.0)
+
+
+def time_limit() -> float:
+    return _TIME_LIMIT[0]
+
+
+def module_of(cls: type) -> str:
+    """Where a family's code lives: the .py file `load_custom` imported it from, else its module name."""
+    name = getattr(getattr(cls, "_source", cls), "__module__", "") or ""
+    paths = {module: path for path, module in _LOADED_PATHS.items()}
+    return paths.get(name, name)
+
+
+def _is_builtin(cls: type) -> bool:
+    return (getattr(getattr(cls, "_source", cls), "__module__", "") or "").startswith("core.verifiers.")
+
+
+@contextmanager
+def _limited(seconds: float):
+    """Run the block with SIGALRM raising `_CheckTimeout` after `seconds` (nothing when 0, off the main thread, or
+    when something else owns SIGALRM)."""
+    main = threading.current_thread() is threading.main_thread()
+    usable = seconds > 0 and main and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+    if not usable:
+        _IN_CHECK[0] = main
+        try:
+            yield
+        finally:
+            _IN_CHECK[0] = False
+        return
+
+    def expire(signum, frame):
+        raise _CheckTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    _IN_CHECK[0] = True
+    try:
+        yield
+    finally:
+        _IN_CHECK[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class VerifyResult(NamedTuple):
@@ -223,9 +306,28 @@ class Verifier:
         """
         if not isinstance(text, str) or not text.strip():
             return VerifyResult(0.0, ())
+        if _is_builtin(type(self)):
+            try:
+                score, spans = self.check(text)
+                return VerifyResult(clamp_score(score), normalize_spans(spans, len(text)))
+            except Exception:  # noqa: BLE001 - the contract: verify never raises on any text
+                log.exception("verifier %s raised on a text of %d characters; scoring 0", self.family, len(text))
+                return VerifyResult(0.0, ())
+        limit = time_limit()
         try:
-            score, spans = self.check(text)
+            with _limited(limit):
+                score, spans = self.check(text)
             return VerifyResult(clamp_score(score), normalize_spans(spans, len(text)))
+        except _CheckTimeout:
+            if self.family not in _TIMED_OUT:
+                _TIMED_OUT.add(self.family)
+                log.warning("verifier %s (%s) ran past its time limit of %g s on a text of %d characters; scoring 0 "
+                            "(later calls past the limit score 0 without a warning; verifier_time_limit sets it)",
+                            self.family, module_of(type(self)), limit, len(text))
+            return VerifyResult(0.0, ())
+        except SystemExit as exc:  # sys.exit in a check would end the trainer with no word: end the run with one
+            raise VerifierExit(f"verifier {self.family} ({module_of(type(self))}) called sys.exit({exc.code!r}) in "
+                               "its check; a check returns a score, it must not exit") from None
         except Exception:  # noqa: BLE001 - the contract: verify never raises on any text
             log.exception("verifier %s raised on a text of %d characters; scoring 0", self.family, len(text))
             return VerifyResult(0.0, ())
@@ -421,6 +523,10 @@ def load_custom(module_or_path: str) -> list[str]:
         except VerifierSpecError:
             sys.modules.pop(name, None)
             raise
+        except SystemExit as exc:  # the module's sys.exit would end the trainer silently with its code
+            sys.modules.pop(name, None)
+            raise VerifierSpecError(f"custom_verifiers: importing {str(path)!r} called sys.exit({exc.code!r}); a "
+                                    "verifier module registers families, it must not exit") from None
         except Exception as exc:
             sys.modules.pop(name, None)
             raise VerifierSpecError(f"custom_verifiers: importing {str(path)!r} failed: {exc!r}") from exc
@@ -430,4 +536,9 @@ def load_custom(module_or_path: str) -> list[str]:
             importlib.import_module(target)
         except ImportError as exc:
             raise VerifierSpecError(f"custom_verifiers: cannot import module {target!r}: {exc}") from exc
+        except SystemExit as exc:
+            raise VerifierSpecError(f"custom_verifiers: importing module {target!r} called sys.exit({exc.code!r}); "
+                                    "a verifier module registers families, it must not exit") from None
+        except Exception as exc:
+            raise VerifierSpecError(f"custom_verifiers: importing module {target!r} failed: {exc!r}") from exc
     return sorted(set(_REGISTRY) - before)
