@@ -28,7 +28,7 @@ class NestedParentheses(IFBenchVerifier):
     the stack and the depth reached (IFBench's scan). Spans: the bracket characters scanned."""
 
     params: ClassVar = {}
-    description = "Nest parentheses (and [brackets {and braces}]) at least 5 levels deep."
+    description = "Nest parentheses (and [brackets {{and braces}}]) at least 5 levels deep."
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
         stack: list[str] = []
