@@ -378,3 +378,17 @@ def test_the_app_opens_a_run_of_a_users_own_rewards_and_says_which_report_no_spa
         said[name] = " ".join([c.value for c in at.caption] + [i.value for i in at.info])
     for name in ("credit", "debugger"):
         assert "No spans reported by think_format_reward, lowercase_reward" in said[name], said[name]
+
+
+@needs_trl
+def test_sampling_logits_are_kept_only_while_they_fit():
+    """At a GPU batch's size the kept logits would not fit (64 rows x 1,024 tokens x 49,152 words, bf16: 6 GiB +
+    its fp32 log-softmax): the replay recomputes p_t instead; a CPU-sized batch keeps them."""
+    import torch
+
+    from core.integrations.trl.trainer import SAMPLING_LOGITS_MAX_BYTES, sampling_logits_bytes
+
+    big = torch.nn.Linear(8, 49_152, bias=False).to(torch.bfloat16)
+    assert sampling_logits_bytes(64, 1024, big) == 64 * 1024 * 49_152 * 6 > SAMPLING_LOGITS_MAX_BYTES
+    small = torch.nn.Linear(8, 300, bias=False)
+    assert sampling_logits_bytes(32, 48, small) < SAMPLING_LOGITS_MAX_BYTES

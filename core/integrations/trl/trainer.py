@@ -71,6 +71,17 @@ from core.run import batch as batch_lib
 from core.run.batch import Rollout, Scores
 from core.run.lifecycle import SignalGuard
 
+# The most the sampling's kept logits (b, T, V) may take (`MRTPOTrainer._generate_single_turn`); a larger batch
+# recomputes p_t in the replay's full-prompt pass instead, whose memory is bounded by its chunk.
+SAMPLING_LOGITS_MAX_BYTES = 2 << 30
+
+
+def sampling_logits_bytes(rows: int, max_tokens: int, head: torch.nn.Module) -> int:
+    """Bytes of the logits generation would keep: rows x max_tokens x V in the output layer's dtype, and the fp32
+    log-softmax the replay makes of them (4 bytes each)."""
+    weight = head.weight
+    return rows * max_tokens * int(weight.shape[0]) * (weight.element_size() + 4)
+
 
 def reward_func_name(func) -> str:
     """A reward function's name as TRL names it (metrics, reward_contrasts, family_weights): a model's id (a path's
@@ -274,8 +285,10 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         self._sampling_logits = None
         if not (self.model.training and self._keeps_sampling_logits()):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
-        steps: list[Tensor] = []
         head = self.accelerator.unwrap_model(self.model).get_output_embeddings()
+        if sampling_logits_bytes(len(prompt_ids), self.args.max_completion_length, head) > SAMPLING_LOGITS_MAX_BYTES:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)  # too large to keep: recompute p_t
+        steps: list[Tensor] = []
         handle = head.register_forward_hook(lambda module, inputs, output: steps.append(output[:, -1, :].detach()))
         try:
             result = super()._generate_single_turn(prompt_ids, *args, **kwargs)
