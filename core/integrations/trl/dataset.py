@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import ConfigError
-from core.contrast import _last_user, user_text
+from core.contrast import user_text, with_user_text
 from core.tasks import PromptItem, item_from_record
 
 # ----------------------------------------------------------------------------------------------- dataset rows
@@ -37,13 +37,8 @@ class PromptRow:
 
     def variant(self, text: str) -> Any:
         """The row's prompt with the item's text replaced by `text` (same template, same chat format)."""
-        if isinstance(self.prompt, str):
-            return self.prompt[: self.start] + text + self.prompt[self.end:]
-        messages = [dict(m) for m in self.prompt]
-        j = _last_user(messages)
-        content = messages[j]["content"]
-        messages[j]["content"] = content[: self.start] + text + content[self.end:]
-        return messages
+        user = user_text(self.prompt)
+        return with_user_text(self.prompt, user[: self.start] + text + user[self.end:])
 
     def contrastive(self, family: str, contrast: str = "remove") -> Any | None:
         """The prompt x^-k for reward `family` (None when the row does not state it); `contrast` as in

@@ -50,7 +50,6 @@ from core.choices import routing_source
 from core.config import ConfigError, reward_weights_error
 from core.integrations.trl.config import MRTPOConfig
 from core.integrations.trl.dataset import (
-    ROW_COLUMNS,
     PromptRow,
     completion_text,
     dataset_rows,
@@ -217,9 +216,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         self._estimator = adv_lib.trl_estimator(args.method, args.multi_objective_aggregation, self.scale_rewards)
         if self.accelerator.is_main_process:
             self._say_routes(args)
-        self._rows: dict[str, PromptRow] = {}
+        self._rows: dict[str, tuple[PromptRow, list[Any]]] = {}  # `_row`
         self._variant_ids: dict[str, list[int]] = {}
-        self._contrast_cache: dict[str, list[Any]] = {}
         self._captured: CapturedRewards | None = None
         self._guard: SignalGuard | None = None
         self._init_recorder(store_config)
@@ -356,11 +354,21 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
 
     # ------------------------------------------------------------------ MRTPO on the local rows
 
-    def _prompt_row(self, row: Mapping) -> PromptRow:
-        key = json.dumps({k: row[k] for k in ROW_COLUMNS if k in row}, sort_keys=True, default=str)
+    def _row(self, row: Mapping) -> tuple[PromptRow, list[Any]]:
+        """A dataset row read once: its PromptRow and each reward's contrastive prompt x^-k (`RewardRoute.contrastive`;
+        None where the reward has no contrast or it finds nothing in the row), cached by the whole row (a contrast may
+        read any column)."""
+        key = json.dumps(row, sort_keys=True, default=str)
         found = self._rows.get(key)
         if found is None:
-            found = self._rows[key] = prompt_row(row)
+            if len(self._rows) > 100_000:
+                self._rows.clear()
+            prow = prompt_row(row)
+            relevance_contrast = routing_lib.get_relevance(self.args.relevance).contrast
+            contrasts = [r.contrast for r in self.routes]
+            found = self._rows[key] = (prow, [
+                route.contrastive(row, prow, relevance_contrast, self.reward_names, contrasts) if route.replays
+                else None for route in self.routes])
         return found
 
     def _token_ids(self, prompts: list[Any]) -> list[list[int]]:
@@ -403,7 +411,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         if rewards_all.shape[0] != b * self.accelerator.num_processes:
             raise RuntimeError(f"gathered {rewards_all.shape[0]} reward rows for {self.accelerator.num_processes} "
                                f"processes of {b} rows")
-        prompt_rows = [self._prompt_row(x) for x in inputs]
+        entries = [self._row(x) for x in inputs]
+        prompt_rows = [prow for prow, _ in entries]
         rollout = self._local_rollout(prompt_rows, out)
         spans = self._span_mask(rollout)  # (b, K, T)
         scores = Scores(rewards_all[rows], spans)  # TRL's rewards (its reward functions), our spans
@@ -411,7 +420,9 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
 
         t1 = time.perf_counter()
         group_adv = adv_lib.group_normalized(rewards_all, self.num_generations, args.eps)[rows]  # (b, K), global stats
-        variants = self._variants(inputs, prompt_rows, scores.applicable)  # (b, K) x^-k, None: no contrast there
+        applicable = scores.applicable
+        variants = [[v if bool(applicable[i, k]) else None for k, v in enumerate(found)]
+                    for i, (_, found) in enumerate(entries)]  # (b, K) x^-k, None: no contrast there or not applicable
         routable = torch.tensor([[v is not None for v in vs] for vs in variants], dtype=torch.bool).reshape(b, -1)
         routing = batch_lib.route(args, rollout.mask, scores, group_adv, self._distances(variants, rollout),
                                   routable=routable)
@@ -470,24 +481,6 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 func.spans = None
             func.texts = None  # used: a later batch must not read them
         return torch.from_numpy(span_mask)
-
-    def _variants(self, inputs: list[dict], prompt_rows: list[PromptRow], applicable: Tensor) -> list[list[Any]]:
-        """(b, K) the contrastive prompts x^-k of the local rows (`RewardRoute.contrastive`, cached per row), None
-        where reward k does not apply, has no contrast, or the contrast finds nothing in the row."""
-        relevance_contrast = routing_lib.get_relevance(self.args.relevance).contrast
-        contrasts = [r.contrast for r in self.routes]
-        out = []
-        for i, (row, prow) in enumerate(zip(inputs, prompt_rows, strict=True)):
-            key = json.dumps(row, sort_keys=True, default=str)
-            cached = self._contrast_cache.get(key)
-            if cached is None:
-                if len(self._contrast_cache) > 100_000:
-                    self._contrast_cache.clear()
-                cached = self._contrast_cache[key] = [
-                    route.contrastive(row, prow, relevance_contrast, self.reward_names, contrasts)
-                    if route.replays else None for route in self.routes]
-            out.append([v if bool(applicable[i, k]) else None for k, v in enumerate(cached)])
-        return out
 
     def _distances(self, variants_all: list[list[Any]], rollout: Rollout) -> batch_lib.DistanceFn:
         """The contrastive passes of the local rows for `core.run.batch.route`: (b, K) pairs -> relevance
