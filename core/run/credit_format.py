@@ -33,43 +33,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-VERSION = 3
-COLUMNAR_VERSIONS = ("2", "3")  # the versions this module reads (schema 2: `credit` and `token` always stored)
-INDEX_KEY = b"mrtpo_credit_index"
-ROW_GROUP_ROWS = 65536  # rows per row group (whole samples; a sample longer than this is one row group)
-
-# schema 3's columns and their Arrow types, in file order (`credit`, `token`, `start`: only in a file that needs them;
-# `credit_scale`: only in a file without `credit`; schema 2 has `credit` and `token`, no `credit_scale`)
-SCHEMA = pa.schema([
-    ("sample", pa.int32()),
-    ("group", pa.int32()),
-    ("reward", pa.dictionary(pa.int32(), pa.string())),
-    ("t", pa.int32()),
-    ("distance", pa.float32()),  # relevance distance d (JS or log-prob), NaN where not computed
-    ("weight", pa.float32()),
-    ("credit", pa.float32()),
-    ("in_span", pa.bool_()),
-    ("score", pa.float32()),
-    ("group_adv", pa.float32()),
-    ("credit_scale", pa.float32()),  # c[i, k]: credit = weight x c (float32), where `credit` is not stored
-    ("distance_skipped", pa.bool_()),
-    ("token_id", pa.int32()),  # this and the next four: on the first reward's rows only
-    ("token", pa.string()),
-    ("start", pa.int32()),
-    ("end", pa.int32()),
-    ("token_adv", pa.float32()),
-    ("prompt_key", pa.string()),  # this and the next two: on the sample's first row only
-    ("prompt", pa.string()),
-    ("response", pa.string()),
-])
-TOKEN_FIELDS = ("token_id", "token", "start", "end", "token_adv")
-SAMPLE_FIELDS = ("prompt_key", "prompt", "response")
-# BYTE_STREAM_SPLIT: noisy floats compress better, and so do token ids (2.0 B an id of 50k uniform, 2.5 plain)
-SPLIT_COLUMNS = ("distance", "weight", "credit", "token_adv", "token_id")
-DELTA_INTS = ("t", "start", "end")  # DELTA_BINARY_PACKED: positions that climb by small steps
-# schema 1's names of the columns schema 2 renamed (a schema-1 file, or a long frame written before the rename,
-# has these; the readers' frames use the new names)
-V1_NAMES = {"js": "distance", "js_skipped": "distance_skipped"}
+from core.run.schema import (
+    DELTA_INTS,
+    INDEX_KEY,
+    ROW_GROUP_ROWS,
+    SAMPLE_FIELDS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SPLIT_COLUMNS,
+    TOKEN_FIELDS,
+    V1_NAMES,
+)
 
 
 @dataclass
@@ -431,7 +405,7 @@ def table(cs: CreditStep) -> tuple[pa.Table, np.ndarray, dict]:
 def write_bytes(cs: CreditStep, schema_key: bytes) -> bytes:
     """The step's schema-3 Parquet file (zstd; row groups of whole samples; the index in the metadata)."""
     tab, group_starts, index = table(cs)
-    meta = {schema_key: str(VERSION).encode(), INDEX_KEY: pack_index(index)}
+    meta = {schema_key: str(SCHEMA_VERSION).encode(), INDEX_KEY: pack_index(index)}
     sink = pa.BufferOutputStream()
     dictionary = [c for c in tab.column_names if c not in SPLIT_COLUMNS + DELTA_INTS]
     encoding = {**{c: "DELTA_BINARY_PACKED" for c in DELTA_INTS if c in tab.column_names},

@@ -35,58 +35,26 @@ from core.run.credit_format import CreditStep
 from core.run.liveness import pid_is_writer, pid_start_time
 from core.run.metrics_file import MetricsReader
 from core.run.names import RUN_NAME_RULE, is_run_name
+from core.run.schema import (
+    ACTIVE_STATES,
+    ADDED_COLUMNS,
+    COLUMNAR_VERSIONS,
+    CREDIT_COLUMNS,
+    CREDIT_SCHEMA,
+    FINAL_STATES,
+    READABLE_VERSIONS,
+    SCHEMA_KEY,
+    SCHEMA_VERSION,
+    STEP_MAX,
+    V1_NAMES,
+    WRITER_LOCK,
+)
 from core.run.train_log import crash_message, read_tail
 
 # Set by the app for a trainer it starts (mrtpo_viz/launcher): the run folder's creator records it in status.json,
 # so the app links its staging log only into the run its own trainer created (docs/CONTRACTS.md, status.json).
 LAUNCH_ID_ENV = "MRTPO_LAUNCH_ID"
 
-# Of the run store: config.json's schema_version, and the mrtpo_schema_version the credit files are written with (one
-# number, kept by the credit file format)
-SCHEMA_VERSION = credit_format.VERSION
-# 1: the long credit map (CREDIT_SCHEMA), read as it is; 2 and 3: `core.run.credit_format` (3 leaves out `credit` and
-# `token` where they can be given back exactly)
-READABLE_VERSIONS = (1, 2, 3)
-SCHEMA_KEY = b"mrtpo_schema_version"
-ACTIVE_STATES = ("starting", "running")
-FINAL_STATES = ("completed", "failed", "stopped")
-
-# The long credit map the readers return for every version (schema 1's file layout, its `js` / `js_skipped` named
-# `distance` / `distance_skipped` as in schema 2: `credit_format.V1_NAMES`): columns and their Arrow types, in order
-# (see docs/CONTRACTS.md).
-CREDIT_SCHEMA = pa.schema(
-    [
-        ("step", pa.int32()),
-        ("sample", pa.int32()),
-        ("group", pa.int32()),
-        ("prompt_key", pa.string()),
-        ("prompt", pa.string()),
-        ("response", pa.string()),
-        ("reward", pa.string()),
-        ("score", pa.float32()),
-        ("group_adv", pa.float32()),
-        ("t", pa.int32()),
-        ("token_id", pa.int32()),
-        ("token", pa.string()),
-        ("start", pa.int32()),
-        ("end", pa.int32()),
-        ("distance", pa.float32()),
-        ("distance_skipped", pa.bool_()),
-        ("weight", pa.float32()),
-        ("credit", pa.float32()),
-        ("in_span", pa.bool_()),
-        ("token_adv", pa.float32()),
-    ],
-    metadata={SCHEMA_KEY: b"1"},
-)
-CREDIT_COLUMNS = tuple(CREDIT_SCHEMA.names)
-# Columns added after schema_version 1 was first written, with the value they take in files (or frames
-# handed to the writer) that lack them: an older run store opens as if it had written them.
-ADDED_COLUMNS: dict[str, Any] = {"distance_skipped": False}
-
-
-WRITER_LOCK = ".writer.lock"  # the run's writer holds an exclusive flock on this file for the run's life
-STEP_MAX = 2**31 - 1  # steps are int32 in the credit maps
 
 
 class RunStoreError(ValueError):
@@ -380,7 +348,7 @@ class RunWriter:
         `credit`: a `CreditStep` (what the trainers build) or a long frame of CREDIT_SCHEMA's columns (schema 1's
         `js` / `js_skipped` accepted for `distance` / `distance_skipped`)."""
         if isinstance(credit, pd.DataFrame):
-            credit = credit.rename(columns=credit_format.V1_NAMES)
+            credit = credit.rename(columns=V1_NAMES)
             missing = [c for c in CREDIT_COLUMNS if c not in credit.columns and c not in ADDED_COLUMNS]
             if missing:
                 raise RunStoreError(f"credit map for step {step} lacks columns {missing}")
@@ -653,7 +621,7 @@ def check_credit(table: pa.Table, step: int) -> tuple[pd.DataFrame | None, list[
     `distance_skipped`): (the frame with every column at its schema type, or None when a column is missing or
     cannot be read as its type; problems)."""
     where = f"credit map of step {step} (credit/step_{int(step):06d}.parquet)"
-    table = table.rename_columns([credit_format.V1_NAMES.get(c, c) for c in table.column_names])
+    table = table.rename_columns([V1_NAMES.get(c, c) for c in table.column_names])
     names = set(table.column_names)
     missing = [c for c in CREDIT_COLUMNS if c not in names and c not in ADDED_COLUMNS]
     if missing:
@@ -882,7 +850,7 @@ class RunStore:
             return empty
         samples = None if samples is None else [int(s) for s in samples]
         rewards = None if rewards is None else [str(r) for r in rewards]
-        if version not in credit_format.COLUMNAR_VERSIONS:
+        if version not in COLUMNAR_VERSIONS:
             frame = self._credit_v1(pf, step)
             if frame is None:
                 return empty
@@ -930,7 +898,7 @@ class RunStore:
         pf, version = self._credit_file(step)
         if pf is None:
             return empty
-        if version in credit_format.COLUMNAR_VERSIONS:
+        if version in COLUMNAR_VERSIONS:
             index = self._credit_index_of(pf, step)
             return empty if index is None else credit_format.index_frame(index)
         frame = self._credit_v1(pf, step)
@@ -958,7 +926,7 @@ class RunStore:
         pf, version = self._credit_file(step)
         if pf is None:
             return credit_format.summary_frame({})
-        if version in credit_format.COLUMNAR_VERSIONS:
+        if version in COLUMNAR_VERSIONS:
             index = self._credit_index_of(pf, step)
             return credit_format.summary_frame({} if index is None else index["distance_summary"])
         frame = self._credit_v1(pf, step)
