@@ -184,7 +184,7 @@ def test_the_writer_takes_a_long_frame_with_schema_1_names(tmp_path):
 def test_last_step_reads_the_tail_only(tmp_path, monkeypatch):
     """The run list's step comes from the end of metrics.jsonl (a torn last line ignored), and equals what
     reading the whole file gives; a file of one very long line still works."""
-    from core.run import store as store_lib
+    from core.run import store_read as store_lib
 
     w = RunWriter.create(tmp_path, "r", {"steps": 500})
     for step in range(1, 301):
