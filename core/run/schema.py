@@ -95,3 +95,5 @@ DELTA_INTS = ("t", "start", "end")  # DELTA_BINARY_PACKED: positions that climb 
 # schema 1's names of the columns schema 2 renamed (a schema-1 file, or a long frame written before the rename,
 # has these; the readers' frames use the new names)
 V1_NAMES = {"js": "distance", "js_skipped": "distance_skipped"}
+# the statistics of a step's distance summary (the index's `distance_summary`: reward -> in / out -> these)
+SUMMARY_STATS = ("tokens", "n", "mean", "min", "q1", "median", "q3", "max", "lowerfence", "upperfence")
