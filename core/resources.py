@@ -2,7 +2,7 @@
 and safetensors headers), a memory estimate (docs/METHOD.md, "Memory estimate") and the memory available.
 
 `memory_problem(cfg, items)` is "" when the estimate fits `MEMORY_SHARE` of the available memory, else a message
-that says how much the run would take, where, and which settings drive it. `TrainConfig.load_prompts` calls it,
+that says how much the run would take, where, and which settings drive it. `core.prompt_sets.load_prompts` calls it,
 so both the app's Launch form and `mrtpo train` refuse such a run before the model loads.
 
 Never imports torch or transformers: the app validates its form with it.

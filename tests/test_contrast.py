@@ -104,6 +104,7 @@ def test_the_built_in_trainers_declared_contrasts_on_a_prompt_set_item():
 
 def test_the_built_in_trainer_refuses_contrasts_its_prompts_cannot_have():
     from core.config import ConfigError, TrainConfig
+    from core.prompt_sets import load_prompts
 
     with pytest.raises(ConfigError, match="reward_contrasts.*no columns"):
         TrainConfig(reward_contrasts={"punctuation:no_comma": "column:hint"})
@@ -111,7 +112,7 @@ def test_the_built_in_trainer_refuses_contrasts_its_prompts_cannot_have():
         TrainConfig(reward_contrasts={"punctuation:no_comma": "remove"})
     cfg = TrainConfig(reward_contrasts={"nope": "question"})
     with pytest.raises(ConfigError, match="'nope' is not a reward of the prompt set"):
-        cfg.load_prompts()
+        load_prompts(cfg)
 
 
 def test_the_verifiers_rule_has_one_home_that_both_trainers_read():

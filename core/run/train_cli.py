@@ -35,6 +35,7 @@ from core.config import (
     resume_argv,
     train_flags,
 )
+from core.prompt_sets import load_prompts
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("runs_dir", problem)
         if rank is not None and int(os.environ["WORLD_SIZE"]) != cfg.nproc:
             raise ConfigError("nproc", f"started as one of {os.environ['WORLD_SIZE']} processes, but nproc is {cfg.nproc}")
-        _, rewards = cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
+        _, rewards = load_prompts(cfg)  # prompt set, custom verifiers, reward weights: fail before anything heavy
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
     if (rank is None and cfg.nproc == 1) or rank == 0:  # the process that writes the run: one process, or process 0
