@@ -47,9 +47,8 @@ from core.choices import (  # noqa: F401 (re-exported: the config's field choice
     routes_by_replay,
     routing_source,
 )
-from core.paths import resolve_path
+from core.paths import RUN_NAME_RULE, is_run_name, resolve_path
 from core.presets import MODEL_PRESETS
-from core.run.names import RUN_NAME_RULE, is_run_name
 
 # The TRL the integration is written against: it overrides private methods of GRPOTrainer 1.16.
 TRL_REQUIREMENT = "trl>=1.16,<1.17"

@@ -188,7 +188,7 @@ def launch_processes(cfg: TrainConfig, resume: Path | None = None) -> int:
     path = run_dir(cfg.runs_dir, cfg.run_name)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
     print(f"run {cfg.run_name}: {cfg.nproc} processes (torch.distributed.run)", flush=True)
-    from core.run.liveness import end_with_parent
+    from core.processes import end_with_parent
 
     if resume is not None:  # process 0 takes the run's writer lock over from here
         from core.run.store import release_writer_lock
@@ -288,7 +288,7 @@ def _train_trl(cfg: TrainConfig, rank: int | None, resume: Path | None = None) -
     """One process of a trl run; process 0 reports the run's final state. A worker of torchrun stops (SIGHUP: after
     its current step, as Stop does) when torchrun ends, even by SIGKILL, instead of training on alone."""
     if rank is not None:
-        from core.run.liveness import end_with_parent
+        from core.processes import end_with_parent
 
         end_with_parent(signal.SIGHUP)
     from core.run.train_log import phase_line
