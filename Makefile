@@ -54,7 +54,7 @@ demo: $(STAMP) $(BYTECODE) $(PLOTLY_JS)
 test: $(TRL_STAMP) $(BYTECODE) $(PLOTLY_JS)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q
 
-# The unit tier (under a minute on a 2-core CPU): no other process, browser, TRL, AppTest or training run
+# The unit tier (55-80 s on a 2-core CPU, under 90 s): no other process, browser, TRL, AppTest or training run
 # (the markers are declared in pyproject.toml). `make test` still runs everything.
 FAST_TESTS := not (slow or browser or subprocess or app or trl or train)
 test-fast: $(STAMP) $(BYTECODE)

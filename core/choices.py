@@ -3,7 +3,8 @@
 The registries in core/algos/advantages.py (ESTIMATORS) and core/algos/routing.py (ROUTING, RELEVANCE) know
 these names; they are kept here, not imported from there, because those modules import torch (tests check
 that the lists agree). `core.config` validates fields against them; the app's pages and the memory estimate
-ask `routing_source` / `routes_by_replay`. Imports nothing of the project.
+ask `routing_source` / `routes_by_replay`; the memory estimate and both trainers ask `stores_credit` (which steps
+write a credit map). Imports nothing of the project.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ ROUTING_CLIPS = ("mass", "clip")
 DEVICES = ("auto", "cpu", "cuda")
 # Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
 BACKENDS = ("builtin", "trl")
+
+
+def stores_credit(step: int, every: int, last: int | None = None) -> bool:
+    """True when step `step` (1-based) writes its credit map: step 1, every `every`-th after it (1, 1 + every,
+    1 + 2 every, ...) and the last step `last`."""
+    return (step - 1) % max(int(every), 1) == 0 or (last is not None and step == last)
 
 
 def routing_source(cfg: Any) -> str | None:

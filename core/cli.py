@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from core.paths import ASGI_FILE, REPO_ROOT, runs_dir
-from core.run.liveness import end_with_parent
+from core.processes import end_with_parent
 
 # subcommand -> (module, one-line help). The module exposes `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

@@ -3,7 +3,8 @@
 `TrainConfig(**fields)` checks every value on construction and raises `ConfigError` (a
 `ValueError` whose `.field` names the offending field, so the app can show the message next to
 its form input). Checks that need the prompt set (reward weights naming real rewards) live in
-`TrainConfig.validate_against(reward_names)` and `TrainConfig.load_prompts()`.
+`TrainConfig.validate_against(reward_names)` and `validate_resources(items)`; `core.prompt_sets.load_prompts(cfg)`
+loads a run's prompt sets and runs them (the config validates values, it loads no file).
 
 The command line is built from the fields: `--<field-name>` for every field (`_` -> `-`), its
 help text taken from the docstring line under the field.
@@ -46,9 +47,8 @@ from core.choices import (  # noqa: F401 (re-exported: the config's field choice
     routes_by_replay,
     routing_source,
 )
-from core.paths import resolve_path
+from core.paths import RUN_NAME_RULE, is_run_name, resolve_path
 from core.presets import MODEL_PRESETS
-from core.run.names import RUN_NAME_RULE, is_run_name
 
 # The TRL the integration is written against: it overrides private methods of GRPOTrainer 1.16.
 TRL_REQUIREMENT = "trl>=1.16,<1.17"
@@ -193,39 +193,6 @@ class TrainConfig:
 
     def reward_weight(self, name: str) -> float:
         return float(self.reward_weights.get(name, 1.0))
-
-    def load_prompts(self, path: str | None = None) -> tuple[list, list[str]]:
-        """Load custom verifiers and the prompt set, check the weights: `(items, reward_names)`.
-
-        Any problem is a ConfigError naming `custom_verifiers`, `prompt_set` or `reward_weights`.
-        `path` loads another set (the eval set) with the same checks, reported against `eval_prompt_set`.
-        """
-        from core import tasks, verifiers  # torch-free by contract
-
-        verifiers.set_time_limit(self.verifier_time_limit)
-        if self.custom_verifiers:
-            try:
-                verifiers.load_custom(self.custom_verifiers)
-            except Exception as exc:  # a user's module can fail in any way
-                raise ConfigError("custom_verifiers", f"cannot load {self.custom_verifiers!r}: {exc}") from exc
-        field_name = "prompt_set" if path is None else "eval_prompt_set"
-        source = resolve_path(self.prompt_set if path is None else path)
-        try:
-            items = tasks.load_prompt_set(source)
-        except Exception as exc:
-            raise ConfigError(field_name, f"cannot load {str(source)!r}: {exc}") from exc
-        if not items:
-            raise ConfigError(field_name, f"{str(source)!r} holds no prompts")
-        names = list(tasks.reward_names(items))
-        if path is None:
-            self.validate_against(names)
-            self.validate_resources(items, source)
-            from core.contrast import check_declared  # torch-free
-
-            message = check_declared(items, names, self.reward_contrasts)
-            if message:
-                raise ConfigError("reward_contrasts", message)
-        return items, names
 
     def validate_resources(self, items: list, source: str | os.PathLike = "the prompt set") -> None:
         """Check the run against its prompt set and this machine (ConfigError): `prompts_per_step` at most the

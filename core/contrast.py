@@ -7,7 +7,7 @@ data (docs/TRL.md, "Bring your own rewards"):
 
 | contrast | x^-k | fits |
 |---|---|---|
-| `"verifier"` | the workbench verifier's own rule (`core.tasks.PromptItem.contrastive_prompt`: its constraint sentence removed, or its argument swapped by a `swap` relevance) | rows with `constraints` / IFEval's `instruction_id_list` |
+| `"verifier"` | the workbench verifier's own rule (`verifier_contrastive` below, what `PromptItem.contrastive_prompt` gives: its constraint sentence removed, or its argument swapped by a `swap` relevance) | rows with `constraints` / IFEval's `instruction_id_list` |
 | `"column:NAME"` | the text held in the row's column NAME removed from the user turn | datasets keeping each instruction in a column |
 | `"match:REGEX"` | the first sentence (or line) of the user turn that REGEX matches, removed | an instruction worded alike in every prompt |
 | `"last_sentence"` | the user turn's last sentence removed | prompts that end with their instruction |
@@ -26,12 +26,17 @@ last user message. Imports neither torch nor TRL.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.tasks import _cut, prompt_segments
+from core.verifiers.base import Span
+from core.verifiers.text import sentence_spans
+
+if TYPE_CHECKING:
+    from core.verifiers import Verifier
 
 # Contrast kinds that a string names ("column:" and "match:" take an argument after the colon).
 NAMED = ("verifier", "uniform", "system", "last_sentence", "question")
@@ -223,6 +228,146 @@ def verifier_routes(names: Sequence[str], source: str | None) -> dict[str, dict]
             for n in names}
 
 
+# ----------------------------------------------------------------------------------------- the verifier's rule
+# A prompt-set item's (`core.tasks.PromptItem`) x^-k by its verifier ("verifier", the default of every workbench
+# reward). A native item's prompt is its task then its constraint sentences: x^-k leaves out constraint k's sentence
+# (for a task verifier, the task text). An IFEval prompt is free text, so its x^-k is best effort: the sentence (or
+# line) of the prompt that states the constraint is found from the constraint's arguments (keywords, phrases) and
+# cue words ("comma", "lowercase", ...) and removed. When no sentence matches, the prompt is returned unchanged
+# (`constraint_part` is None), so replay sees no difference and routes that reward uniformly, as GDPO would.
+#
+# A second kind (`verifier_contrastive(item, k, "swap")`, the `swap` relevance variants) keeps the constraint's part
+# but replaces its argument (keyword, phrase, operands) by another value of the same kind
+# (`Verifier.counterfactual`), drawn by a generator seeded by the item's key, k and the family, so the same prompt
+# always gets the same counterfactual (and the G responses of a group share it). A family without an argument to
+# swap gets the removal prompt. A third, `"auto"` (the `auto` relevance), swaps only for the families in
+# `AUTO_SWAP_FAMILIES`, the ones whose argument the policy was measured to read (`mrtpo bench contrast`), and
+# removes the constraint's part for every other family.
+
+# Kinds of contrastive prompt x^-k: remove constraint k's part, swap its argument, or auto: swap for the families in
+# AUTO_SWAP_FAMILIES and remove for the rest (module docstring).
+CONTRASTS = ("remove", "swap", "auto")
+# The families whose argument the embedded tiny-multi reads: `mrtpo bench contrast` (docs/results/contrast-tiny-multi.md)
+# measured that swapping their argument moves the argument's probability about as much as removing the sentence
+# (ratio ~1). Forbidden words (0.003) and required keywords (~0.1) fail: the policy does not read which word, so a
+# swap carries no signal for them and `auto` removes their sentence instead. Measured on tiny-multi; rerun the
+# benchmark for another model.
+AUTO_SWAP_FAMILIES = frozenset({"task:arithmetic", "startend:end_checker", "startend:start_checker"})
+
+
+def _check_index(item: Any, k: int) -> None:
+    if not 0 <= k < len(item.constraints):
+        raise IndexError(f"prompt {item.key!r} has {len(item.constraints)} constraints, no index {k}")
+
+
+def constraint_part(item: Any, k: int) -> Span | None:
+    """Character range of `item.prompt()` that states constraint k (its sentence; for a task verifier the task
+    text); None when it cannot be found (IFEval items only)."""
+    _check_index(item, k)
+    if item.text is not None:
+        others = [c for j, c in enumerate(item.constraints) if j != k]
+        return _locate_constraint(item.text, item.constraints[k], others)
+    pos = 0
+    for text_, owners in item._pieces():
+        if k in owners:
+            return (pos, pos + len(text_))
+        pos += len(text_) + 1
+    return None
+
+
+def verifier_contrastive(item: Any, k: int, contrast: str = "remove") -> str:
+    """`item.prompt()` with constraint k's part removed (`contrast="remove"`), or with its argument swapped for
+    another value of the same kind (`"swap"`; removed when the family has none), or `"auto"`: swapped for a family
+    in `AUTO_SWAP_FAMILIES`, removed otherwise (the section's comment above)."""
+    _check_index(item, k)
+    if contrast not in CONTRASTS:
+        raise ValueError(f"unknown contrast {contrast!r}; valid: {', '.join(CONTRASTS)}")
+    if contrast == "auto":
+        contrast = "swap" if item.constraints[k].family in AUTO_SWAP_FAMILIES else "remove"
+    swap = _swapper(item, k) if contrast == "swap" else None
+    if item.text is None:
+        kept = []
+        for text_, owners in item._pieces():
+            new = text_ if k not in owners else swap(text_) if swap else None
+            if new is not None:
+                kept.append(new)
+        return " ".join(kept)
+    part = constraint_part(item, k)
+    if part is None:
+        return item.text
+    new = swap(item.text[part[0]: part[1]]) if swap else None
+    return _cut(item.text, *part) if new is None else item.text[: part[0]] + new + item.text[part[1]:]
+
+
+def _swapper(item: Any, k: int):
+    """text -> constraint k's counterfactual of that text (None: nothing to swap), seeded per item and k."""
+    c = item.constraints[k]
+    return lambda text_: c.counterfactual(text_, random.Random(f"{item.key}/{k}/{c.family}"))
+
+
+# Finding the constraint's sentence in a free-form (IFEval) prompt
+
+
+def prompt_segments(text: str) -> list[Span]:
+    """Sentences of a prompt, never crossing a line break."""
+    segments: list[Span] = []
+    for line in re.finditer(r"[^\n]+", text):
+        offset = line.start()
+        segments += [(offset + s, offset + e) for s, e in sentence_spans(line.group())]
+    return segments
+
+
+def _segment_score(segment: str, verifier: Verifier) -> int:
+    """3 per argument string (keyword, phrase, "at least 300") the segment holds, plus the
+    weight of each cue word found at a word start; case-insensitive."""
+    args, cues = verifier.prompt_cues()
+    low = segment.lower()
+    score = 3 * sum(1 for a in args if a.strip() and a.strip().lower() in low)
+    score += sum(w for cue, w in cues.items() if re.search(r"(?<!\w)" + re.escape(cue.lower()), low))
+    return score
+
+
+def _best_segment(text: str, segments: list[Span], verifier: Verifier) -> tuple[int | None, list[int]]:
+    """Index of the best-scoring segment for `verifier` (ties go to the later segment, as
+    constraints usually follow the task; None when none scores above 0) and all scores."""
+    scores = [_segment_score(text[s:e], verifier) for s, e in segments]
+    best = max(range(len(segments)), key=lambda i: (scores[i], i), default=None)
+    if best is None or scores[best] <= 0:
+        return None, scores
+    return best, scores
+
+
+def _locate_constraint(text: str, verifier: Verifier, others: Sequence[Verifier] = ()) -> Span | None:
+    """The part of a free-form prompt that states the constraint: its best-scoring segment
+    (`_segment_score`), extended over the segments right after it that also match its cues
+    and are not another constraint's best segment ("... in all lowercase letters. No capital
+    letters are allowed."). None when no segment matches."""
+    segments = prompt_segments(text)
+    best, scores = _best_segment(text, segments, verifier)
+    if best is None:
+        return None
+    taken = {_best_segment(text, segments, other)[0] for other in others}
+    last = best
+    while last + 1 < len(segments) and scores[last + 1] > 0 and last + 1 not in taken:
+        last += 1
+    return (segments[best][0], segments[last][1])
+
+
+def _cut(text: str, start: int, end: int) -> str:
+    """`text` without [start, end), joining the two sides with one space (or keeping the line
+    break when the cut part stood on its own line)."""
+    left, right = text[:start].rstrip(" \t"), text[end:].lstrip(" \t")
+    if not left:
+        return right.lstrip()
+    if not right:
+        return left.rstrip()
+    if left.endswith("\n") and right.startswith("\n"):
+        right = right[1:]
+    if left.endswith("\n") or right.startswith("\n"):
+        return left + right
+    return left + " " + right
+
+
 # ----------------------------------------------------------------------------------------------- with verifiers
 
 
@@ -232,7 +377,7 @@ def stated_text(item: Any, name: str) -> str | None:
     names = item.reward_names()
     if name not in names:
         return None
-    part = item.constraint_part(names.index(name))
+    part = constraint_part(item, names.index(name))
     return None if part is None else item.prompt()[part[0]: part[1]]
 
 
@@ -272,7 +417,7 @@ def builtin_contrast_error(spec: Any) -> str:
 def item_contrastive(item: Any, names: Sequence[str], declared: Mapping[str, Contrast], k: int,
                      relevance_contrast: str = "remove") -> str | None:
     """x^-k of a prompt-set item (a `core.tasks.PromptItem`, the built-in trainer) for reward `names[k]`: the
-    verifier's own rule (`PromptItem.contrastive_prompt`, remove / swap / auto) unless `declared` (parsed
+    verifier's own rule (`verifier_contrastive`, remove / swap / auto) unless `declared` (parsed
     TrainConfig.reward_contrasts) gives the reward another contrast; None where the prompt does not state the reward,
     the declared contrast is `uniform`, or it finds nothing in this prompt."""
     name = names[k]
@@ -281,7 +426,7 @@ def item_contrastive(item: Any, names: Sequence[str], declared: Mapping[str, Con
         return None
     contrast = declared.get(name)
     if contrast is None or contrast.kind == "verifier":
-        return item.contrastive_prompt(stated.index(name), relevance_contrast)
+        return verifier_contrastive(item, stated.index(name), relevance_contrast)
     if contrast.kind == "uniform":
         return None
     others = others_for(item, names, [declared.get(n) for n in names], k)

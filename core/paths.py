@@ -1,4 +1,5 @@
-"""Where the repository's own files are: the one place that knows the repo root.
+"""Where the repository's own files are: the one place that knows the repo root; where runs go and the one rule for
+what a run folder may be called.
 
 Never imports anything heavy (the app, the CLI and the trainer all use it).
 """
@@ -6,6 +7,7 @@ Never imports anything heavy (the app, the CLI and the trainer all use it).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,3 +36,16 @@ def resolve_path(path: str | os.PathLike) -> Path:
 def runs_dir() -> Path:
     """The runs directory new runs go to by default: `$MRTPO_RUNS_DIR`, else `./runs`."""
     return Path(os.environ.get("MRTPO_RUNS_DIR") or "runs").resolve()
+
+
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RUN_NAME_RULE = "1-64 characters from A-Z a-z 0-9 . _ - starting with a letter or digit"
+
+
+def is_run_name(name: object) -> bool:
+    """True when `name` is a valid run folder name (it cannot escape its runs directory).
+
+    >>> is_run_name("mrtpo-seed0"), is_run_name("../x"), is_run_name(".hidden")
+    (True, False, False)
+    """
+    return isinstance(name, str) and RUN_NAME_RE.fullmatch(name) is not None

@@ -2,7 +2,7 @@
 and safetensors headers), a memory estimate (docs/METHOD.md, "Memory estimate") and the memory available.
 
 `memory_problem(cfg, items)` is "" when the estimate fits `MEMORY_SHARE` of the available memory, else a message
-that says how much the run would take, where, and which settings drive it. `TrainConfig.load_prompts` calls it,
+that says how much the run would take, where, and which settings drive it. `core.prompt_sets.load_prompts` calls it,
 so both the app's Launch form and `mrtpo train` refuse such a run before the model loads.
 
 Never imports torch or transformers: the app validates its form with it.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.choices import routes_by_replay
+from core.choices import routes_by_replay, stores_credit
 from core.paths import resolve_path
 from core.presets import EMBEDDED_MODELS, MODEL_PRESETS
 
@@ -332,8 +332,6 @@ def disk_estimate(cfg: Any, n_rewards: int, parameters: int | None = None) -> di
     >>> disk_estimate(c, 2, 1000)
     {'credit': 211200, 'metrics': 163840, 'checkpoints': 12000, 'total': 387040}
     """
-    from core.run.credit_choice import stores_credit
-
     steps = int(cfg.steps)
     every = int(getattr(cfg, "credit_every", 1) or 1)
     n_credit = sum(1 for s in range(1, steps + 1) if stores_credit(s, every, steps))
@@ -351,8 +349,6 @@ def disk_line(cfg: Any, n_rewards: int) -> str:
     """One line: the disk a run will take (`disk_estimate`), with its biggest terms."""
     shape = model_shape(cfg.model)
     est = disk_estimate(cfg, n_rewards, shape.parameters if shape is not None else None)
-    from core.run.credit_choice import stores_credit
-
     n_credit = sum(1 for s in range(1, cfg.steps + 1) if stores_credit(s, cfg.credit_every, cfg.steps))
     batch = cfg.prompts_per_step * cfg.group_size
     ckpt = gib(est["checkpoints"]) if shape is not None else "unknown (model not built yet)"

@@ -15,23 +15,9 @@ by `reward_name`: the family for its first statement in a prompt, `family#2`, `f
 so the names are stable (they depend only on the order of the prompt's constraint list) and distinct in every
 metric (`reward/<name>`), page and credit map.
 
-The prompt of a native item is its task then its constraint sentences, joined with spaces; the
-contrastive prompt for constraint k leaves out constraint k's sentence (for a task verifier, the
-task text). An IFEval prompt is free text, so its contrastive prompt is best effort: the
-sentence (or line) of the prompt that states the constraint is found from the constraint's
-arguments (keywords, phrases) and cue words ("comma", "lowercase", ...) and removed. When no
-sentence matches, the prompt is returned unchanged (`constraint_part(k)` is None), so replay
-sees no difference and routes that reward uniformly, as GDPO would.
-
-A second kind of contrastive prompt (`contrastive_prompt(k, "swap")`, the `swap` relevance variants) keeps
-the constraint's part but replaces its argument (keyword, phrase, operands) by another value of the same
-kind (`Verifier.counterfactual`), drawn by a generator seeded by the item's key, k and the family, so the
-same prompt always gets the same counterfactual (and the G responses of a group share it). A family
-without an argument to swap gets the removal prompt.
-
-A third kind, `contrastive_prompt(k, "auto")` (the `auto` relevance), swaps only for the families in
-`AUTO_SWAP_FAMILIES`, the ones whose argument the policy was measured to read (`mrtpo bench contrast`), and
-removes the constraint's part for every other family.
+The prompt of a native item is its task then its constraint sentences, joined with spaces. Its contrastive prompts
+x^-k (`PromptItem.contrastive_prompt`: constraint k's part removed, or its argument swapped) follow the verifier's
+rule, which lives with every other contrast in `core.contrast` (`constraint_part`, `verifier_contrastive`).
 
 Never imports torch.
 """
@@ -40,26 +26,14 @@ from __future__ import annotations
 
 import json
 import math
-import random
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.verifiers import Verifier, VerifierSpecError, VerifyResult, build, families, family_class, module_of
-from core.verifiers.text import sentence_spans
-
-Span = tuple[int, int]
-# Kinds of contrastive prompt x^-k: remove constraint k's part, swap its argument, or auto: swap for the families in
-# AUTO_SWAP_FAMILIES and remove for the rest (module docstring).
-CONTRASTS = ("remove", "swap", "auto")
-# The families whose argument the embedded tiny-multi reads: `mrtpo bench contrast` (docs/results/contrast-tiny-multi.md)
-# measured that swapping their argument moves the argument's probability about as much as removing the sentence
-# (ratio ~1). Forbidden words (0.003) and required keywords (~0.1) fail: the policy does not read which word, so a
-# swap carries no signal for them and `auto` removes their sentence instead. Measured on tiny-multi; rerun the
-# benchmark for another model.
-AUTO_SWAP_FAMILIES = frozenset({"task:arithmetic", "startend:end_checker", "startend:start_checker"})
+import core.contrast as contrast_lib
+from core.contrast import AUTO_SWAP_FAMILIES, CONTRASTS, prompt_segments  # noqa: F401  (the old import path)
+from core.verifiers import Span, Verifier, VerifierSpecError, VerifyResult, build, families, family_class, module_of
 
 
 def json_error_text(exc: json.JSONDecodeError, line: bool = True) -> str:
@@ -122,49 +96,15 @@ class PromptItem:
 
     def constraint_part(self, k: int) -> Span | None:
         """Character range of `prompt()` that states constraint k (its sentence; for a task
-        verifier the task text); None when it cannot be found (IFEval items only)."""
-        self._check_index(k)
-        if self.text is not None:
-            others = [c for j, c in enumerate(self.constraints) if j != k]
-            return _locate_constraint(self.text, self.constraints[k], others)
-        pos = 0
-        for text, owners in self._pieces():
-            if k in owners:
-                return (pos, pos + len(text))
-            pos += len(text) + 1
-        return None
+        verifier the task text); None when it cannot be found (IFEval items only). The rule:
+        `core.contrast.constraint_part`."""
+        return contrast_lib.constraint_part(self, k)
 
     def contrastive_prompt(self, k: int, contrast: str = "remove") -> str:
-        """The prompt with constraint k's part removed (`contrast="remove"`), or with its argument swapped
-        for another value of the same kind (`"swap"`; removed when the family has none), or `"auto"`: swapped
-        for a family in `AUTO_SWAP_FAMILIES`, removed otherwise. See the module docstring."""
-        self._check_index(k)
-        if contrast not in CONTRASTS:
-            raise ValueError(f"unknown contrast {contrast!r}; valid: {', '.join(CONTRASTS)}")
-        if contrast == "auto":
-            contrast = "swap" if self.constraints[k].family in AUTO_SWAP_FAMILIES else "remove"
-        swap = self._swapper(k) if contrast == "swap" else None
-        if self.text is None:
-            kept = []
-            for text, owners in self._pieces():
-                new = text if k not in owners else swap(text) if swap else None
-                if new is not None:
-                    kept.append(new)
-            return " ".join(kept)
-        part = self.constraint_part(k)
-        if part is None:
-            return self.text
-        new = swap(self.text[part[0]: part[1]]) if swap else None
-        return _cut(self.text, *part) if new is None else self.text[: part[0]] + new + self.text[part[1]:]
-
-    def _swapper(self, k: int):
-        """text -> constraint k's counterfactual of that text (None: nothing to swap), seeded per item and k."""
-        c = self.constraints[k]
-        return lambda text: c.counterfactual(text, random.Random(f"{self.key}/{k}/{c.family}"))
-
-    def _check_index(self, k: int) -> None:
-        if not 0 <= k < len(self.constraints):
-            raise IndexError(f"prompt {self.key!r} has {len(self.constraints)} constraints, no index {k}")
+        """The prompt x^-k of constraint k by the verifier's own rule (`core.contrast.verifier_contrastive`): its part
+        removed (`contrast="remove"`), its argument swapped (`"swap"`), or `"auto"` (swapped for a family in
+        `AUTO_SWAP_FAMILIES`, removed otherwise)."""
+        return contrast_lib.verifier_contrastive(self, k, contrast)
 
     # -- rewards ------------------------------------------------------------------------------
 
@@ -421,67 +361,3 @@ def save_prompt_set(records: Iterable[dict[str, Any] | PromptItem], path: str | 
             if isinstance(record, PromptItem):
                 record = record.to_dict()
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-# ---------------------------------------------------------------------------------------------
-# Finding the constraint's sentence in a free-form (IFEval) prompt
-
-
-def prompt_segments(text: str) -> list[Span]:
-    """Sentences of a prompt, never crossing a line break."""
-    segments: list[Span] = []
-    for line in re.finditer(r"[^\n]+", text):
-        offset = line.start()
-        segments += [(offset + s, offset + e) for s, e in sentence_spans(line.group())]
-    return segments
-
-
-def _segment_score(segment: str, verifier: Verifier) -> int:
-    """3 per argument string (keyword, phrase, "at least 300") the segment holds, plus the
-    weight of each cue word found at a word start; case-insensitive."""
-    args, cues = verifier.prompt_cues()
-    low = segment.lower()
-    score = 3 * sum(1 for a in args if a.strip() and a.strip().lower() in low)
-    score += sum(w for cue, w in cues.items() if re.search(r"(?<!\w)" + re.escape(cue.lower()), low))
-    return score
-
-
-def _best_segment(text: str, segments: list[Span], verifier: Verifier) -> tuple[int | None, list[int]]:
-    """Index of the best-scoring segment for `verifier` (ties go to the later segment, as
-    constraints usually follow the task; None when none scores above 0) and all scores."""
-    scores = [_segment_score(text[s:e], verifier) for s, e in segments]
-    best = max(range(len(segments)), key=lambda i: (scores[i], i), default=None)
-    if best is None or scores[best] <= 0:
-        return None, scores
-    return best, scores
-
-
-def _locate_constraint(text: str, verifier: Verifier, others: Sequence[Verifier] = ()) -> Span | None:
-    """The part of a free-form prompt that states the constraint: its best-scoring segment
-    (`_segment_score`), extended over the segments right after it that also match its cues
-    and are not another constraint's best segment ("... in all lowercase letters. No capital
-    letters are allowed."). None when no segment matches."""
-    segments = prompt_segments(text)
-    best, scores = _best_segment(text, segments, verifier)
-    if best is None:
-        return None
-    taken = {_best_segment(text, segments, other)[0] for other in others}
-    last = best
-    while last + 1 < len(segments) and scores[last + 1] > 0 and last + 1 not in taken:
-        last += 1
-    return (segments[best][0], segments[last][1])
-
-
-def _cut(text: str, start: int, end: int) -> str:
-    """`text` without [start, end), joining the two sides with one space (or keeping the line
-    break when the cut part stood on its own line)."""
-    left, right = text[:start].rstrip(" \t"), text[end:].lstrip(" \t")
-    if not left:
-        return right.lstrip()
-    if not right:
-        return left.rstrip()
-    if left.endswith("\n") and right.startswith("\n"):
-        right = right[1:]
-    if left.endswith("\n") or right.startswith("\n"):
-        return left + right
-    return left + " " + right

@@ -69,10 +69,11 @@ def restore_verifier_registry():
     families a test registers (`mine:short`, `test:raises`, ...) must not leak into tests that compare
     `families()` with the built-in table (tests/test_promptgen.py), whatever order the tests run in."""
     from core.verifiers import base
+    from core.verifiers import registry as reg
 
-    registry, loaded = dict(base._REGISTRY), dict(base._LOADED_PATHS)
+    registry, loaded = dict(reg._REGISTRY), dict(base._LOADED_PATHS)
     yield
-    base._REGISTRY.clear()
-    base._REGISTRY.update(registry)
+    reg._REGISTRY.clear()
+    reg._REGISTRY.update(registry)
     base._LOADED_PATHS.clear()
     base._LOADED_PATHS.update(loaded)

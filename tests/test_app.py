@@ -714,13 +714,13 @@ def test_pages_read_the_index_and_the_shown_sample_only(name, shape, tmp_path, m
     one of more than two row groups) fails the test."""
     import pyarrow.parquet as pq
 
-    from core.run import credit_format
+    from core.run import credit_write
     from core.run.store import RunWriter
     from mrtpo_viz.tools.synthetic import synthetic_credit_frame
 
     n_samples, n_tokens, n_rewards = STORE_SHAPES[shape]
     rewards = (*DEFAULT_REWARDS, "task:arithmetic", "detectable_format:title")[:n_rewards]
-    monkeypatch.setattr(credit_format, "ROW_GROUP_ROWS", 256)
+    monkeypatch.setattr(credit_write, "ROW_GROUP_ROWS", 256)  # the writer's row groups
     w = RunWriter.create(tmp_path, "big", {"method": "mrtpo", "steps": 3, "reward_names": list(rewards)})
     for step in (1, 2, 3):
         w.write_credit(step, synthetic_credit_frame(step, n_samples, n_tokens, rewards, 4, seed=5))

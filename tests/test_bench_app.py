@@ -101,11 +101,11 @@ def test_checkouts_take_turns_page_by_page_or_visit_by_visit():
 
 
 def test_the_bench_waits_for_what_the_apps_settled_check_waits_for():
-    from mrtpo_viz.tools import bench_app
+    from mrtpo_viz.tools import bench_app_visits
     from mrtpo_viz.ui import prefetch
 
-    assert json.loads(bench_app._CHARTS) == prefetch.CHART_SELECTOR
-    assert json.loads(bench_app._DRAWN) == prefetch.DRAWN_SELECTOR
+    assert json.loads(bench_app_visits._CHARTS) == prefetch.CHART_SELECTOR
+    assert json.loads(bench_app_visits._DRAWN) == prefetch.DRAWN_SELECTOR
 
 
 @pytest.mark.browser

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.subprocess  # every test imports modules in a fresh int
 ROOT = Path(__file__).resolve().parent.parent
 # Modules the app (or a torch-free command) imports: loading any of them must not load torch.
 TORCH_FREE = [
-    "app", "mrtpo_viz", "core", "core.paths", "core.presets", "core.choices", "core.config", "core.cli", "core.tasks", "core.verifiers",
-    "core.run", "core.run.names", "core.run.store", "core.run.credit_format", "core.run.liveness", "core.run.train_log", "core.run.train_cli", "core.tools", "core.tools.promptgen",
+    "app", "mrtpo_viz", "core", "core.paths", "core.presets", "core.choices", "core.config", "core.prompt_sets", "core.processes", "core.contrast", "core.cli", "core.tasks", "core.verifiers",
+    "core.run", "core.run.names", "core.run.schema", "core.run.store", "core.run.credit_format", "core.run.liveness", "core.run.train_log", "core.run.train_cli", "core.tools", "core.tools.promptgen",
     "core.verifiers.language",
     "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve", "mrtpo_viz.asgi",
     "mrtpo_viz.tools.efficiency_report", "mrtpo_viz.tools.efficiency_stats", "mrtpo_viz.tools.synthetic", "mrtpo_viz.tools.bench_app",

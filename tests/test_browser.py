@@ -110,6 +110,32 @@ def server(tmp_path):
             os.kill(int(pid), signal.SIGKILL)
 
 
+@pytest.fixture()
+def live_run(tmp_path):
+    """Makes the live run the live-page tests watch: `live_run(steps, total_steps)` writes run "live" in
+    tmp_path/runs (2 rewards, 8 tokens a response, `steps` of `total_steps` written, state running, its pid a
+    sleeping process) and returns (the runs folder, the run's writer, its rewards); the process is ended after the
+    test."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    trainers: list[subprocess.Popen] = []
+
+    def make(steps: int, total_steps: int):
+        runs = tmp_path / "runs"
+        runs.mkdir()
+        trainers.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"]))  # its live pid
+        rewards = tuple(DEFAULT_REWARDS[:2])
+        w = write_synthetic_run(runs, "live", steps=steps, rewards=rewards, n_tokens=8, state="running",
+                                pid=trainers[-1].pid)
+        w.set_status(total_steps=total_steps)
+        return runs, w, rewards
+
+    yield make
+    for trainer in trainers:
+        trainer.kill()
+        trainer.wait()
+
+
 def wait_for_script(page, timeout_ms: int = 60000) -> None:
     """Wait until the page's script run has finished (Streamlit's running indicator is gone)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
@@ -439,20 +465,13 @@ COUNT_REDRAWS_JS = """() => {
 
 
 @contextlib.contextmanager
-def live_curves_page(tmp_path: Path, steps: int, total_steps: int):
-    """`mrtpo app` on a runs folder with one live run ("live", 2 rewards, `steps` of `total_steps` written, its pid
-    a sleeping process), its Training curves open in Chromium until the figures show the `steps` steps: yields
-    (the page, the run's writer, its rewards); closes and stops everything after."""
+def live_curves_page(tmp_path: Path, live_run, steps: int, total_steps: int):
+    """`mrtpo app` on a runs folder with one live run (the `live_run` fixture's), its Training curves open in
+    Chromium until the figures show the `steps` steps: yields (the page, the run's writer, its rewards); closes and
+    stops the app after."""
     from playwright.sync_api import sync_playwright
 
-    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
-
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
-    rewards = tuple(DEFAULT_REWARDS[:2])
-    w = write_synthetic_run(runs, "live", steps=steps, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
-    w.set_status(total_steps=total_steps)
+    runs, w, rewards = live_run(steps, total_steps)
     proc, url = start_app(tmp_path, runs, tmp_path / "streamlit.log")
     try:
         with sync_playwright() as pw:
@@ -465,11 +484,9 @@ def live_curves_page(tmp_path: Path, steps: int, total_steps: int):
             browser.close()
     finally:
         stop_app(proc)
-        trainer.kill()
-        trainer.wait()
 
 
-def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every_few_seconds(tmp_path):
+def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every_few_seconds(tmp_path, live_run):
     """Watching a live run (issue 15: "live watching must not slow training"): the progress line follows every
     step within a poll; the figures are not re-rendered while no step is written, and while steps arrive every
     second they are redrawn at most once per FIGURE_REFRESH_S (before: on every 2 s poll), catching up after."""
@@ -480,7 +497,7 @@ def test_live_curves_send_the_progress_line_and_redraw_the_figures_at_most_every
     from mrtpo_viz.tools.synthetic import synthetic_metrics
     from mrtpo_viz.ui import FIGURE_REFRESH_S
 
-    with live_curves_page(tmp_path, steps=3, total_steps=30) as (page, w, rewards):
+    with live_curves_page(tmp_path, live_run, steps=3, total_steps=30) as (page, w, rewards):
         page.get_by_text("step 3/30").first.wait_for(timeout=10000)
         page.wait_for_timeout(1500)  # the charts' own first-draw work settles
         page.evaluate(COUNT_CHART_CHANGES_JS)
@@ -512,7 +529,7 @@ def drag_across(page, plot: str, start: float, end: float) -> None:
     page.mouse.up()
 
 
-def test_charts_draw_with_the_plotly_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path):
+def test_charts_draw_with_the_plotly_bundle_and_a_live_redraw_keeps_the_users_zoom(tmp_path, live_run):
     """`ui.charts`: the chart pages draw with the plotly.js bundle built at set-up (fetched once, Streamlit's 4.7 MB Plotly
     module never), in place: a live figure redrawn with new steps keeps the x range the user zoomed to; the
     modebar's Full screen button fills the screen and back; the plot follows its element's width."""
@@ -529,7 +546,7 @@ def test_charts_draw_with_the_plotly_bundle_and_a_live_redraw_keeps_the_users_zo
                  "`make` installs it with npm")
     x_range = "() => document.querySelector('.mrtpo-chart')._fullLayout.xaxis.range.map(v => Math.round(v * 10) / 10)"
     draws = "() => Number(document.querySelector('.mrtpo-chart').dataset.draws)"
-    with live_curves_page(tmp_path, steps=12, total_steps=40) as (page, w, rewards):
+    with live_curves_page(tmp_path, live_run, steps=12, total_steps=40) as (page, w, rewards):
         assert page.evaluate("() => window.Plotly.version") == get_plotlyjs_version()
         # the bundle `make` wrote holds every trace the app draws
         traces = page.evaluate("() => Object.keys(window.Plotly.PlotSchema.get().traces)")
@@ -1038,7 +1055,7 @@ TRACE_STEPS_JS = """(name) => { const p = document.querySelector('.js-plotly-plo
     const t = p && p._fullData && p._fullData.find(d => d.name === name); return t ? t.x.length : 0; }"""
 
 
-def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
+def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path, live_run):
     """Issue 26 bug 5: Runs said "running 7/60" for 20 s while the trainer was at step 42, Compare did not move at
     all, and live figures trailed the progress line by up to 13 steps on a 0.8 s/step run. Now both pages follow a
     run that writes a step a second without a reload, and a figure trails the written steps by at most
@@ -1046,15 +1063,10 @@ def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
     playwright_or_skip()
     import numpy as np
 
-    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, synthetic_metrics, write_synthetic_run
+    from mrtpo_viz.tools.synthetic import synthetic_metrics
     from mrtpo_viz.ui import FIGURE_REFRESH_S, REFRESH_S
 
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the run's live pid
-    rewards = tuple(DEFAULT_REWARDS[:2])
-    w = write_synthetic_run(runs, "live", steps=3, rewards=rewards, n_tokens=8, state="running", pid=trainer.pid)
-    w.set_status(total_steps=40)
+    runs, w, rewards = live_run(3, 40)
     step = 3
 
     def write_step():
@@ -1063,32 +1075,28 @@ def test_runs_and_compare_follow_a_training_run_and_figures_keep_up(tmp_path):
         w.append_metrics(synthetic_metrics(step, rewards, np.random.default_rng(step)))
         w.set_status(step=step)
 
-    try:
-        with app_in_browser(tmp_path, "live_runs", runs) as (url, page):
-            page.goto(url + "/")
-            wait_for_script(page)
-            page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '3'")
-            for _ in range(3):
-                write_step()
-                page.wait_for_timeout(1000)
-            # the table follows without a reload
-            page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '{step}'",
-                                   timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+    with app_in_browser(tmp_path, "live_runs", runs) as (url, page):
+        page.goto(url + "/")
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '3'")
+        for _ in range(3):
+            write_step()
+            page.wait_for_timeout(1000)
+        # the table follows without a reload
+        page.wait_for_function(f"() => ({RUN_ROWS_JS})()['live']?.step === '{step}'",
+                               timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
 
-            page.goto(url + "/compare?run=live")
-            wait_for_script(page)
-            page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}")
-            lags = []
-            for _ in range(12):  # a step a second; the figure's lag behind the written steps, once a second
-                write_step()
-                page.wait_for_timeout(1000)
-                lags.append(step - page.evaluate(TRACE_STEPS_JS, "live"))
-            page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}",
-                                   timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
-            assert max(lags) <= FIGURE_REFRESH_S + 2 * REFRESH_S + 1, lags
-    finally:
-        trainer.kill()
-        trainer.wait()
+        page.goto(url + "/compare?run=live")
+        wait_for_script(page)
+        page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}")
+        lags = []
+        for _ in range(12):  # a step a second; the figure's lag behind the written steps, once a second
+            write_step()
+            page.wait_for_timeout(1000)
+            lags.append(step - page.evaluate(TRACE_STEPS_JS, "live"))
+        page.wait_for_function(f"() => ({TRACE_STEPS_JS})('live') >= {step}",
+                               timeout=(FIGURE_REFRESH_S + 2 * REFRESH_S + 5) * 1000)
+        assert max(lags) <= FIGURE_REFRESH_S + 2 * REFRESH_S + 1, lags
 
 
 # For every filled span bar of the heatmap: [its distance below its own token's text, its distance above the next

@@ -23,6 +23,7 @@ from core.config import (
     field_docs,
     parse_weights,
 )
+from core.prompt_sets import load_prompts
 
 
 @pytest.fixture
@@ -102,13 +103,13 @@ def test_model_folder_needs_a_config(tmp_path, ok):
 
 def test_reward_weights_are_checked_against_the_prompt_set(ok):
     cfg = TrainConfig(**ok, reward_weights={"punctuation:no_comma": 2.0})
-    items, names = cfg.load_prompts()
+    items, names = load_prompts(cfg)
     assert names == MICRO_REWARDS and len(items) == 4
     assert cfg.reward_weight("punctuation:no_comma") == 2.0 and cfg.reward_weight("task:arithmetic") == 1.0
 
     bad = TrainConfig(**ok, reward_weights={"keyword:existence": 1.0})
     with pytest.raises(ConfigError, match="unknown reward name") as info:
-        bad.load_prompts()
+        load_prompts(bad)
     assert info.value.field == "reward_weights" and "keywords:existence" in str(info.value)
 
     with pytest.raises(ConfigError, match="weight 0"):
@@ -120,7 +121,7 @@ def test_unloadable_prompt_set_names_the_field(tmp_path):
     path.write_text('{"key": "x", "task": "t", "constraints": [{"family": "no:such", "kwargs": {}}]}\n')
     cfg = TrainConfig(prompt_set=str(path))
     with pytest.raises(ConfigError) as info:
-        cfg.load_prompts()
+        load_prompts(cfg)
     assert info.value.field == "prompt_set" and "no:such" in str(info.value)
 
 

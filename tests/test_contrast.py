@@ -104,6 +104,7 @@ def test_the_built_in_trainers_declared_contrasts_on_a_prompt_set_item():
 
 def test_the_built_in_trainer_refuses_contrasts_its_prompts_cannot_have():
     from core.config import ConfigError, TrainConfig
+    from core.prompt_sets import load_prompts
 
     with pytest.raises(ConfigError, match="reward_contrasts.*no columns"):
         TrainConfig(reward_contrasts={"punctuation:no_comma": "column:hint"})
@@ -111,4 +112,32 @@ def test_the_built_in_trainer_refuses_contrasts_its_prompts_cannot_have():
         TrainConfig(reward_contrasts={"punctuation:no_comma": "remove"})
     cfg = TrainConfig(reward_contrasts={"nope": "question"})
     with pytest.raises(ConfigError, match="'nope' is not a reward of the prompt set"):
-        cfg.load_prompts()
+        load_prompts(cfg)
+
+
+def test_the_verifiers_rule_has_one_home_that_both_trainers_read():
+    """x^-k by a workbench verifier is `core.contrast.verifier_contrastive`: what `PromptItem.contrastive_prompt`
+    gives (the built-in trainer, through `item_contrastive`) and what a TRL row's `PromptRow.contrastive` puts in
+    the row's own chat format; `core.tasks` keeps its old names of the rule's constants."""
+    from core import contrast, tasks
+    from core.contrast import item_contrastive, verifier_contrastive
+    from core.integrations.trl.dataset import prompt_row
+    from core.tasks import PromptItem
+    from core.verifiers import build
+
+    assert tasks.CONTRASTS is contrast.CONTRASTS and tasks.AUTO_SWAP_FAMILIES is contrast.AUTO_SWAP_FAMILIES
+    item = PromptItem("p", "What is 3 plus 4?", [build("task:arithmetic", answer=7),
+                                                 build("keywords:existence", keywords=["green"])])
+    names = item.reward_names()
+    row = prompt_row({"prompt": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": item.prompt()}],
+                      "key": "p", "task": item.task, "constraints": [c.to_spec() for c in item.constraints]})
+    for k in range(2):
+        for kind in contrast.CONTRASTS:
+            expected = verifier_contrastive(item, k, kind)
+            assert item.contrastive_prompt(k, kind) == expected == item_contrastive(item, names, {}, k, kind)
+            chat = row.contrastive(names[k], kind)
+            assert chat[0] == {"role": "system", "content": "Be brief."} and chat[1]["content"] == expected
+    assert verifier_contrastive(item, 1, "swap") != verifier_contrastive(item, 1, "remove")
+    with pytest.raises(IndexError):
+        verifier_contrastive(item, 2)

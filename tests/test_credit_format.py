@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import write_schema_1
 
-from core.run import credit_format, record
+from core.run import credit_format, credit_write, record
 from core.run.store import CREDIT_COLUMNS, RunStore, RunWriter
 from core.tools.bench_store import make_record
 
@@ -49,7 +49,7 @@ def test_a_gpu_sized_step_writes_and_reads_back_equal(tmp_path):
 
 
 def test_one_sample_or_reward_is_read_from_its_row_group_alone(tmp_path, monkeypatch):
-    monkeypatch.setattr(credit_format, "ROW_GROUP_ROWS", 4096)  # ~3 samples a row group
+    monkeypatch.setattr(credit_write, "ROW_GROUP_ROWS", 4096)  # ~3 samples a row group
     rec = make_record(64, 512, 3, group_size=8, seed=1)
     store, path = _written(tmp_path, rec)
     whole = store.credit(1)

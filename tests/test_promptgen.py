@@ -13,7 +13,7 @@ from core.tasks import item_from_record, load_prompt_set, reward_names
 from core.tools import promptgen
 from core.tools.promptgen import END_PHRASES, HELDOUT_KEYWORDS, HELDOUT_TOPICS, KEYWORDS, TOPICS, generate_prompts
 from core.verifiers import families
-from core.verifiers.families import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
+from core.verifiers.kinds import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
 
 PROMPTS = Path(__file__).resolve().parent.parent / "sample_data" / "prompts"
 DEFAULT_FAMILIES = {
@@ -98,7 +98,7 @@ def _kind(family):
 def test_every_built_in_family_has_one_reward_kind():
     assert set(REWARD_KIND) == set(families())  # a new built-in family must be given a kind
     assert set(REWARD_KIND.values()) == set(REWARD_KINDS)
-    assert reward_kind("keywords:existence") == "content"  # the decision documented in families.py
+    assert reward_kind("keywords:existence") == "content"  # the decision documented in kinds.py
     assert reward_kind("some:custom_family") == OTHER_KIND
 
 

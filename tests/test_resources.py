@@ -1,6 +1,6 @@
 """Launch validation against the model, the prompt set and this machine (issue 15, bug 2): the memory estimate
 (docs/METHOD.md, "Memory estimate") by hand, the model's shape read without torch, and refusals with a clear
-message in the app's validation and in TrainConfig.load_prompts (which `mrtpo train` runs before the model loads)."""
+message in the app's validation and in core.prompt_sets.load_prompts (which `mrtpo train` runs before the model loads)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from core import resources
 from core.config import ConfigError, TrainConfig
+from core.prompt_sets import load_prompts
 from core.resources import ModelShape, memory_estimate
 from mrtpo_viz import launcher
 
@@ -56,7 +57,7 @@ def test_keeps_logits_agrees_with_the_trainers_routing_source():
 
 def test_memory_is_refused_above_the_share_of_available_memory(prompt_file):
     cfg = TrainConfig(prompt_set=str(prompt_file), group_size=64, prompts_per_step=4, max_new_tokens=100)
-    items, _ = cfg.load_prompts()
+    items, _ = load_prompts(cfg)
     shape = resources.model_shape(cfg.model)
     est = memory_estimate(shape, prompts_per_step=4, group_size=64, max_new_tokens=100,
                           prompt_tokens=resources.prompt_tokens(items), replay_chunk=cfg.replay_chunk, kl_beta=0.0,
@@ -70,7 +71,7 @@ def test_memory_is_refused_above_the_share_of_available_memory(prompt_file):
 
 
 def test_prompt_tokens_is_the_longest_prompt_in_characters_over_three(prompt_file):
-    items, _ = TrainConfig(prompt_set=str(prompt_file)).load_prompts()
+    items, _ = load_prompts(TrainConfig(prompt_set=str(prompt_file)))
     longest = max(len(i.prompt()) for i in items)
     assert resources.prompt_tokens(items) == -(-longest // 3)
 
@@ -86,7 +87,7 @@ def test_the_issues_launches_are_refused_with_a_message_on_their_field(tmp_path,
                                      **fields})
     assert cfg is None and list(errors) == [field] and words in errors[field], errors
     with pytest.raises(ConfigError, match="would need|repeat prompts|do not fit"):
-        TrainConfig(runs_dir=str(tmp_path), **fields).load_prompts()
+        load_prompts(TrainConfig(runs_dir=str(tmp_path), **fields))
 
 
 def test_the_memory_check_can_be_skipped(monkeypatch, tmp_path):

@@ -184,7 +184,7 @@ def test_the_writer_takes_a_long_frame_with_schema_1_names(tmp_path):
 def test_last_step_reads_the_tail_only(tmp_path, monkeypatch):
     """The run list's step comes from the end of metrics.jsonl (a torn last line ignored), and equals what
     reading the whole file gives; a file of one very long line still works."""
-    from core.run import store as store_lib
+    from core.run import store_read as store_lib
 
     w = RunWriter.create(tmp_path, "r", {"steps": 500})
     for step in range(1, 301):
@@ -197,3 +197,13 @@ def test_last_step_reads_the_tail_only(tmp_path, monkeypatch):
     monkeypatch.setattr(store_lib, "_TAIL_BYTES", 100)  # shorter than one line: falls back to the whole file
     assert RunStore(w.path).last_step() == 300
     assert RunStore(tmp_path / "missing").last_step() == 0
+
+
+def test_the_schema_version_is_stated_once_and_is_one_the_readers_read():
+    """One number (`core.run.schema.SCHEMA_VERSION`) is config.json's schema_version and the credit files'
+    mrtpo_schema_version; the store and the credit file format take it from there, and the readers read it."""
+    from core.run import credit_format, schema, store
+
+    assert store.SCHEMA_VERSION is schema.SCHEMA_VERSION
+    assert not hasattr(credit_format, "VERSION")  # the second statement of the number is gone
+    assert schema.SCHEMA_VERSION in schema.READABLE_VERSIONS and str(schema.SCHEMA_VERSION) in schema.COLUMNAR_VERSIONS

@@ -282,7 +282,7 @@ SCAN_TEXT = st.lists(st.sampled_from(list(" \n\t*-[]<>ab") + ["<<", ">>", "**", 
 @settings(max_examples=150, deadline=None)
 @given(text=SCAN_TEXT)
 def test_scanners_equal_the_regexes(text):
-    from core.verifiers.families import _bracket_matches, _bullet_matches, _title_matches
+    from core.verifiers.ifeval.scan import _bracket_matches, _bullet_matches, _title_matches
 
     def spans(pattern, flags=0):
         return [m.span() for m in re.finditer(pattern, text, flags)]

@@ -180,7 +180,7 @@ def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float
 
 
 # ----------------------------------------------------------------------------- relevance variants
-# A variant names the contrastive prompt x^-k (`contrast`, see core.tasks.CONTRASTS), the per-token distance of
+# A variant names the contrastive prompt x^-k (`contrast`, see core.contrast.CONTRASTS), the per-token distance of
 # the two passes (`distance`, see DISTANCES) and how the distances of a sample's rewards combine into relevance
 # (`combine`: fn(d (B, K, T), applicable (B, K)) -> relevance (B, K, T); NaN stays NaN where a reward does not
 # apply). `pairwise`: relevance[k, i] depends on d[k, i] alone (`replay_pairs` may then skip the other rewards
@@ -223,7 +223,7 @@ RELEVANCE: dict[str, Relevance] = {
     "swap_specific": Relevance("swap", "js", specific_relevance, pairwise=False),
     "logp": Relevance("remove", "logp", js_relevance, pairwise=True),
     "logp_specific": Relevance("remove", "logp", specific_relevance, pairwise=False),
-    # swap for the families whose argument the policy reads (core.tasks.AUTO_SWAP_FAMILIES), remove for the rest
+    # swap for the families whose argument the policy reads (core.contrast.AUTO_SWAP_FAMILIES), remove for the rest
     "auto": Relevance("auto", "js", js_relevance, pairwise=True),
 }
 # Variants whose relevance[k, i] depends on d[k, i] alone (`Relevance.pairwise`).

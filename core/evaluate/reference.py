@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.verifiers import Verifier
+from core.verifiers.ifeval import is_ifeval_family
 from core.verifiers.punkt import punkt_sentences, reference_word_tokens
 
 # -------------------------------------------------------------------------------------------- langdetect
@@ -189,7 +190,7 @@ def drawn_at_random(verifier: Verifier) -> bool:
     at random (IFEval's released files hold none); the verdict here uses the value given."""
     if verifier.family == "keywords:letter_frequency" and not is_reference_letter(verifier.kwargs["letter"]):
         return True
-    if type(verifier).__module__ != "core.verifiers.families":
+    if not is_ifeval_family(type(verifier)):
         return False
     return any(v is not None and not isinstance(v, bool) and not v for v in verifier.kwargs.values())
 

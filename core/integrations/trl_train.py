@@ -18,6 +18,7 @@ from transformers import PrinterCallback
 from core.config import TrainConfig
 from core.integrations.trl import MRTPOConfig, MRTPOTrainer, end_process_group, prompt_dataset
 from core.integrations.trl.recorder import TRL_TRAINER_STATE
+from core.prompt_sets import load_prompts
 from core.run.train_log import phase_line
 
 # What the built-in loop does that TRL must be told: a constant learning rate (no schedule), no dropout in the
@@ -96,8 +97,8 @@ def run(cfg: TrainConfig, resume: Path | None = None) -> Path | None:
     first = os.environ.get("RANK", "0") == "0"
     if first:
         print(phase_line(f"loading the model ({cfg.model}) and the prompt set"), flush=True)
-    items, names = cfg.load_prompts()
-    held_out = cfg.load_prompts(cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
+    items, names = load_prompts(cfg)
+    held_out = load_prompts(cfg, cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
     on_cpu = use_cpu(cfg)
     model, tokenizer, _ = model_lib.load_policy(cfg.model, device="cpu")  # accelerate places it
     output_dir = tempfile.mkdtemp(prefix="mrtpo-trl-")  # HF's own output folder; the run store is elsewhere

@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def stores_credit(step: int, every: int, last: int | None = None) -> bool:
-    """True when step `step` (1-based) writes its credit map: step 1, every `every`-th after it (1, 1 + every,
-    1 + 2 every, ...) and the last step `last`."""
-    return (step - 1) % max(int(every), 1) == 0 or (last is not None and step == last)
+from core.choices import stores_credit  # noqa: F401  (the rule lives with the run's other choices)
 
 
 def outcomes(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -32,6 +32,7 @@ import torch
 
 from core import model as model_lib
 from core.config import TrainConfig
+from core.prompt_sets import load_prompts
 from core.run import names as names_lib
 from core.run.record import summary_line
 from core.run.step import StopRequested, TrainState, evaluate, seed_everything, train_step
@@ -66,8 +67,8 @@ def build_state(cfg: TrainConfig, model_path: str | None = None, optimizer_state
 
     Raises ConfigError for a bad prompt set / weights before anything heavy is loaded.
     """
-    items, names = cfg.load_prompts()
-    eval_items = cfg.load_prompts(cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
+    items, names = load_prompts(cfg)
+    eval_items = load_prompts(cfg, cfg.eval_prompt_set)[0] if cfg.eval_prompt_set else None
     seed_everything(cfg.seed)
     model, tokenizer, _info = model_lib.load_policy(model_path or cfg.model, device=cfg.device)
     device = next(model.parameters()).device

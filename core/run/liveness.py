@@ -7,9 +7,9 @@ process is not taken for the run's writer (`pid_is_writer`). Torch-free.
 from __future__ import annotations
 
 import os
-import signal
-import sys
 from typing import Any
+
+from core.processes import end_with_parent  # noqa: F401  (its old import path)
 
 
 def pid_alive(pid: Any) -> bool:
@@ -67,19 +67,3 @@ def pid_is_writer(status: dict[str, Any]) -> bool:
         return now is None or str(recorded) == now
     cmd = _cmdline(int(pid))
     return not cmd or any(mark in cmd for mark in TRAINER_MARKS)
-
-
-def end_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Ask the kernel to send this process `sig` when its parent ends, even by SIGKILL (Linux's PR_SET_PDEATHSIG;
-    elsewhere nothing). Used for the processes a command starts and must not outlive it: the app's server (`mrtpo
-    app`) and torchrun under `mrtpo train --nproc N` (SIGTERM), and each of torchrun's workers (SIGHUP: torchrun
-    itself first sends them SIGTERM, and a trainer takes a second SIGTERM as "stop now", see
-    `core.run.lifecycle.SignalGuard`). Call it in the child (a `preexec_fn`, or first thing in the worker)."""
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass

@@ -1,4 +1,5 @@
-"""Run names: the one rule for what a run folder may be called, and the automatic name.
+"""Run names: the automatic name, and (from `core.paths`, where it lives) the one rule for what a run folder may be
+called.
 
 Never imports anything heavy (the config, the store, the launcher and the trainer use it).
 """
@@ -6,20 +7,9 @@ Never imports anything heavy (the config, the store, the launcher and the traine
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Callable
 
-RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-RUN_NAME_RULE = "1-64 characters from A-Z a-z 0-9 . _ - starting with a letter or digit"
-
-
-def is_run_name(name: object) -> bool:
-    """True when `name` is a valid run folder name (it cannot escape its runs directory).
-
-    >>> is_run_name("mrtpo-seed0"), is_run_name("../x"), is_run_name(".hidden")
-    (True, False, False)
-    """
-    return isinstance(name, str) and RUN_NAME_RE.fullmatch(name) is not None
+from core.paths import RUN_NAME_RE, RUN_NAME_RULE, is_run_name  # noqa: F401  (the rule's old import path)
 
 
 def auto_run_name(method: str, taken: Callable[[str], bool], now: _dt.datetime | None = None) -> str:

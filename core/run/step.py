@@ -196,7 +196,7 @@ def contrastive_prompt_ids(state: TrainState, rollout: Rollout, pairs: Tensor | 
                            ) -> list[list[list[int] | None]]:
     """(B, K) token ids of x^-k for every sample and reward (None where the reward does not apply, where it has no
     contrast here, or where `pairs` (B, K) bool is False: no contrastive pass for that pair). x^-k is the verifier's
-    own (`core.tasks.PromptItem.contrastive_prompt`: `contrast` removes the constraint or swaps its argument) unless
+    own (`core.contrast.verifier_contrastive`: `contrast` removes the constraint or swaps its argument) unless
     the config's `reward_contrasts` declares another (`core.contrast.item_contrastive`)."""
     declared = contrast_lib.declared_contrasts(state.cfg.reward_contrasts)
     cache: dict[tuple[str, int], list[int] | None] = {}

@@ -35,6 +35,7 @@ from core.config import (
     resume_argv,
     train_flags,
 )
+from core.prompt_sets import load_prompts
 
 # Fields a resumed run may change (how long it runs, where and how often it saves, which JS maps replay
 # records); the rest define the run and stay as recorded in its config.json.
@@ -187,7 +188,7 @@ def launch_processes(cfg: TrainConfig, resume: Path | None = None) -> int:
     path = run_dir(cfg.runs_dir, cfg.run_name)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
     print(f"run {cfg.run_name}: {cfg.nproc} processes (torch.distributed.run)", flush=True)
-    from core.run.liveness import end_with_parent
+    from core.processes import end_with_parent
 
     if resume is not None:  # process 0 takes the run's writer lock over from here
         from core.run.store import release_writer_lock
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("runs_dir", problem)
         if rank is not None and int(os.environ["WORLD_SIZE"]) != cfg.nproc:
             raise ConfigError("nproc", f"started as one of {os.environ['WORLD_SIZE']} processes, but nproc is {cfg.nproc}")
-        _, rewards = cfg.load_prompts()  # prompt set, custom verifiers, reward weights: fail before anything heavy
+        _, rewards = load_prompts(cfg)  # prompt set, custom verifiers, reward weights: fail before anything heavy
     except (ConfigError, ValueError) as exc:
         return _fail(str(exc))
     if (rank is None and cfg.nproc == 1) or rank == 0:  # the process that writes the run: one process, or process 0
@@ -287,7 +288,7 @@ def _train_trl(cfg: TrainConfig, rank: int | None, resume: Path | None = None) -
     """One process of a trl run; process 0 reports the run's final state. A worker of torchrun stops (SIGHUP: after
     its current step, as Stop does) when torchrun ends, even by SIGKILL, instead of training on alone."""
     if rank is not None:
-        from core.run.liveness import end_with_parent
+        from core.processes import end_with_parent
 
         end_with_parent(signal.SIGHUP)
     from core.run.train_log import phase_line

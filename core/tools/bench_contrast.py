@@ -15,7 +15,7 @@ without a leading space; for a task, the first token of the answer) and reports 
 
 (`contrast_effects`) for swap and remove, and `reads_argument`: effect(swap) >= READ_RATIO x effect(remove)
 (`reads_argument`). A family that passes is one whose argument the policy reads; `auto` relevance swaps those
-and removes the rest (`core.tasks.AUTO_SWAP_FAMILIES` records the families that passed on the embedded
+and removes the rest (`core.contrast.AUTO_SWAP_FAMILIES` records the families that passed on the embedded
 tiny-multi; rerun this for another model). Writes `contrast-<model>.md` and `.csv` under `--out`, prints the table.
 """
 

@@ -127,9 +127,10 @@ def worker(args) -> int:
     from core import model as model_lib
     from core.integrations import trl_train
     from core.integrations.trl import MRTPOTrainer, prompt_dataset, verifier_rewards
+    from core.prompt_sets import load_prompts
 
     cfg = _config(args)
-    items, _ = cfg.load_prompts()
+    items, _ = load_prompts(cfg)
     items = [it for it in items if len(it.constraints) >= args.min_rewards] or items
     world, rank = trl_train.world_size(), int(os.environ.get("RANK", "0"))
     on_cpu = trl_train.use_cpu(cfg)
@@ -333,13 +334,14 @@ def report(args, rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     from core.config import ConfigError, trl_problem
+    from core.prompt_sets import load_prompts
 
     if trl_problem():
         print(f"mrtpo bench trl: {trl_problem()}", file=sys.stderr)
         return 2
     try:
         cfg = _config(args)
-        cfg.load_prompts()
+        load_prompts(cfg)
     except (ConfigError, ValueError) as exc:
         print(f"mrtpo bench trl: {exc}", file=sys.stderr)
         return 2

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ConfigError, TrainConfig, field_error, resume_argv, train_argv
+from core.prompt_sets import load_prompts
 from core.run import names
 from core.run.store import LAUNCH_ID_ENV, RunStore, RunStoreError, run_dir, writer_lock_held
 from mrtpo_viz.launcher.children import (
@@ -77,7 +78,7 @@ def validate(fields: dict[str, Any], check_prompts: bool = True) -> tuple[TrainC
     try:
         cfg = TrainConfig(**fields)
         if check_prompts:
-            cfg.load_prompts()
+            load_prompts(cfg)
     except ConfigError as exc:
         return None, {exc.field or FORM_ERROR: exc.message}
     if cfg.run_name:

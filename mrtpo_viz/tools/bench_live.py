@@ -32,7 +32,7 @@ from core.config import TrainConfig
 from core.paths import REPO_ROOT
 from core.run.store import RunStore
 from mrtpo_viz import launcher
-from mrtpo_viz.tools.bench_app import CHROMIUM, CHROMIUM_ARGS, Server
+from mrtpo_viz.tools.bench_app_visits import CHROMIUM, CHROMIUM_ARGS, Server
 
 ARMS = ("none", "browser")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -31,14 +31,11 @@ from mrtpo_viz.ui.messages import (
 )
 from mrtpo_viz.ui.page import (
     FIGURE_REFRESH_S,
-    LAUNCHED_KEY,
     REFRESH_S,
     cached_figure,
     follow_runs,
     page_runs,
-    pending_runs,
     rerun_when,
-    session_runs,
     view_tabs,
 )
 from mrtpo_viz.ui.pickers import (
@@ -61,6 +58,7 @@ from mrtpo_viz.ui.prefetch import (
     prefetch_charts,
 )
 from mrtpo_viz.ui.sample_panels import relevance_switch, shown_sample, specificity_panel
+from mrtpo_viz.ui.session import LAUNCHED_KEY, pending_runs, session_runs
 from mrtpo_viz.ui.tables import html_table, pick_table
 
 __all__ = [

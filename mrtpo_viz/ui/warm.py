@@ -255,8 +255,8 @@ def warm_other_pages(current: str) -> list[str]:
     """After a page (URL path `current`) was drawn in a browser's session: warm the WARM_PAGES other than it for
     the run this session opens them on (`warm_target`), in a thread of its own. Returns the pages it started
     warming."""
-    from mrtpo_viz.ui.page import session_runs
     from mrtpo_viz.ui.pickers import RUN_KEY
+    from mrtpo_viz.ui.session import session_runs
 
     ctx = get_script_run_ctx()
     if not _loop or not _loop[0].is_running() or not Runtime.exists() or ctx is None or ctx.session_id in _ghosts:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import ConfigError
-from core.contrast import user_text, with_user_text
+from core.contrast import user_text, verifier_contrastive, with_user_text
 from core.tasks import PromptItem, item_from_record
 
 # ----------------------------------------------------------------------------------------------- dataset rows
@@ -41,12 +41,13 @@ class PromptRow:
         return with_user_text(self.prompt, user[: self.start] + text + user[self.end:])
 
     def contrastive(self, family: str, contrast: str = "remove") -> Any | None:
-        """The prompt x^-k for reward `family` (None when the row does not state it); `contrast` as in
-        `core.tasks.PromptItem.contrastive_prompt` (remove the constraint, or swap its argument)."""
+        """The prompt x^-k for reward `family` (None when the row does not state it): the verifier's rule,
+        `core.contrast.verifier_contrastive` (`contrast`: remove the constraint, swap its argument, or auto), in the
+        row's own prompt format."""
         families = self.item.families()
         if family not in families:
             return None
-        return self.variant(self.item.contrastive_prompt(families.index(family), contrast))
+        return self.variant(verifier_contrastive(self.item, families.index(family), contrast))
 
 
 def completion_text(completion: Any) -> str:

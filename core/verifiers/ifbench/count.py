@@ -13,8 +13,9 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text, register
+from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, split_spans, strip_span
+from core.verifiers.registry import register
 from core.verifiers.text import word_spans
 
 _STRIP = PUNCTUATION + " "

@@ -14,9 +14,10 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_text, register
+from core.verifiers.base import Param, Span, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier
 from core.verifiers.punkt import punkt_sentences
+from core.verifiers.registry import register
 
 _CLOSE = {")": "(", "]": "[", "}": "{"}
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from core.verifiers.base import Param, Span, as_text, register
+from core.verifiers.base import Param, Span, as_text
 from core.verifiers.ifbench.common import IFBenchVerifier
+from core.verifiers.registry import register
 
 
 def _number(value: Any) -> float:

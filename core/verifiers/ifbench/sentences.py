@@ -22,8 +22,9 @@ import string
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text, register
+from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, whole
+from core.verifiers.registry import register
 
 _P, _S = "\x00", "\x01"  # a protected period, a sentence end
 _L = "([A-Za-z])"

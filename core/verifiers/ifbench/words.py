@@ -16,9 +16,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text, register
+from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, split_spans
 from core.verifiers.punkt import punkt_sentences
+from core.verifiers.registry import register
 
 _STRIP = PUNCTUATION + " "
 _NO_PUNCT = str.maketrans("", "", PUNCTUATION)
