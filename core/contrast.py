@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.verifiers.base import Span
-from core.verifiers.text import sentence_spans
+from core.verifiers.shared.base import Span
+from core.verifiers.shared.text import sentence_spans
 
 if TYPE_CHECKING:
     from core.verifiers import Verifier

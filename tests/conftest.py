@@ -68,8 +68,8 @@ def restore_verifier_registry():
     """Put the verifier family registry (and the record of custom files loaded) back as it was before the test:
     families a test registers (`mine:short`, `test:raises`, ...) must not leak into tests that compare
     `families()` with the built-in table (tests/test_promptgen.py), whatever order the tests run in."""
-    from core.verifiers import base
-    from core.verifiers import registry as reg
+    from core.verifiers.shared import base
+    from core.verifiers.shared import registry as reg
 
     registry, loaded = dict(reg._REGISTRY), dict(base._LOADED_PATHS)
     yield

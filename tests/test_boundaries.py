@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE = [
     "app", "mrtpo_viz", "core", "core.paths", "core.presets", "core.choices", "core.config", "core.prompt_sets", "core.processes", "core.contrast", "core.cli", "core.tasks", "core.verifiers",
     "core.run", "core.run.names", "core.run.schema", "core.run.store", "core.run.credit_format", "core.run.liveness", "core.run.train_log", "core.run.train_cli", "core.tools", "core.tools.promptgen",
-    "core.verifiers.language",
-    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.panels", "mrtpo_viz.serve", "mrtpo_viz.asgi",
+    "core.verifiers.shared.language",
+    "core.tools.efficiency", "mrtpo_viz.form", "mrtpo_viz.figures.panels", "mrtpo_viz.server.serve", "mrtpo_viz.server.asgi",
     "mrtpo_viz.tools.efficiency_report", "mrtpo_viz.tools.efficiency_stats", "mrtpo_viz.tools.synthetic", "mrtpo_viz.tools.bench_app",
     "mrtpo_viz.tools.bench_server",
 ]

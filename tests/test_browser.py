@@ -718,12 +718,12 @@ new MutationObserver(() => {
 
 
 def test_a_chart_page_opened_cold_has_plotly_fetched_before_its_script_runs(tmp_path):
-    """The server's middleware (mrtpo_viz/asgi.py, `serve.ChartPagePreload`) puts the chart code's preload (the
+    """The server's middleware (mrtpo_viz/server/asgi.py, `serve.ChartPagePreload`) puts the chart code's preload (the
     plotly.js bundle's, or Streamlit's chart module's: `chart_code`) in a chart page's HTML: opened cold, the browser
     has fetched it before the page's script starts, while the server is idle (it was fetched after the script's
     first elements, from the server busy running the script), and the charts draw. Other pages' HTML is Streamlit's
     own; a gzip-asking client gets the edited page whole."""
-    from mrtpo_viz.serve import CHART_PAGES
+    from mrtpo_viz.server.serve import CHART_PAGES
     from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
     runs = tmp_path / "runs"

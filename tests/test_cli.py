@@ -99,10 +99,10 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _server_of(pid: int) -> int | None:
-    """The Streamlit server (`python -m mrtpo_viz.serve run ...`) somewhere under `pid`."""
+    """The Streamlit server (`python -m mrtpo_viz.server.serve run ...`) somewhere under `pid`."""
     for kid in _descendants(pid):
         with contextlib.suppress(OSError):
-            if b"mrtpo_viz.serve" in Path(f"/proc/{kid}/cmdline").read_bytes():
+            if b"mrtpo_viz.server.serve" in Path(f"/proc/{kid}/cmdline").read_bytes():
                 return kid
     return None
 

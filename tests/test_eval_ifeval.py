@@ -162,7 +162,7 @@ def test_a_model_answers_greedily_and_its_responses_rescore_the_same(micro_model
     assert {k: again[k] for k in EXPECTED} == {k: first[k] for k in EXPECTED}
 
 
-@pytest.mark.parametrize("module", ["core.evaluate.ifeval", "core.verifiers.text", "core.verifiers.language"])
+@pytest.mark.parametrize("module", ["core.evaluate.ifeval", "core.verifiers.shared.text", "core.verifiers.shared.language"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

@@ -248,7 +248,7 @@ def test_eval_benchmark_ifbench_scores_supported_prompts_and_names_the_rest(tmp_
                                     "core.verifiers.ifbench.words", "core.verifiers.ifbench.ratio",
                                     "core.verifiers.ifbench.repeat", "core.verifiers.ifbench.sentences",
                                     "core.verifiers.ifbench.custom",
-                                    "core.verifiers.punkt",
+                                    "core.verifiers.shared.punkt",
                                     "core.evaluate.reference"])
 def test_docstring_examples_run(module):
     import doctest

@@ -13,7 +13,7 @@ from core.tasks import item_from_record, load_prompt_set, reward_names
 from core.tools import promptgen
 from core.tools.promptgen import END_PHRASES, HELDOUT_KEYWORDS, HELDOUT_TOPICS, KEYWORDS, TOPICS, generate_prompts
 from core.verifiers import families
-from core.verifiers.kinds import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
+from core.verifiers.shared.kinds import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
 
 PROMPTS = Path(__file__).resolve().parent.parent / "sample_data" / "prompts"
 DEFAULT_FAMILIES = {

@@ -15,7 +15,7 @@ from core.algos import routing as routing_lib
 from core.algos.teacher_forcing import contrastive_distances, response_logprobs
 from core.tasks import CONTRASTS, PromptItem, load_prompt_set
 from core.verifiers import build
-from core.verifiers.base import swap_values
+from core.verifiers.shared.base import swap_values
 
 # ----------------------------------------------------------------------------- the registry and the formulas
 

@@ -13,7 +13,7 @@ import pytest
 
 from core.tasks import family_of, item_from_record, load_prompt_set, reward_name, reward_names
 from core.verifiers import VerifierSpecError, register
-from core.verifiers.kinds import reward_kind
+from core.verifiers.shared.kinds import reward_kind
 
 # google-research's shape: each kwargs object holds the arguments its instruction uses.
 RANGE = {

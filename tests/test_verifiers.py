@@ -370,7 +370,7 @@ def test_response_language_detects_and_passes_featureless_text():
 
 
 def test_language_names_are_detector_codes():
-    from core.verifiers.language import LANGUAGE_NAMES, detector_languages
+    from core.verifiers.shared.language import LANGUAGE_NAMES, detector_languages
 
     assert set(LANGUAGE_NAMES) <= set(detector_languages())
 
@@ -559,7 +559,7 @@ IFEVAL_GROUP_MODULES = [f"core.verifiers.ifeval.{group}" for group in (
 
 @pytest.mark.parametrize(
     "module",
-    ["core.verifiers", "core.verifiers.base", "core.verifiers.registry", "core.verifiers.kinds", "core.verifiers.task",
+    ["core.verifiers", "core.verifiers.shared.base", "core.verifiers.shared.registry", "core.verifiers.shared.kinds", "core.verifiers.task",
      *IFEVAL_GROUP_MODULES, "core.tasks", "core.tools.promptgen"],
 )  # fmt: skip
 def test_docstring_examples_run(module):
@@ -600,7 +600,7 @@ def test_the_old_module_paths_still_import_and_families_stays_the_function():
     import core.verifiers
     old = importlib.import_module("core.verifiers.families")  # `import ... as` would get the function
     from core.verifiers.ifeval.keywords import KeywordExistence
-    from core.verifiers.kinds import REWARD_KIND
+    from core.verifiers.shared.kinds import REWARD_KIND
 
     assert old.KeywordExistence is KeywordExistence and old.REWARD_KIND is REWARD_KIND
     assert old.Arithmetic is family_class("task:arithmetic")

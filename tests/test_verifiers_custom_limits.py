@@ -53,8 +53,8 @@ def exits(text):
 @pytest.fixture
 def limit():
     yield verifiers.set_time_limit
-    verifiers.set_time_limit(verifiers.base.DEFAULT_TIME_LIMIT)
-    verifiers.base._TIMED_OUT.clear()
+    verifiers.set_time_limit(verifiers.shared.base.DEFAULT_TIME_LIMIT)
+    verifiers.shared.base._TIMED_OUT.clear()
 
 
 def test_a_check_past_the_time_limit_scores_0_with_one_warning_per_family(tmp_path, limit, caplog):
@@ -62,7 +62,7 @@ def test_a_check_past_the_time_limit_scores_0_with_one_warning_per_family(tmp_pa
     load_custom(str(tmp_path / "hangs.py"))
     limit(0.2)
     v = build("test:hangs")
-    caplog.set_level(logging.WARNING, logger="core.verifiers.base")
+    caplog.set_level(logging.WARNING, logger="core.verifiers.shared.base")
     start = time.monotonic()
     assert [v.verify("some text").score for _ in range(3)] == [0.0, 0.0, 0.0]
     assert time.monotonic() - start < 3

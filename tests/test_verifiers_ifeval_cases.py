@@ -53,7 +53,7 @@ CAPITAL_CASES = [
 
 @pytest.mark.parametrize(("text", "count", "words"), CAPITAL_CASES)
 def test_capital_words_follow_ifeval_per_sentence_tokens(text, count, words):
-    from core.verifiers.text import capital_words
+    from core.verifiers.shared.text import capital_words
 
     n, spans = capital_words(text)
     assert n == count
@@ -76,7 +76,7 @@ LANGUAGE_CASES = [
 
 @pytest.mark.parametrize(("code", "text"), LANGUAGE_CASES)
 def test_response_language_chooses_among_the_languages_a_prompt_can_ask_for(code, text):
-    from core.verifiers.language import LANGUAGE_NAMES, detect_language
+    from core.verifiers.shared.language import LANGUAGE_NAMES, detect_language
 
     assert detect_language(text) == code
     assert build("language:response_language", language=code).verify(text).score == 1.0
@@ -85,7 +85,7 @@ def test_response_language_chooses_among_the_languages_a_prompt_can_ask_for(code
 
 
 def test_detector_answers_only_codes_a_prompt_can_ask_for():
-    from core.verifiers.language import LANGUAGE_NAMES, detect_language
+    from core.verifiers.shared.language import LANGUAGE_NAMES, detect_language
 
     texts = ["Zulu", "Olá", "Hola amigo", "Kubernetes cluster", "Nintendo Switch", "Ngiyabonga kakhulu", "Moien"]
     assert all(detect_language(t) in LANGUAGE_NAMES for t in texts)

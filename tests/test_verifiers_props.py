@@ -69,7 +69,7 @@ def _word_tokenize(text):
     splitter standing in for Punkt's English model (NLTK data that is not installed)."""
     from nltk.tokenize import word_tokenize
 
-    from core.verifiers.text import sentence_spans
+    from core.verifiers.shared.text import sentence_spans
 
     return [w for s, e in sentence_spans(text) for w in word_tokenize(text[s:e], preserve_line=True)]
 
@@ -138,7 +138,7 @@ def ifeval_reference(family, kwargs, value):
     if family == "language:response_language":
         from py3langid import langid
 
-        from core.verifiers.language import LANGUAGE_NAMES
+        from core.verifiers.shared.language import LANGUAGE_NAMES
 
         if not any(c.isalpha() for c in value):  # langdetect finds no features: IFEval counts it followed
             return True
@@ -209,7 +209,7 @@ def test_verdicts_equal_ifeval_strict(family, kwargs, text):
 def test_capital_words_are_counted_per_sentence(text):
     """IFEval runs the Treebank tokenizer on each sentence (`nltk.word_tokenize`); the verifier does too, with
     `sentence_spans` for Punkt. Every counted word has its span (a capital token is verbatim in the text)."""
-    from core.verifiers.text import capital_words
+    from core.verifiers.shared.text import capital_words
 
     expected = sum(1 for w in _word_tokenize(text) if w.isupper())
     count, spans = capital_words(text)

@@ -90,7 +90,7 @@ def test_js_positions_shade_each_span_run():
     boxes = 0
     for row, r in enumerate(REWARDS, start=1):
         d = sample[sample["reward"] == r].sort_values("t")
-        runs = figures._span_runs(d["in_span"].tolist(), d["t"].tolist())
+        runs = figures.span_runs(d["in_span"].tolist(), d["t"].tolist())
         trace = next(tr for tr in fig.data if tr.name == r)
         assert list(trace.y) == pytest.approx(d["distance"].tolist(), nan_ok=True)
         spans = [tr for tr in fig.data if tr.name == f"{r} spans"]
@@ -121,9 +121,9 @@ def test_js_positions_name_tokens_on_the_axis_and_skip_unstated_rewards():
 
 
 def test_span_runs():
-    assert figures._span_runs([False, True, True, False, True], [0, 1, 2, 3, 4]) == [(1, 2), (4, 4)]
-    assert figures._span_runs([True, True], [3, 5]) == [(3, 3), (5, 5)]  # a gap in positions splits a run
-    assert figures._span_runs([], []) == []
+    assert figures.span_runs([False, True, True, False, True], [0, 1, 2, 3, 4]) == [(1, 2), (4, 4)]
+    assert figures.span_runs([True, True], [3, 5]) == [(3, 3), (5, 5)]  # a gap in positions splits a run
+    assert figures.span_runs([], []) == []
 
 
 def test_js_in_out_boxes_and_the_no_replay_case():
@@ -429,7 +429,7 @@ def test_eval_setting_differences_name_each_setting_that_differs_with_its_runs()
 
 
 def test_compare_offers_a_kl_only_where_some_run_has_it():
-    from mrtpo_viz import panels
+    from mrtpo_viz.figures import panels
 
     one_pass = {"inner_epochs": 1, "kl_beta": 0.0}
     offered, left_out = panels.compare_metrics_for({"a": one_pass, "b": one_pass})

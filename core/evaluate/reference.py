@@ -40,7 +40,7 @@ from typing import Any
 
 from core.verifiers import Verifier
 from core.verifiers.ifeval import is_ifeval_family
-from core.verifiers.punkt import punkt_sentences, reference_word_tokens
+from core.verifiers.shared.punkt import punkt_sentences, reference_word_tokens
 
 # -------------------------------------------------------------------------------------------- langdetect
 

@@ -48,7 +48,7 @@ from core.run.store import (
 )
 from core.run.train_log import phase_line
 from core.verifiers import VerifierExit
-from core.verifiers.base import interrupt_check
+from core.verifiers.shared.base import interrupt_check
 
 # ------------------------------------------------------------------------------------------ state
 
@@ -184,7 +184,7 @@ def latest_checkpoint(path: Path) -> tuple[int, Path] | None:
 class SignalGuard:
     """SIGTERM/SIGINT/SIGHUP request a stop (checked between phases and between responses while verifying; a
     custom verifier's check that is running is interrupted when `interrupts_checks`: the built-in trainer's, whose
-    step turns `core.verifiers.base.CheckInterrupted` into its stop); a second signal of the same kind gets the
+    step turns `core.verifiers.shared.base.CheckInterrupted` into its stop); a second signal of the same kind gets the
     previous handler (a second Ctrl-C stops at once), unless `repeats_stop_now` is False. SIGHUP is what a trl
     worker gets when torchrun ends (`core.run.liveness.end_with_parent`), on top of torchrun's own SIGTERM; torchrun
     may send SIGTERM more than once while it shuts down and SIGKILLs its workers itself after its grace period, so

@@ -48,7 +48,7 @@ from core.run import batch as batch_lib
 from core.run import credit_choice, record
 from core.run.batch import Advantages, Rollout, Routing, Scores
 from core.run.credit_format import CreditStep
-from core.verifiers.base import CheckInterrupted
+from core.verifiers.shared.base import CheckInterrupted
 
 # ------------------------------------------------------------------------------------------ state
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.tasks import save_prompt_set
-from core.verifiers.kinds import REWARD_KIND
+from core.verifiers.shared.kinds import REWARD_KIND
 
 TOPICS = (
     "rivers", "mountains", "the sea", "cats", "dogs", "bread", "rain", "the moon", "trees", "music",
@@ -77,7 +77,7 @@ INVITED_WORDS = {
 ARITHMETIC_INVITED = "sum"  # what an answer to "What is a plus b?" invites
 WORD_LIMITS = (20, 25, 30)
 # The multi setting's families in drawing order (the order makes the generated sets; do not reorder), grouped by
-# their kind of reward (`core.verifiers.kinds.REWARD_KIND`, the one table of kinds): every prompt's
+# their kind of reward (`core.verifiers.shared.kinds.REWARD_KIND`, the one table of kinds): every prompt's
 # constraints are drawn so that format, safety and style each appear in it.
 _MULTI_ORDER = ("startend:start_checker", "startend:end_checker", "detectable_format:title",
                 "detectable_content:postscript", "keywords:forbidden_words", "change_case:english_lowercase",

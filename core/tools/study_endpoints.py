@@ -165,7 +165,7 @@ def final_values(df: pd.DataFrame, metric: str = ALL_SATISFIED) -> pd.Series:
 def kind_values(df: pd.DataFrame) -> dict[str, pd.Series]:
     """kind -> (method, seed) -> the mean over evaluations of the kind's rewards' held-out scores (each reward
     averaged over evaluations first, then the kind's rewards averaged): format, safety, style, ..."""
-    from core.verifiers.kinds import REWARD_KIND
+    from core.verifiers.shared.kinds import REWARD_KIND
 
     out: dict[str, list[pd.Series]] = {}
     for metric in sorted(m for m in df["metric"].unique() if str(m).startswith("eval/reward/")):

@@ -4,12 +4,12 @@ spec (family id + arguments), plus the constraint sentence a prompt states for t
 Public entry points: `build(family_id, **kwargs)`, `register(family_id)`, `load_custom(...)`,
 `families()`. Never imports torch.
 
-Layout: `base` (Verifier, VerifyResult, argument specs, a custom check's time limit), `registry` (register,
-build, load_custom), `ifeval/` (IFEval's 25 ids, one module per IFEval group), `ifbench/` (IFBench's 58 ids, one
-module per group), `task` (the workbench's own `task:` families), `kinds` (REWARD_KIND), and the shared text
-helpers `text`, `punkt`, `language`. What each IFEval family scores, which spans it reports (and the rule for
+Layout, by benchmark and group: `ifeval/` (IFEval's 25 ids, one module per IFEval group), `ifbench/` (IFBench's
+58 ids, one module per group), `task` (the workbench's own `task:` families), and below them all `shared/`: `base`
+(Verifier, VerifyResult, argument specs, a custom check's time limit), `registry` (register, build, load_custom),
+`kinds` (REWARD_KIND) and the text helpers `text`, `punkt`, `language`. What each IFEval family scores, which spans it reports (and the rule for
 negative constraints: spans only where the rule is broken), its graded variant and where it differs from IFEval:
-`core.verifiers.ifeval`. Word and sentence counting (no NLTK data): `core.verifiers.text`.
+`core.verifiers.ifeval`. Word and sentence counting (no NLTK data): `core.verifiers.shared.text`.
 Custom families: `register` / `load_custom`, example in `sample_data/custom_verifier_example.py`.
 
 >>> from core.verifiers import build
@@ -26,7 +26,7 @@ from core.verifiers import families as _families  # noqa: F401
 from core.verifiers import ifbench as _ifbench  # noqa: F401  (registers IFBench's families)
 from core.verifiers import ifeval as _ifeval  # noqa: F401  (registers IFEval's families)
 from core.verifiers import task as _task  # noqa: F401  (registers the workbench's task: families)
-from core.verifiers.base import (
+from core.verifiers.shared.base import (
     Param,
     Span,
     Verifier,
@@ -41,8 +41,8 @@ from core.verifiers.base import (
     normalize_spans,
     set_time_limit,
 )
-from core.verifiers.registry import build, families, family_class, load_custom, register
-from core.verifiers.text import count_sentences, count_words, sentence_spans, word_spans
+from core.verifiers.shared.registry import build, families, family_class, load_custom, register
+from core.verifiers.shared.text import count_sentences, count_words, sentence_spans, word_spans
 
 __all__ = [
     "Param",

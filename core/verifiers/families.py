@@ -1,6 +1,6 @@
 """The built-in families' old home, kept as an import path: IFEval's families live in `core.verifiers.ifeval`
 (one module per IFEval group), `task:arithmetic` in `core.verifiers.task`, the kinds of reward in
-`core.verifiers.kinds`. This module re-exports their public names."""
+`core.verifiers.shared.kinds`. This module re-exports their public names."""
 
 from core.verifiers.ifeval.change_case import CapitalWordFrequency, EnglishCapital, EnglishLowercase
 from core.verifiers.ifeval.combination import RepeatPrompt, TwoResponses
@@ -26,7 +26,7 @@ from core.verifiers.ifeval.length_constraints import (
 from core.verifiers.ifeval.punctuation import NoComma
 from core.verifiers.ifeval.scan import _bracket_matches, _bullet_matches, _title_matches
 from core.verifiers.ifeval.startend import EndChecker, Quotation, StartChecker
-from core.verifiers.kinds import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
+from core.verifiers.shared.kinds import OTHER_KIND, REWARD_KIND, REWARD_KINDS, reward_kind
 from core.verifiers.task import Arithmetic
 
 __all__ = [

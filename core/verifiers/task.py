@@ -7,13 +7,13 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
+from core.verifiers.shared.base import (
     Param,
     Span,
     Verifier,
     as_int,
 )
-from core.verifiers.registry import register
+from core.verifiers.shared.registry import register
 
 _INT_RE = re.compile(r"-?\d+")
 

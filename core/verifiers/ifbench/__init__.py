@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.verifiers.base import Verifier, VerifierSpecError
-from core.verifiers.kinds import REWARD_KIND
-from core.verifiers.registry import families, register
+from core.verifiers.shared.base import Verifier, VerifierSpecError
+from core.verifiers.shared.kinds import REWARD_KIND
+from core.verifiers.shared.registry import families, register
 
 # IFBench's 58 instruction ids (its instructions_registry.INSTRUCTION_DICT), by group.
 IFBENCH_IDS: tuple[str, ...] = (
@@ -66,7 +66,7 @@ _CONTENT = {"count:keywords_multiple", "count:person_names", "sentence:keyword",
 
 
 def _kind(family_id: str) -> str:
-    """The reward kind of an IFBench id (`core.verifiers.kinds.REWARD_KIND`): format and repeat rules are
+    """The reward kind of an IFBench id (`core.verifiers.shared.kinds.REWARD_KIND`): format and repeat rules are
     format, the fixed tasks of `custom:` correctness, keyword and name rules content, the rest (counts, ratios,
     word and sentence shapes) style."""
     group = family_id.split(":")[0]

@@ -8,7 +8,7 @@ import string
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Span, Verifier
+from core.verifiers.shared.base import Span, Verifier
 
 PUNCTUATION = string.punctuation
 _NONSPACE = re.compile(r"\S+")

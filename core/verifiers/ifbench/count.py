@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, split_spans, strip_span
-from core.verifiers.registry import register
-from core.verifiers.text import word_spans
+from core.verifiers.shared.base import Param, Span, as_int, as_text
+from core.verifiers.shared.registry import register
+from core.verifiers.shared.text import word_spans
 
 _STRIP = PUNCTUATION + " "
 

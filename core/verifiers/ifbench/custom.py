@@ -17,9 +17,9 @@ import unicodedata
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Span
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, whole
-from core.verifiers.registry import register
+from core.verifiers.shared.base import Span
+from core.verifiers.shared.registry import register
 
 
 def _ascii(text: str) -> str:

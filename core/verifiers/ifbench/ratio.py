@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from core.verifiers.base import Param, Span, as_text
 from core.verifiers.ifbench.common import IFBenchVerifier
-from core.verifiers.registry import register
+from core.verifiers.shared.base import Param, Span, as_text
+from core.verifiers.shared.registry import register
 
 
 def _number(value: Any) -> float:

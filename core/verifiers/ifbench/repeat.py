@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import IFBenchVerifier, whole
-from core.verifiers.registry import register
+from core.verifiers.shared.base import Param, Span, as_int, as_text
+from core.verifiers.shared.registry import register
 
 _REQUEST = Param(as_text, help="the request (default in a prompt set: the prompt)")
 

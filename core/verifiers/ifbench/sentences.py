@@ -22,9 +22,9 @@ import string
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, whole
-from core.verifiers.registry import register
+from core.verifiers.shared.base import Param, Span, as_int, as_text
+from core.verifiers.shared.registry import register
 
 _P, _S = "\x00", "\x01"  # a protected period, a sentence end
 _L = "([A-Za-z])"
@@ -198,7 +198,7 @@ class KeywordSpecificPosition(IFBenchVerifier):
     description = "Include keyword {keyword} in the {n}-th sentence, as the {m}-th word of that sentence."
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
-        from core.verifiers.punkt import reference_word_tokens
+        from core.verifiers.shared.punkt import reference_word_tokens
 
         k = self.kwargs
         spans = [m.span() for m in re.finditer(re.escape(k["keyword"]), text)]

@@ -16,10 +16,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import Param, Span, as_int, as_text
 from core.verifiers.ifbench.common import PUNCTUATION, IFBenchVerifier, split_spans
-from core.verifiers.punkt import punkt_sentences
-from core.verifiers.registry import register
+from core.verifiers.shared.base import Param, Span, as_int, as_text
+from core.verifiers.shared.punkt import punkt_sentences
+from core.verifiers.shared.registry import register
 
 _STRIP = PUNCTUATION + " "
 _NO_PUNCT = str.maketrans("", "", PUNCTUATION)
@@ -211,7 +211,7 @@ class WordsPosition(IFBenchVerifier):
                    "word {keyword}.")
 
     def rule(self, text: str) -> tuple[bool, Iterable[Span]]:
-        from core.verifiers.punkt import reference_word_tokens
+        from core.verifiers.shared.punkt import reference_word_tokens
 
         words = reference_word_tokens(text)
         if len(words) < 2:

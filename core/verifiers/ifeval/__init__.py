@@ -2,7 +2,7 @@
 `keywords`, `startend`, `change_case`, `length_constraints`, `detectable_format`, `detectable_content`,
 `punctuation`, `language`, `combination`; what they share: `common` (relations, graded counts, swap values) and
 `scan` (linear-time matchers). The workbench's own `task:` families are in `core.verifiers.task`, the kinds of
-reward in `core.verifiers.kinds`.
+reward in `core.verifiers.shared.kinds`.
 
 Verdicts follow IFEval's strict checks (google-research `instruction_following_eval`,
 `instructions.py`) on the same text; every remaining difference, with its reason, is listed in

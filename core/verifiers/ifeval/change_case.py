@@ -5,20 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
-    Param,
-    Span,
-    Verifier,
-    as_int,
-)
 from core.verifiers.ifeval.common import (
     _compare,
     _graded_count,
     _relation_param,
     _runs,
 )
-from core.verifiers.registry import register
-from core.verifiers.text import capital_words
+from core.verifiers.shared.base import (
+    Param,
+    Span,
+    Verifier,
+    as_int,
+)
+from core.verifiers.shared.registry import register
+from core.verifiers.shared.text import capital_words
 
 
 @register("change_case:english_lowercase")
@@ -70,7 +70,7 @@ class EnglishCapital(Verifier):
 @register("change_case:capital_word_frequency")
 class CapitalWordFrequency(Verifier):
     """Words in all capital letters (Treebank tokens with `token.isupper()`, as IFEval over
-    `nltk.word_tokenize`; see `core.verifiers.text.capital_words`) number `< capital_frequency` or
+    `nltk.word_tokenize`; see `core.verifiers.shared.text.capital_words`) number `< capital_frequency` or
     `>= capital_frequency`. Graded: see `_graded_count`. Spans: every counted capital word.
 
     >>> CapitalWordFrequency(capital_frequency=2, capital_relation="at least").verify("GO NOW, ok")

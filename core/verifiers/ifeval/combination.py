@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
-    Param,
-    Span,
-    Verifier,
-    as_text,
-)
 from core.verifiers.ifeval.common import (
     _lower_map,
 )
 from core.verifiers.ifeval.scan import (
     _pieces,
 )
-from core.verifiers.registry import register
+from core.verifiers.shared.base import (
+    Param,
+    Span,
+    Verifier,
+    as_text,
+)
+from core.verifiers.shared.registry import register
 
 
 @register("combination:two_responses")

@@ -3,7 +3,7 @@ draws from, sentence helpers, and lower-casing with a map back to the original c
 
 from __future__ import annotations
 
-from core.verifiers.base import (
+from core.verifiers.shared.base import (
     Param,
     Span,
     as_choice,

@@ -6,19 +6,19 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
+from core.verifiers.ifeval.common import (
+    _lower_map,
+    _with_stop,
+)
+from core.verifiers.ifeval.scan import _bracket_matches
+from core.verifiers.shared.base import (
     Param,
     Span,
     Verifier,
     as_int,
     as_text,
 )
-from core.verifiers.ifeval.common import (
-    _lower_map,
-    _with_stop,
-)
-from core.verifiers.ifeval.scan import _bracket_matches
-from core.verifiers.registry import register
+from core.verifiers.shared.registry import register
 
 
 @register("detectable_content:number_placeholders")

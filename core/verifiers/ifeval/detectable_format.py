@@ -8,15 +8,15 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
+from core.verifiers.ifeval.scan import _bullet_matches, _title_matches
+from core.verifiers.shared.base import (
     Param,
     Span,
     Verifier,
     as_int,
     as_text,
 )
-from core.verifiers.ifeval.scan import _bullet_matches, _title_matches
-from core.verifiers.registry import register
+from core.verifiers.shared.registry import register
 
 
 @register("detectable_format:json_format")

@@ -7,15 +7,6 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
-    Param,
-    Span,
-    Verifier,
-    as_int,
-    as_text,
-    as_word_list,
-    swap_values,
-)
 from core.verifiers.ifeval.common import (
     SWAP_WORDS,
     _compare,
@@ -24,7 +15,16 @@ from core.verifiers.ifeval.common import (
     _lower_map,
     _relation_param,
 )
-from core.verifiers.registry import register
+from core.verifiers.shared.base import (
+    Param,
+    Span,
+    Verifier,
+    as_int,
+    as_text,
+    as_word_list,
+    swap_values,
+)
+from core.verifiers.shared.registry import register
 
 
 @register("keywords:existence")

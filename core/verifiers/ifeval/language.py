@@ -1,18 +1,18 @@
-"""IFEval's `language:` group: the response's language (detected by `core.verifiers.language`)."""
+"""IFEval's `language:` group: the response's language (detected by `core.verifiers.shared.language`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
+from core.verifiers.shared.base import (
     Param,
     Span,
     Verifier,
     as_text,
 )
-from core.verifiers.language import LANGUAGE_NAMES, detect_language
-from core.verifiers.registry import register
+from core.verifiers.shared.language import LANGUAGE_NAMES, detect_language
+from core.verifiers.shared.registry import register
 
 
 def _language(value: object) -> str:
@@ -24,7 +24,7 @@ def _language(value: object) -> str:
 
 @register("language:response_language")
 class ResponseLanguage(Verifier):
-    """The detector (py3langid, see `core.verifiers.language`) says the response is in `language` (an
+    """The detector (py3langid, see `core.verifiers.shared.language`) says the response is in `language` (an
     ISO 639-1 code); a non-blank text with nothing to detect (digits, punctuation) passes, as in IFEval; a text
     with letters the detector cannot read ("To") fails.
     IFEval uses langdetect: the two detectors can disagree on short or mixed-language texts.

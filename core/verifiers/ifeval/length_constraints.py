@@ -6,13 +6,6 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
-    Param,
-    Span,
-    Verifier,
-    as_int,
-    as_text,
-)
 from core.verifiers.ifeval.common import (
     _compare,
     _graded_count,
@@ -21,8 +14,15 @@ from core.verifiers.ifeval.common import (
 from core.verifiers.ifeval.scan import (
     _pieces,
 )
-from core.verifiers.registry import register
-from core.verifiers.text import sentence_spans, word_spans
+from core.verifiers.shared.base import (
+    Param,
+    Span,
+    Verifier,
+    as_int,
+    as_text,
+)
+from core.verifiers.shared.registry import register
+from core.verifiers.shared.text import sentence_spans, word_spans
 
 
 @register("length_constraints:number_words")
@@ -51,7 +51,7 @@ class NumberWords(Verifier):
 @register("length_constraints:number_sentences")
 class NumberSentences(Verifier):
     """Sentence count `< num_sentences` or `>= num_sentences` (our Punkt-like splitter, see
-    `core.verifiers.text`). Graded: see `_graded_count`. Spans: every sentence."""
+    `core.verifiers.shared.text`). Graded: see `_graded_count`. Spans: every sentence."""
 
     has_graded = True
     params: ClassVar = {"num_sentences": Param(as_int(0), help="an integer >= 0"), "relation": _relation_param()}

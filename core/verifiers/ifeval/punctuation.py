@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
+from core.verifiers.shared.base import (
     Span,
     Verifier,
 )
-from core.verifiers.registry import register
+from core.verifiers.shared.registry import register
 
 
 @register("punctuation:no_comma")

@@ -4,7 +4,7 @@ text, and verification must stay fast."""
 
 from __future__ import annotations
 
-from core.verifiers.base import (
+from core.verifiers.shared.base import (
     Span,
 )
 

@@ -7,20 +7,20 @@ import random
 from collections.abc import Iterable
 from typing import ClassVar
 
-from core.verifiers.base import (
-    Param,
-    Span,
-    Verifier,
-    as_text,
-    swap_values,
-)
 from core.verifiers.ifeval.common import (
     SWAP_END_PHRASES,
     SWAP_START_PHRASES,
     _lower_map,
     _with_stop,
 )
-from core.verifiers.registry import register
+from core.verifiers.shared.base import (
+    Param,
+    Span,
+    Verifier,
+    as_text,
+    swap_values,
+)
+from core.verifiers.shared.registry import register
 
 
 class _PhrasePosition(Verifier):

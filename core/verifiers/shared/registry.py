@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from core.verifiers.base import _LOADED_PATHS, Param, Span, Verifier, VerifierSpecError
+from core.verifiers.shared.base import _LOADED_PATHS, Param, Span, Verifier, VerifierSpecError
 
 _REGISTRY: dict[str, type[Verifier]] = {}
 

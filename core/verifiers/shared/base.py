@@ -1,5 +1,5 @@
 """The verifier base class, its results and argument specs, and the time limit of a custom check (the family
-registry, `build` and custom-verifier loading: `core.verifiers.registry`).
+registry, `build` and custom-verifier loading: `core.verifiers.shared.registry`).
 
 A verifier is built from a constraint spec (family id + arguments) and is a pure function of
 the response text: `verify(text) -> VerifyResult(score, spans)`. Never imports torch.
