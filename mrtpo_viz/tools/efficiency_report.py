@@ -32,7 +32,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.verifiers.kinds import OTHER_KIND, REWARD_KINDS
+from core.verifiers.shared.kinds import OTHER_KIND, REWARD_KINDS
 from mrtpo_viz.tools.efficiency_stats import (
     BASELINE,
     BOOTSTRAP_RESAMPLES,

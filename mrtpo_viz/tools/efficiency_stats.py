@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.verifiers.kinds import OTHER_KIND, REWARD_KINDS, reward_kind
+from core.verifiers.shared.kinds import OTHER_KIND, REWARD_KINDS, reward_kind
 
 ALL_SATISFIED = "eval/all_satisfied"
 
@@ -232,7 +232,7 @@ def bootstrap_interval(values: Sequence[float], geometric: bool = False, resampl
 
 
 def kind_values(df: pd.DataFrame, reward_names: Sequence[str] = ()) -> pd.DataFrame:
-    """Per run (method, seed) and reward kind (`core.verifiers.kinds.REWARD_KIND` of each reward's family):
+    """Per run (method, seed) and reward kind (`core.verifiers.shared.kinds.REWARD_KIND` of each reward's family):
     the unweighted mean of the run's final held-out rates of that kind's rewards (`final_values`), plus the
     final all-satisfied rate under its own metric name. Columns method, seed, metric, value."""
     fv = final_values(df, reward_names)
