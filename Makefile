@@ -36,7 +36,7 @@ $(TRL_STAMP): $(STAMP)
 
 $(BYTECODE): $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(PY) -c "import streamlit.testing.v1, torch, transformers; \
-	from mrtpo_viz.serve import warm_up; warm_up()"
+	from mrtpo_viz.server.serve import warm_up; warm_up()"
 	touch $(BYTECODE)
 
 $(PLOTLY_JS): $(STAMP) mrtpo_viz/tools/plotly_bundle.py

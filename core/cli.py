@@ -72,7 +72,7 @@ def app_address_problem(address: str, expose: bool) -> str:
 
 
 def app_main(argv: list[str]) -> int:
-    """Serve app.py with streamlit (through mrtpo_viz/asgi.py), bound to 127.0.0.1 unless --address (with
+    """Serve app.py with streamlit (through mrtpo_viz/server/asgi.py), bound to 127.0.0.1 unless --address (with
     --expose) says otherwise."""
     parser = argparse.ArgumentParser(prog="mrtpo app", description=SUBCOMMANDS["app"][1])
     parser.add_argument("--port", type=int, default=int(os.environ.get("MRTPO_PORT", "8501")))
@@ -93,9 +93,9 @@ def app_main(argv: list[str]) -> int:
     # directory is fixed here, relative to where `mrtpo app` was started.
     env["MRTPO_RUNS_DIR"] = str(Path(args.runs_dir).resolve() if args.runs_dir else runs_dir())
     cmd = [
-        # mrtpo_viz.serve warms the server (the pages' imports, Plotly's validators), then runs Streamlit on
-        # mrtpo_viz/asgi.py: app.py in an st.App whose middleware preloads the chart pages' Plotly module.
-        sys.executable, "-m", "mrtpo_viz.serve", "run", str(ASGI_FILE),
+        # mrtpo_viz.server.serve warms the server (the pages' imports, Plotly's validators), then runs Streamlit on
+        # mrtpo_viz/server/asgi.py: app.py in an st.App whose middleware preloads the chart pages' Plotly module.
+        sys.executable, "-m", "mrtpo_viz.server.serve", "run", str(ASGI_FILE),
         "--server.address", args.address, "--server.port", str(args.port),
     ]
     if args.headless:

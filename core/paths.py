@@ -18,7 +18,7 @@ SAMPLE_RUNS_DIR = SAMPLE_DATA / "runs"
 TINY_INSTRUCT_DIR = MODELS_DIR / "tiny-instruct"
 TINY_MULTI_DIR = MODELS_DIR / "tiny-multi"
 APP_FILE = REPO_ROOT / "app.py"
-ASGI_FILE = REPO_ROOT / "mrtpo_viz" / "asgi.py"  # app.py as the server runs it (an st.App with a middleware)
+ASGI_FILE = REPO_ROOT / "mrtpo_viz" / "server" / "asgi.py"  # app.py as the server runs it (an st.App with a middleware)
 
 
 def resolve_path(path: str | os.PathLike) -> Path:

@@ -1,4 +1,4 @@
-"""mrtpo_viz.serve.ChartPagePreload, the middleware of mrtpo_viz/asgi.py: the HTML page of a chart page gets the
+"""mrtpo_viz.server.serve.ChartPagePreload, the middleware of mrtpo_viz/server/asgi.py: the HTML page of a chart page gets the
 chart module's preload and start script in its <head>; nothing else changes. Driven here with ASGI messages of a
 hand-written inner app (the real Streamlit server is in tests/test_browser.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from mrtpo_viz import serve
+from mrtpo_viz.server import serve
 
 HEAD = "<link rel=x><script>go()</script>"
 PAGE = b"<html><head><title>Streamlit</title></head><body></body></html>"

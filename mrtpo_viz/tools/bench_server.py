@@ -3,7 +3,7 @@
 A browser's wall-clock seconds on a busy machine mostly measure the machine's load; the server's CPU time
 for one run of a page's script hardly depends on it. For each run layout (as `mrtpo bench app`) and page,
 a fresh interpreter (one per page, so nothing is cached or imported before) does what `mrtpo app` does:
-  imports  `mrtpo_viz.serve.warm_up()` (the app's imports and Plotly's validators; paid once per server,
+  imports  `mrtpo_viz.server.serve.warm_up()` (the app's imports and Plotly's validators; paid once per server,
            before it listens; `-` for a checkout without it);
   cold     the page's first script run in a new session (Streamlit's AppTest): every `st.cache_*` empty;
   warm     the same page run again in that session (caches filled, as on coming back to the page).
@@ -32,7 +32,7 @@ page, prof = sys.argv[1], sys.argv[2]
 from streamlit.testing.v1 import AppTest
 imports = None
 try:
-    from mrtpo_viz.serve import warm_up
+    from mrtpo_viz.server.serve import warm_up
 except ImportError:
     warm_up = None
 if warm_up is not None:

@@ -10,7 +10,7 @@ runs ~0.19 s longer at a page's start) instead. Either is used (`bundle_header`)
 
 `chart(fig, key)` mounts a small custom component (`st.components.v2`, no iframe) whose browser code draws the
 figure's JSON with `Plotly.react` in the same element on every rerun: a live figure keeps the user's zoom
-(`layout.uirevision`) and is not drawn anew. The bundle is served by the app's server (`mrtpo_viz.serve`,
+(`layout.uirevision`) and is not drawn anew. The bundle is served by the app's server (`mrtpo_viz.server.serve`,
 `BUNDLE_ROUTE`), fetched with the chart page's own files and run as soon as the page's script starts. The figure
 gets Streamlit's look, from the theme's CSS variables (`--st-text-color`, ...), in light and dark; the placeholder
 colour `figures.FOREGROUND` (which `st.plotly_chart`'s theme also replaces) becomes the theme's text colour.
@@ -34,7 +34,7 @@ from mrtpo_viz.figures import FOREGROUND
 
 BUNDLE_FILE = "plotly.min.js"
 BUNDLE_ENV = "MRTPO_PLOTLY_JS"  # a bundle's path, or `off` for Streamlit's chart element
-# The bundle's URL path under the app's root (served by `mrtpo_viz.serve.ChartPagePreload`); its kind and version are
+# The bundle's URL path under the app's root (served by `mrtpo_viz.server.serve.ChartPagePreload`); its kind and version are
 # in it, so that a browser may keep the file for good.
 BUNDLE_ROUTE = "_mrtpo/plotly-{kind}-{version}.min.js"
 # A bundle's header comment: "plotly.js (<kind>...) v<version>", as plotly.js writes its cartesian bundle's ("cartesian
@@ -85,7 +85,7 @@ _served: list[tuple[Path, str]] = []  # the bundle, once this process's server s
 
 
 def serve_bundle() -> tuple[Path, str] | None:
-    """Called by the server's middleware (`mrtpo_viz.serve.ChartPagePreload`), which serves the bundle at its URL
+    """Called by the server's middleware (`mrtpo_viz.server.serve.ChartPagePreload`), which serves the bundle at its URL
     path: from now on the pages draw with it. Returns `bundle()`. A process without that middleware (AppTest,
     `streamlit run app.py`) has no URL for the bundle and draws with `st.plotly_chart`."""
     found = bundle()
@@ -101,7 +101,7 @@ def drawn_with_bundle() -> tuple[Path, str] | None:
 
 # Browser code that defines `window.__mrtpoLoadPlotly(src)`: load the bundle at `src` (a URL path under the app's
 # root) once per browser tab, as a classic script (it sets `window.Plotly`), and return the promise of it. The chart
-# page's <head> (`mrtpo_viz.serve`), the early load of `ui.prefetch` and the component all load it through this.
+# page's <head> (`mrtpo_viz.server.serve`), the early load of `ui.prefetch` and the component all load it through this.
 LOADER_JS = r"""window.__mrtpoLoadPlotly = window.__mrtpoLoadPlotly || ((src) => {
   if (window.Plotly) return Promise.resolve(window.Plotly);
   if (!window.__mrtpoPlotly) {

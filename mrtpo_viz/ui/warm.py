@@ -21,7 +21,7 @@ browser's drawing on two cores; `mrtpo bench app`).
 
 Each (page, chosen run, state of the runs deciding what it draws) is warmed once per server. Nothing is warmed for a
 run that trains (every step changes what the pages draw), nor, when the session has chosen no run, while any listed
-run trains (the pages open on it), for a warm session itself, or without the app's ASGI entry (`mrtpo_viz/asgi.py`,
+run trains (the pages open on it), for a warm session itself, or without the app's ASGI entry (`mrtpo_viz/server/asgi.py`,
 which hands over the server's event loop: `streamlit run app.py` and Streamlit's AppTest warm nothing).
 `STREAMLIT_LOGGER_LEVEL=debug` logs each warm run (page, query, milliseconds, how it ended, errors).
 

@@ -1,13 +1,13 @@
 """The app's server process: warm it up, then run Streamlit (what `mrtpo app` and `make demo` start).
 
-    python -m mrtpo_viz.serve run mrtpo_viz/asgi.py [streamlit options]
+    python -m mrtpo_viz.server.serve run mrtpo_viz/server/asgi.py [streamlit options]
 
 A fresh Streamlit server imports a page's modules on its first visit, and Plotly loads its property
 validators on the first figure it builds: together most of a cold page's time (`mrtpo bench app`).
 `warm_up()` pays for both before the server listens, so the first visitor of a new server gets a warm
 page; its seconds are printed.
 
-Streamlit serves the app (`app.py`) through `mrtpo_viz/asgi.py`, an `st.App` with one middleware of this module,
+Streamlit serves the app (`app.py`) through `mrtpo_viz/server/asgi.py`, an `st.App` with one middleware of this module,
 `ChartPagePreload`: it serves the plotly.js bundle that the pages draw their figures with
 (`mrtpo_viz.ui.charts`), and the HTML page of a page that draws charts tells the browser to fetch that bundle
 (or, without it, Streamlit's Plotly chart module) while it loads Streamlit's own files, and to run it as soon as
@@ -39,7 +39,8 @@ def warm_up() -> float:
     import core.run.credit_choice  # noqa: F401  (Launch)
     import core.tasks  # noqa: F401  (the Verifier debugger)
     import core.verifiers  # noqa: F401  (the Verifier debugger's playground)
-    from mrtpo_viz import analysis, figures, form, launcher, loaders, panels, specificity, ui  # noqa: F401
+    from mrtpo_viz import analysis, figures, form, launcher, loaders, specificity, ui  # noqa: F401
+    from mrtpo_viz.figures import panels  # noqa: F401
 
     PIL.Image.init()  # every image format's plugin: the page icon is read on a session's first run
     names = ["a", "b"]
@@ -119,7 +120,7 @@ def bundle_page_head(bundle: str, modules: list[str]) -> str:
 
 
 class ChartPagePreload:
-    """ASGI middleware around Streamlit (`mrtpo_viz/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
+    """ASGI middleware around Streamlit (`mrtpo_viz/server/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
     app's index.html, which Streamlit serves for every page path) gets `head` before its `</head>`; the request is
     passed on without Accept-Encoding, so that the page comes back uncompressed to edit (index.html is ~7 kB, sent
     once per visit). A GET of the plotly.js bundle's URL path (`ui.charts.bundle`) is answered here with the file
