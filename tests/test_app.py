@@ -20,7 +20,8 @@ from helpers import html_tables, numeric, pick_tables, start_stand_in
 from streamlit.testing.v1 import AppTest
 
 from core.run.store import RunStore, RunStoreError, read_notes
-from mrtpo_viz import figures, launcher, serve, ui
+from mrtpo_viz import figures, launcher, ui
+from mrtpo_viz.server import serve
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 pytestmark = pytest.mark.app  # every test runs app pages through Streamlit AppTest
@@ -663,7 +664,7 @@ def test_the_first_page_of_a_session_asks_the_browser_for_the_chart_module_once(
     assert 'data-prefetch="settled"' in html_of(at) and all(m in html_of(at) for m in ui.app_modules())
     at.switch_page("mrtpo_viz/pages/curves.py").run()
     assert not at.exception and "data-prefetch" not in html_of(at)  # once per session
-    for name in serve.CHART_PAGES:  # the pages whose HTML the server's middleware edits (mrtpo_viz/asgi.py)
+    for name in serve.CHART_PAGES:  # the pages whose HTML the server's middleware edits (mrtpo_viz/server/asgi.py)
         fresh = AppTest.from_file(APP, default_timeout=60)
         fresh.switch_page(f"mrtpo_viz/pages/{name}.py").run()
         assert not fresh.exception, fresh.exception

@@ -12,7 +12,8 @@ from __future__ import annotations
 import streamlit as st
 
 from core.choices import routing_source
-from mrtpo_viz import analysis, figures, loaders, panels, ui
+from mrtpo_viz import analysis, figures, loaders, ui
+from mrtpo_viz.figures import panels
 
 PAGE = "compare"
 METRICS = {m.label: m for m in panels.COMPARE_METRICS}

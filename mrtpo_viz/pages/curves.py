@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mrtpo_viz import analysis, figures, launcher, loaders, panels, ui
+from mrtpo_viz import analysis, figures, launcher, loaders, ui
+from mrtpo_viz.figures import panels
 
 PAGE = "curves"
 

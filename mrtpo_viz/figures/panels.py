@@ -15,7 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.choices import routes_by_replay
-from mrtpo_viz import figures
+from mrtpo_viz.figures.lines import metric_lines
+from mrtpo_viz.figures.training import loss_figure, per_reward_lines, reward_curves, step_time_figure
 
 Metrics = Mapping[str, pd.DataFrame]
 
@@ -64,34 +65,34 @@ def _kl(metrics: Metrics, rewards: Sequence[str], configs: Mapping[str, Mapping]
         series["policy/kl"] = "KL to the rollout policy"
     if any(has_reference(c) for c in configs.values()):
         series["loss/kl"] = "KL to the reference"
-    return figures.metric_lines(metrics, series, "KL", "KL", **style)
+    return metric_lines(metrics, series, "KL", "KL", **style)
 
 
 PANELS: tuple[Panel, ...] = (
-    Panel("rewards", lambda m, r, c, **s: figures.reward_curves(m, r, **s), full=True, log_ok=False),
-    Panel("loss", lambda m, r, c, **s: figures.loss_figure(m, with_kl=any(has_reference(x) for x in c.values()),
+    Panel("rewards", lambda m, r, c, **s: reward_curves(m, r, **s), full=True, log_ok=False),
+    Panel("loss", lambda m, r, c, **s: loss_figure(m, with_kl=any(has_reference(x) for x in c.values()),
                                                            **s)),
     Panel("kl", _kl, lambda c: has_reference(c) or several_passes(c),
           "KL: every chosen run has kl_beta = 0 (no reference model) and inner_epochs = 1 (the update's one pass "
           "starts at the rollout policy, so the KL to it is 0 up to rounding)"),
-    Panel("entropy", lambda m, r, c, **s: figures.metric_lines(m, {"policy/entropy": "entropy"}, "Entropy", "nats",
+    Panel("entropy", lambda m, r, c, **s: metric_lines(m, {"policy/entropy": "entropy"}, "Entropy", "nats",
                                                                 **s)),
-    Panel("clip", lambda m, r, c, **s: figures.metric_lines(m, {"policy/clip_frac": "clip fraction"}, "Clip fraction",
+    Panel("clip", lambda m, r, c, **s: metric_lines(m, {"policy/clip_frac": "clip fraction"}, "Clip fraction",
                                                              "fraction", **s), several_passes,
           "Clip fraction: inner_epochs = 1 in every chosen run, so the importance ratio is exactly 1 on the only "
           "pass and nothing is clipped", log_ok=False),
-    Panel("js", lambda m, r, c, **s: figures.per_reward_lines(m, r, "js/{name}/mean", "Mean JS distance per reward",
+    Panel("js", lambda m, r, c, **s: per_reward_lines(m, r, "js/{name}/mean", "Mean JS distance per reward",
                                                                "JS", **s), replays,
           "JS distance: no chosen run routes by contrastive replay (GRPO, GDPO and span or uniform routing do no "
           "replay)"),
-    Panel("span", lambda m, r, c, **s: figures.per_reward_lines(
+    Panel("span", lambda m, r, c, **s: per_reward_lines(
         m, r, "span/{name}/mass_in", "Span agreement: routing mass inside verifier spans", "share", **s),
         log_ok=False),
-    Panel("time", lambda m, r, c, **s: figures.step_time_figure(m) if len(m) == 1 and s.get("x", "step") == "step"
-          else figures.metric_lines(m, {"time/step": "step"}, "Step time", "seconds", **s)),
-    Panel("length", lambda m, r, c, **s: figures.metric_lines(m, {"response/length": "mean response length"},
+    Panel("time", lambda m, r, c, **s: step_time_figure(m) if len(m) == 1 and s.get("x", "step") == "step"
+          else metric_lines(m, {"time/step": "step"}, "Step time", "seconds", **s)),
+    Panel("length", lambda m, r, c, **s: metric_lines(m, {"response/length": "mean response length"},
                                                                "Response length", "tokens", **s)),
-    Panel("eval", lambda m, r, c, **s: figures.reward_curves(m, r, source="eval", **s), full=True, log_ok=False,
+    Panel("eval", lambda m, r, c, **s: reward_curves(m, r, source="eval", **s), full=True, log_ok=False,
           hidden_why="Held-out eval: no chosen run has logged one yet (`eval/*` metrics, written at the checkpoint "
                      "steps of a run with a held-out prompt set)"),
 )
