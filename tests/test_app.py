@@ -20,7 +20,7 @@ from helpers import html_tables, numeric, pick_tables, start_stand_in
 from streamlit.testing.v1 import AppTest
 
 from core.run.store import RunStore, RunStoreError, read_notes
-from mrtpo_viz import figures, launcher, ui
+from mrtpo_viz import figures, launcher, loaders, opening, ui
 from mrtpo_viz.server import serve
 from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
@@ -443,8 +443,10 @@ def test_token_credit_opens_coloured_by_a_reward_the_sample_states(runs_dir):
     sample = int(per[(per["reward"] == first) & per["score"].isna()]["sample"].iloc[0])
     at = page("credit", runs_dir, query={"run": "unstated-first", "step": "1", "sample": str(sample)})
     color = at.selectbox(key="credit_color")
-    assert first not in color.options and color.value == DEFAULT_REWARDS[0]
-    assert f"credit of {DEFAULT_REWARDS[0]}" in html_of(at)
+    opens_on = opening.opening_order(loaders.credit_index(str(runs_dir / "unstated-first"), 1)[0], sample,
+                                     DEFAULT_REWARDS)[0]  # a stated reward that acted (issue 46: a failed one first)
+    assert first not in color.options and color.value == opens_on
+    assert f"credit of {opens_on}" in html_of(at)
     # a link asking for the unstated reward says so
     at = page("credit", runs_dir, query={"run": "unstated-first", "step": "1", "sample": str(sample),
                                          "reward": first})

@@ -53,16 +53,22 @@ def _hover_columns(*columns) -> np.ndarray:
     return out
 
 
-def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str]) -> go.Figure:
+def js_positions_figure(sample_df: pd.DataFrame, reward_names: Sequence[str],
+                        order: Sequence[str] | None = None) -> go.Figure:
     """Per-position JS distance d[k,t] of one sample, one row per reward the sample's prompt states (a reward
     it does not state has no credit and no panel), with the verifier's inspected spans shaded in the reward's
     colour and the token text on the x axis. Hover: position, token, JS, routing weight, credit. A reward whose
-    contrastive pass replay skipped (`distance_skipped`) says so in its row instead of drawing nothing."""
+    contrastive pass replay skipped (`distance_skipped`) says so in its row instead of drawing nothing. `order`: the
+    rows' order from the top (`opening.opening_order`: the rewards that acted on the sample first); colours follow
+    `reward_names` whatever the order."""
     present = [n for n in reward_names if n in set(sample_df["reward"])] if not sample_df.empty else []
     present += [n for n in dict.fromkeys(sample_df.get("reward", [])) if n not in present]
     if "score" in sample_df.columns and not sample_df.empty:
         scores = sample_df.groupby("reward", sort=False, observed=True)["score"].first()
         present = [n for n in present if pd.notna(scores.get(n))]
+    if order:
+        rank = {n: i for i, n in enumerate(order)}
+        present = sorted(present, key=lambda n: rank.get(n, len(rank)))
     cols = reward_colors(list(reward_names) + [n for n in present if n not in reward_names])
     if not present:
         return _empty(_layout(go.Figure(), "JS distance per token"), "no tokens in this sample")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.run.store import ACTIVE_STATES
-from mrtpo_viz import analysis, heatmap, launcher, loaders, ui
+from mrtpo_viz import analysis, heatmap, launcher, loaders, opening, ui
 
 PAGE = "credit"
 TARGET_KEY = "credit_target"  # a target set by another page in session state (run, step, sample, reward)
@@ -46,7 +46,8 @@ if not steps:
     ui.rerun_when(lambda: bool(loaders.credit_steps(path)), active=state in ACTIVE_STATES)
     st.stop()
 
-if st.session_state.get(RUN_OF_STEP) != path:  # another run: open its latest step, and follow new ones
+run_switched = st.session_state.get(RUN_OF_STEP) != path
+if run_switched:  # another run: open its latest step, and follow new ones
     st.session_state[RUN_OF_STEP] = path
     st.session_state[FOLLOW_KEY] = True
 if "step" in target:
@@ -91,6 +92,16 @@ if index.empty:
 present = [r for r in rewards if r in set(index["reward"])] + [r for r in dict.fromkeys(index["reward"])
                                                                  if r not in rewards]
 cfg, _ = loaders.config(path)
+chosen = st.session_state.get(COLOR_PREF)
+link_reward = target.get("reward", [None])[0]
+if link_reward in present:
+    chosen = st.session_state[COLOR_PREF] = link_reward
+if run_switched and "sample" not in target and chosen in present:
+    # the user's reward stays when the new run has it: open a sample whose prompt states it
+    stating = [s for s in analysis.filter_samples(index, None, chosen, "satisfied")
+               + analysis.filter_samples(index, None, chosen, "not satisfied")]
+    if stating and st.session_state.get(SAMPLE_KEY) not in stating:
+        st.session_state[SAMPLE_KEY] = min(stating)
 
 sample = ui.pick_sample(index, present, PAGE, target, owner=(path, step))
 if sample is None:
@@ -110,16 +121,24 @@ c1, c2, c3, c4, c5 = st.columns([1.6, 2, 1.2, 1, 1], vertical_alignment="bottom"
 view = c1.radio("View", ["one reward", "one row per reward"])
 own = analysis.stated_rewards(scores.get(sample, {}), present)
 options = [*own, heatmap.TOTAL_ROW]  # a reward the prompt does not state has no credit: not offered
+# Without a choice of the user's, open on a reward that acted on the sample (a failed one first), not a blank map.
+opens_on = (opening.opening_order(index, sample, present) or [heatmap.TOTAL_ROW])[0]
+warned = False
 if "reward" in target:
     wanted = target["reward"][0]
-    if wanted in options:
-        st.session_state[COLOR_PREF] = wanted
-    else:
-        ui.link_warning("reward", wanted, f"{options[0]} (this sample's prompt does not state {wanted!r})"
-                        if wanted in present else options[0])
-if st.session_state.get(COLOR_PREF) in options:
-    st.session_state[COLOR_KEY] = st.session_state[COLOR_PREF]
-ui.keep_choice(COLOR_KEY, options)
+    if wanted not in options:
+        warned = True
+        ui.link_warning("reward", wanted, f"{opens_on} (this sample's prompt does not state {wanted!r})"
+                        if wanted in present else opens_on)
+if chosen in options:
+    st.session_state[COLOR_KEY] = chosen
+else:
+    st.session_state[COLOR_KEY] = opens_on
+    if chosen and not warned:  # the user's reward is kept for the samples and runs that have it; say why not here
+        st.info(f"Showing {ui.plain(opens_on)}: " + (
+            f"sample {sample}'s prompt does not state {ui.plain(chosen)}, the reward you chose (it comes back on a "
+            "sample that states it)." if chosen in present else
+            f"this run has no reward {ui.plain(chosen)}, the one you chose (it comes back on a run that has it)."))
 color_by = c2.selectbox("Colour by", options, key=COLOR_KEY, disabled=view != "one reward",
                         on_change=color_chosen,
                         help="the rewards this sample's prompt states, and the total advantage")
@@ -139,8 +158,7 @@ c5.download_button("Step credit Parquet", lambda: analysis.to_parquet_bytes(load
                    f"{run.name}_step{step}_credit.parquet", "application/octet-stream", on_click="ignore")
 
 ui.write_link(PAGE, {"run": loaders.run_label(run), "step": step, "sample": sample,
-                     "reward": st.session_state.get(COLOR_PREF) if st.session_state.get(COLOR_PREF) in options
-                     else None})
+                     "reward": chosen if chosen in present else None})
 
 mode = "single" if view == "one reward" else "rows"
 scale = None
@@ -154,6 +172,9 @@ if fixed:  # the step's largest |value| from the index (the stored values; a rec
 
 st.html(heatmap.token_heatmap_html(sample_df, color_by if mode == "single" else None, mode=mode, scale=scale,
                                    reward_names=rewards, row_scale=per_row))
+zero = opening.zero_credit_notes(index, sample, [color_by] if mode == "single" else own, show=ui.plain)
+for r, why in zero.items():
+    st.info(f"The credit of {ui.plain(r)} on this sample is zero: {why}.")
 st.caption("Hover a token for its credit, JS distance, routing weight and span membership per reward; click it to "
            "keep them open and select them. Bars under tokens: each verifier's inspected spans, in the reward's "
            "colour.")

@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from core.run.store import credit_path
-from mrtpo_viz import analysis, figures, loaders, ui
+from mrtpo_viz import analysis, figures, loaders, opening, ui
 
 PAGE = "js"
 STEP_KEY = "js_step"
@@ -81,9 +81,12 @@ credit_key = (path, step, loaders.file_key(credit_path(Path(path), step)), tuple
 shown_df = sample_df.assign(distance=sample_df["relevance"]) if recomputed else sample_df
 if view == "sample":
     with tab:
-        ui.chart(ui.cached_figure(("js_positions", *credit_key, sample),
-                                  lambda: figures.js_positions_figure(shown_df, rewards)),
+        order = opening.opening_order(index, sample, present)  # the rewards that acted on the sample on top
+        ui.chart(ui.cached_figure(("js_positions", *credit_key, sample, tuple(order)),
+                                  lambda: figures.js_positions_figure(shown_df, rewards, order=order)),
                  key="fig_js_positions")
+        for r, why in opening.zero_credit_notes(index, sample, order, show=ui.plain).items():
+            st.caption(f"The credit of {ui.plain(r)} on this sample is zero: {why}.")
         if recomputed:
             st.caption(f"Per-position values: the relevance under {ui.plain(variant)}, recomputed from the stored d.")
         stated = analysis.stated_rewards(analysis.sample_scores(sample_df).get(sample, {}), present)

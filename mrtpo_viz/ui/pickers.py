@@ -108,18 +108,33 @@ def sample_filter_values(page: str) -> tuple[str | None, str | None, str]:
             st.session_state.get(f"{page}_outcome", "any"))
 
 
+def _outcome_reward_chosen(key: str) -> None:
+    st.session_state[key + "_chosen"] = True
+
+
 def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list[str]], owner=None) -> int | None:
     """Filters (prompt, outcome of a reward) and a sample select box whose entries carry one outcome mark per
     reward (✓/✗/·); the link's `sample` when valid. None (with a note) when no sample matches. `owner`: the
     (run, step) the samples belong to; when it changes the box shows the new labels (`drawn_for`)."""
-    from mrtpo_viz import analysis
+    from mrtpo_viz import analysis, opening
 
     f1, f2, f3, f4 = st.columns([1, 1.5, 1, 2.5])
     prompt_keys = ["any"] + sorted(df["prompt_key"].astype(str).unique().tolist())
     keep_choice(f"{page}_prompt", prompt_keys)
-    keep_choice(f"{page}_outcome_reward", list(present))
+    reward_key, key = f"{page}_outcome_reward", f"{page}_sample"
+    if not st.session_state.get(reward_key + "_chosen") and st.session_state.get(f"{page}_outcome", "any") == "any":
+        # Until the user picks one, the filter's reward is one the likely shown sample's prompt states (the one the
+        # view opens on); with "any" outcome it filters nothing, so following the sample moves no sample.
+        likely = analysis.filter_samples(df, sample_filter_values(page)[0])
+        wanted = target.get("sample", [""])[0]
+        guess = (int(wanted) if wanted.isdigit() and int(wanted) in likely
+                 else st.session_state.get(key) if st.session_state.get(key) in likely else likely[0] if likely else None)
+        order = opening.opening_order(df, guess, present) if guess is not None else []
+        if order:
+            st.session_state[reward_key] = order[0]
+    keep_choice(reward_key, list(present))
     f1.selectbox("Prompt", prompt_keys, key=f"{page}_prompt")
-    f2.selectbox("Outcome of reward", present, key=f"{page}_outcome_reward")
+    f2.selectbox("Outcome of reward", present, key=reward_key, on_change=_outcome_reward_chosen, args=(reward_key,))
     f3.selectbox("Outcome", analysis.OUTCOMES, key=f"{page}_outcome")
     samples = analysis.filter_samples(df, *sample_filter_values(page))
     if not samples:
@@ -127,7 +142,6 @@ def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list
         return None
     scores = analysis.sample_scores(df)
     prompt_of = dict(zip(df["sample"].tolist(), df["prompt_key"].astype(str).tolist(), strict=True))
-    key = f"{page}_sample"
     if "sample" in target:
         wanted = target["sample"][0]
         if wanted.isdigit() and int(wanted) in samples:
