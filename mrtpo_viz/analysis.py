@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from core.choices import routing_source
 
-OUTCOMES = ("any", "satisfied", "not satisfied", "not applicable")
+OUTCOMES = ("any", "satisfied", "violated", "not stated")  # the one vocabulary of outcomes (the metric keys' too)
 
 
 def ema(values: Sequence[float] | pd.Series, weight: float) -> pd.Series:
@@ -146,7 +146,7 @@ def sample_scores(credit_df: pd.DataFrame) -> dict[int, dict[str, float]]:
 
 
 def outcome_marks(scores: Mapping[str, float], rewards: Sequence[str]) -> str:
-    """One mark per reward: ✓ satisfied (score >= 1), ✗ not satisfied, · not stated by the sample's prompt."""
+    """One mark per reward: ✓ satisfied (score >= 1), ✗ violated, · not stated by the sample's prompt."""
     marks = []
     for r in rewards:
         v = scores.get(r, float("nan"))
@@ -189,7 +189,7 @@ def filter_samples(credit_df: pd.DataFrame, prompt_key: str | None = None, rewar
                    outcome: str = "any") -> list[int]:
     """Sample indices that match a prompt key (None = any) and a reward outcome.
 
-    outcome: "satisfied" (score == 1), "not satisfied" (score < 1), "not applicable" (score NaN), or "any".
+    outcome: "satisfied" (score >= 1), "violated" (score < 1), "not stated" (score NaN: the prompt does not state it), or "any".
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
@@ -202,7 +202,7 @@ def filter_samples(credit_df: pd.DataFrame, prompt_key: str | None = None, rewar
     if reward is not None and outcome != "any":
         is_r = per["reward"] == reward
         score = pd.to_numeric(per["score"], errors="coerce")
-        cond = {"satisfied": score >= 1.0, "not satisfied": score < 1.0, "not applicable": score.isna()}[outcome]
+        cond = {"satisfied": score >= 1.0, "violated": score < 1.0, "not stated": score.isna()}[outcome]
         ok_samples = set(per.loc[is_r & cond, "sample"])
         keep &= per["sample"].isin(ok_samples)
     return sorted(int(s) for s in set(per.loc[keep, "sample"]))

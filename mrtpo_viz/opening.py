@@ -66,7 +66,7 @@ def zero_credit_reason(index: pd.DataFrame, sample: int, reward: str, show=str) 
         return None
     adv = float(row.get("group_adv", math.nan))
     if adv == 0:
-        verdict = "satisfied" if score >= 1 else "not satisfied"
+        verdict = "satisfied" if score >= 1 else "violated"
         return (f"its group advantage is 0: every response of this sample's group scored the same on {name} "
                 f"(this one: {verdict}), so no token gets credit (credit = w × a / σ)")
     if float(row.get("weight_sum", math.nan) or 0.0) == 0:

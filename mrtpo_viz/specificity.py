@@ -232,7 +232,7 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
     with the labels rotated), `mass_control` (mean over the other acted rewards j of ctl[k, j]), `retained`
     (sum_t w / T: the share of the reward's advantage mass its credit keeps on this response), `auc` (ROC AUC
     of the stored d at telling span tokens from the other tokens of this response), the outcome the AUC belongs
-    to (satisfied / violated: `auc_satisfied` / `auc_violated` in the step metrics) and `not applicable`: why
+    to (satisfied / violated: `auc_satisfied` / `auc_violated` in the step metrics) and `no metrics because`: why
     the numbers mean nothing for this response, in which case they are left empty. The AUC vs entropy baseline
     needs the per-token entropy, which the credit Parquet does not store."""
     a = sample_arrays(sample_df, rewards)
@@ -259,13 +259,13 @@ def sample_metrics(sample_df: pd.DataFrame, rewards: Sequence[str]) -> pd.DataFr
                "mass_control": float(ctl_k.mean()) if ctl_k.size else float("nan"),
                "retained": float(w.sum() / w.size) if a["acted"][0, k] and w.size else float("nan"),
                "auc": roc_auc(d, span) if not np.isnan(d).all() else float("nan"),
-               "not applicable": note or ""}
+               "no metrics because": note or ""}
         if note:
             for key in ("mass_in", "lift", "lift_rotated", "mass_control", "auc"):
                 row[key] = float("nan")
         rows.append(row)
     return pd.DataFrame(rows, columns=["reward", "score", "outcome", "span tokens", "mass_in", "lift", "lift_rotated",
-                                       "mass_control", "retained", "auc", "not applicable"])
+                                       "mass_control", "retained", "auc", "no metrics because"])
 
 
 # ----------------------------------------------------------------------------- switching the relevance variant

@@ -103,3 +103,29 @@ def test_credit_keeps_the_users_reward_across_a_run_switch(runs_dir):
     at.selectbox(key="credit_sample").set_value(0).run()
     assert at.selectbox(key="credit_color").value != KEPT and at.query_params["reward"] == KEPT
     assert any("does not state" in i.value and KEPT in i.value for i in at.info)
+
+
+OTHER_WORDS = ("not satisfied", "unsatisfied", "not applicable")  # the outcome vocabulary is satisfied / violated
+
+
+def page_text(at: AppTest) -> str:
+    """Every string the page shows: element bodies, labels, options, help texts, table cells (the protos' text)."""
+    out, todo = [], [at._tree]
+    while todo:
+        node = todo.pop()
+        todo.extend(getattr(node, "children", {}).values())
+        if getattr(node, "proto", None) is not None:
+            out.append(str(node.proto))
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("name", ["credit", "js", "debugger", "curves", "compare", "runs"])
+def test_every_page_says_satisfied_violated_not_stated_and_nothing_else(runs_dir, name):
+    # regression: the Outcome filter said "not satisfied / not applicable", the specificity table "violated"
+    at = open_page(name, {"run": "half", "step": "2", "sample": "2"})
+    text = page_text(at).lower()
+    assert not [w for w in OTHER_WORDS if w in text], [w for w in OTHER_WORDS if w in text]
+    if name in ("credit", "js"):
+        assert "violated" in text and "not stated" in text
+        options = at.selectbox(key=f"{name}_outcome").options
+        assert options == ["any", "satisfied", "violated", "not stated"]

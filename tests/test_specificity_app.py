@@ -161,7 +161,7 @@ def test_sample_metrics_hand_computed():
     for name in (KW, NC):
         assert t.loc[name, "retained"] == pytest.approx(s0[s0["reward"] == name]["weight"].mean())
     lc = sp.sample_metrics(df[df["sample"] == 1], [LC]).set_index("reward").loc[LC]
-    assert "whole text" in lc["not applicable"] and np.isnan(lc["auc"]) and np.isnan(lc["mass_in"])
+    assert "whole text" in lc["no metrics because"] and np.isnan(lc["auc"]) and np.isnan(lc["mass_in"])
 
 
 # ----------------------------------------------------------------------------- the pages
@@ -215,7 +215,7 @@ def test_page_shows_the_samples_overlap_and_metrics_and_switches_variant(hand_ru
 def test_page_says_not_applicable_for_a_whole_text_span(hand_runs):
     at = open_page("credit", {"run": "hand-a", "step": "1", "sample": "1"})
     row = metrics_table(at).loc[LC]
-    assert "whole text" in row["not applicable"] and np.isnan(row["lift"])
+    assert "whole text" in row["no metrics because"] and np.isnan(row["lift"])
     assert any("no pairwise overlap" in c.value for c in at.caption)
 
 

@@ -254,7 +254,7 @@ def test_filter_samples_by_prompt_and_outcome():
     sat = sorted(per.loc[(per["reward"] == REWARDS[0]) & (per["score"] >= 1), "sample"].tolist())
     assert analysis.filter_samples(df, reward=REWARDS[0], outcome="satisfied") == sat
     nap = sorted(per.loc[(per["reward"] == REWARDS[1]) & per["score"].isna(), "sample"].tolist())
-    assert nap and analysis.filter_samples(df, reward=REWARDS[1], outcome="not applicable") == nap
+    assert nap and analysis.filter_samples(df, reward=REWARDS[1], outcome="not stated") == nap
     assert analysis.filter_samples(df, prompt_key="p0001") == [4, 5, 6, 7]
     assert analysis.filter_samples(df) == list(range(8))
     with pytest.raises(ValueError):

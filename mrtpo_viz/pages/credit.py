@@ -99,7 +99,7 @@ if link_reward in present:
 if run_switched and "sample" not in target and chosen in present:
     # the user's reward stays when the new run has it: open a sample whose prompt states it
     stating = [s for s in analysis.filter_samples(index, None, chosen, "satisfied")
-               + analysis.filter_samples(index, None, chosen, "not satisfied")]
+               + analysis.filter_samples(index, None, chosen, "violated")]
     if stating and st.session_state.get(SAMPLE_KEY) not in stating:
         st.session_state[SAMPLE_KEY] = min(stating)
 

@@ -155,5 +155,5 @@ def pick_sample(df, present: Sequence[str], page: str, target: Mapping[str, list
         "Sample (✓/✗/· per reward)", samples, key=key,
         format_func=lambda i: f"sample {i} · {prompt_of.get(i, '?')} · "
                               f"{analysis.outcome_marks(scores.get(i, {}), present)}",
-        help="✓ satisfied, ✗ not satisfied, · not stated by the prompt (one mark per reward, in the order of the "
+        help="✓ satisfied, ✗ violated, · not stated by the prompt (one mark per reward, in the order of the "
              "Outcome of reward list); ← / → : previous / next sample")
