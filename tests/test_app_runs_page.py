@@ -79,3 +79,29 @@ def test_a_completed_runs_button_says_extend(tmp_path, monkeypatch):
     assert at.number_input(key=f"resume_steps_{w.path}").label == "Extend to step"
     labels = [b.label for b in at.button]
     assert "Extend" in labels and "Resume" not in labels, labels
+
+
+def launch_page() -> AppTest:
+    at = runs_page()
+    at.switch_page("mrtpo_viz/pages/launch.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def disk_caption(at: AppTest) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("Disk: about"))
+
+
+def test_launch_disk_estimate_follows_the_form_as_it_stands(tmp_path, monkeypatch):
+    """Issue 46 item 11: the estimate is for the values in the form now, not those of the last start."""
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    at = launch_page()
+    default_tokens = at.number_input(key="lf_max_new_tokens").value
+    assert f"up to {default_tokens} tokens" in disk_caption(at)
+    at.number_input(key="lf_max_new_tokens").set_value(77)
+    at.run()  # typed, not started
+    assert "up to 77 tokens" in disk_caption(at), disk_caption(at)
+    steps = at.number_input(key="lf_steps")
+    steps.set_value(3).run()
+    assert "(3 steps x" in disk_caption(at) or "(1 steps x" in disk_caption(at), disk_caption(at)
+    assert "last start" not in disk_caption(at)
