@@ -181,7 +181,7 @@ def test_resume_is_offered_only_for_a_stopped_run_with_a_checkpoint(tmp_path, mo
     assert resume.disabled and "no complete checkpoint" in resume.help
     write_synthetic_run(tmp_path, "done", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
     at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "done"))
-    assert "no complete checkpoint" in next(b for b in at.button if b.label == "Resume").help
+    assert "no complete checkpoint" in next(b for b in at.button if b.label == "Extend").help
     write_synthetic_run(tmp_path, "live", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=4, state="running",
                         pid=os.getpid())
     at = page("runs", tmp_path, mrtpo_run=str(tmp_path / "live"))
@@ -210,7 +210,7 @@ def test_a_completed_run_is_extended_with_more_steps_from_the_runs_page(tmp_path
     assert box.label == "Extend to step" and box.value == 2 and box.min == 2 and not box.disabled
     with pytest.raises(RunStoreError, match="more steps than that"):
         launcher.resume_run(path, steps=1)
-    next(b for b in at.button if b.label == "Resume").click()
+    next(b for b in at.button if b.label == "Extend").click()
     at.run()
     assert any(s.value.startswith("Extended short to 2 steps") for s in at.success), [e.value for e in at.error]
     deadline = time.time() + 240

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.paths import REPO_ROOT
-from core.run.store import RunStore
+from core.run.store import ACTIVE_STATES, RunStore
 from core.run.train_log import error_from_log, read_tail
 
 # Children started by this app process: run path -> Popen (to tell "starting" from "died before writing status"),
@@ -27,6 +27,9 @@ from core.run.train_log import error_from_log, read_tail
 _CHILDREN: dict[str, subprocess.Popen] = {}
 _CONFIGS: dict[str, dict[str, Any]] = {}
 _STOPPING: dict[str, Any] = {}  # run path -> stop.Stopping: the stops this app started (filled by stop.stop_run)
+# Runs this app resumed: run path -> status.json's (mtime_ns, size) when Resume started the trainer. Until the trainer
+# writes its status the file still says stopped (or completed); the run is `starting` meanwhile.
+_RESUMED: dict[str, tuple[int, int]] = {}
 _LOCK = threading.Lock()
 STAGING_DIR = ".launch"
 WRITTEN_NOW = "a trainer process holds the run's writer lock (it is being written now); stop it first"
@@ -82,10 +85,15 @@ def run_state(path: str | os.PathLike) -> dict[str, Any]:
     has not written status.json yet: `starting` while the child lives, `crashed` with the log tail after."""
     path = Path(path)
     store = RunStore(path)
-    if (path / "status.json").exists():
-        return store.status()
     with _LOCK:
         proc = _CHILDREN.get(str(path))
+        resumed_at = _RESUMED.get(str(path))
+    if (path / "status.json").exists():
+        status = store.status()
+        if (resumed_at is not None and resumed_at == status_key(path) and proc is not None and proc.poll() is None
+                and status.get("state") not in ACTIVE_STATES):  # resumed here; its trainer has not written yet
+            return {**status, "state": "starting", "pid": proc.pid, "error": None}
+        return status
     if proc is not None and proc.poll() is None:
         return {"state": "starting", "pid": proc.pid, "step": 0, "total_steps": None, "error": None}
     log = launch_log(path, 400)
@@ -95,6 +103,15 @@ def run_state(path: str | os.PathLike) -> dict[str, Any]:
         return {"state": "crashed", "pid": proc.pid, "step": 0, "total_steps": None,
                 "error": error_from_log(log) or f"the trainer exited with code {proc.returncode} before starting"}
     return {**store.status(), **({"error": error_from_log(log) or log} if log else {})}
+
+
+def status_key(path: Path) -> tuple[int, int]:
+    """(mtime_ns, size) of the run's status.json, (0, -1) when it does not exist: it changes when the trainer writes."""
+    try:
+        st = (Path(path) / "status.json").stat()
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
 
 
 def launch_log(path: str | os.PathLike, lines: int = 30) -> str:

@@ -36,6 +36,7 @@ from mrtpo_viz.launcher.children import (
     _CHILDREN,
     _CONFIGS,
     _LOCK,
+    _RESUMED,
     STAGING_DIR,
     WRITTEN_NOW,
     Launched,
@@ -43,6 +44,7 @@ from mrtpo_viz.launcher.children import (
     launch_id_file,
     run_state,
     staging_log,
+    status_key,
 )
 
 FORM_ERROR = "_form"  # key of errors that belong to no single field
@@ -217,9 +219,11 @@ def resume_run(path: str | os.PathLike, steps: int | None = None, env: dict[str,
     if state.get("state") == "completed" and not (steps and int(steps) > int(state.get("step") or 0)):
         raise RunStoreError(f"the run completed its {state.get('step')} steps; extend it to more steps than that")
     argv = resume_argv(path, **({"steps": int(steps)} if steps else {}))
+    before = status_key(path)
     with open(path / "train.log", "ab") as log:
         proc = _spawn(argv, log, env)
     with _LOCK:
         _CHILDREN[str(path)] = proc
+        _RESUMED[str(path)] = before
     threading.Thread(target=proc.wait, daemon=True, name=f"reap-{proc.pid}").start()
     return Launched(path=path, name=path.name, pid=proc.pid, argv=argv)

@@ -47,7 +47,9 @@ patterns = analysis.metric_patterns(st.text_input(
     placeholder="e.g. span/*/overlap, time/replay, js/*/max",
     help="one panel per name or pattern, one line per matching key of metrics.jsonl, in the tab More panels; "
          "* matches any text, / included"))
-view, tab = ui.view_tabs(PAGE, VIEWS, target)
+# a tab's panel groups are names a link may use for it (`&view=loss` opens "Loss, KL, entropy")
+VIEW_ALIASES = {group: view for view, (_, groups) in panels.CURVE_VIEWS.items() for group in groups}
+view, tab = ui.view_tabs(PAGE, VIEWS, target, VIEW_ALIASES)
 ui.write_link(PAGE, {"run": [loaders.run_label(r) for r in chosen], **ui.style_params(style),
                      "metrics": ", ".join(patterns) or None, "view": None if view == "rewards" else view})
 if not chosen:

@@ -101,24 +101,49 @@ def run_view(target: dict) -> None:
                                                      "reward": str(chosen["reward"])}
                 st.switch_page(CREDIT_PAGE)
 
-def playground() -> None:
-    """A verifier run on typed text: its score and the character spans it inspected."""
-    ui.write_link(PAGE, {"view": "playground"})
+PLAY_PARAMS = ("family", "args", "text")  # the playground's case in its link: family, arguments (JSON), response
+DEFAULT_TEXT = "The river runs steady, and the light falls on the water."
+
+
+def apply_playground_link(link: dict, fams: list[str]) -> None:
+    """Open the case a link gives (`&family=...&args=<JSON>&text=...`); a family that does not exist: a warning."""
+    family = (link.get("family") or [None])[0]
+    if family is not None and family not in fams:
+        st.warning(f"The link names the constraint family {ui.plain(repr(family))}, which does not exist; showing "
+                   "the default family instead.")
+        family = None
+    if family is not None:
+        st.session_state["play_family"] = family
+    family = st.session_state.get("play_family") or family
+    if "args" in link and family:
+        st.session_state[f"play_args_{family}"] = link["args"][0]
+    if "text" in link:
+        st.session_state["play_text"] = link["text"][0]
+
+
+def playground(link: dict) -> None:
+    """A verifier run on typed text: its score and the character spans it inspected. The family, its arguments and
+    the text go into the page's link, so that a case can be shared."""
     st.caption("Type a response, pick a constraint family and its arguments: the verifier's score and the "
-               "character spans it inspected.")
+               "character spans it inspected. The link in the address bar opens this case.")
     fams = families()
+    if any(k in link for k in PLAY_PARAMS):
+        apply_playground_link(link, fams)
     default_family = fams.index("keywords:existence") if "keywords:existence" in fams else 0
     p1, p2 = st.columns([1, 1])
-    family = p1.selectbox("Constraint family", fams, index=default_family, key="play_family")
+    family = p1.selectbox("Constraint family", fams, key="play_family",
+                          **({} if "play_family" in st.session_state else {"index": default_family}))
     params = family_class(family).params
     template = {name: EXAMPLE_ARGS.get(name, p.default if p.default is not None else "") for name, p in params.items()}
-    args_text = p2.text_area("Arguments (JSON object)", value=json.dumps(template), key=f"play_args_{family}",
-                             height=80)
+    args_key = f"play_args_{family}"
+    args_text = p2.text_area("Arguments (JSON object)", key=args_key, height=80,
+                             **({} if args_key in st.session_state else {"value": json.dumps(template)}))
     if params:
         p2.caption(" · ".join(f"`{n}`: {p.help or 'required'}" + (f" ({', '.join(map(str, p.choices))})"
                                                                    if p.choices else "") for n, p in params.items()))
-    text = st.text_area("Response", value="The river runs steady, and the light falls on the water.",
-                        key="play_text", height=120)
+    text = st.text_area("Response", key="play_text", height=120,
+                        **({} if "play_text" in st.session_state else {"value": DEFAULT_TEXT}))
+    ui.write_link(PAGE, {"view": "playground", "family": family, "args": args_text, "text": text})
     try:
         kwargs = json.loads(args_text) if args_text.strip() else {}
         if not isinstance(kwargs, dict):
@@ -141,10 +166,10 @@ def playground() -> None:
 
 
 st.title("Verifier debugger")
-link = ui.link_target(PAGE, ("run", "view"))
+link = ui.link_target(PAGE, ("run", "view", *PLAY_PARAMS))
 view, tab = ui.view_tabs(PAGE, VIEWS, link)  # only the open tab runs
 with tab:
     if view == "run":
         run_view(link)
     else:
-        playground()
+        playground(link)

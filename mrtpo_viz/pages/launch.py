@@ -133,7 +133,9 @@ else:
     st.caption(f"{n_prompts} prompts · rewards: " + ", ".join(f"`{r}`" for r in rewards))
 show_error("prompt_set")
 
-with st.form("launch"):
+# A bordered box, not an st.form: a form sends its values only on submit, so the disk estimate under it would be
+# for the last start's values; plain widgets rerun the page on each change and the estimate follows the form.
+with st.container(border=True):
     st.markdown("**Model**")
     m1, m2 = st.columns([1, 2])
     m1.selectbox("Preset", list(MODEL_PRESETS), key=form.widget_key("model"),
@@ -160,9 +162,7 @@ with st.form("launch"):
                      key=form.widget_key("eval_prompt_set"))
         show_error("eval_prompt_set", e1)
     show_error(launcher.FORM_ERROR)
-    st.form_submit_button("Start training", type="primary", on_click=submit, args=(rewards,),
-                          disabled=bool(prompt_error))
-
+    st.button("Start training", type="primary", on_click=submit, args=(rewards,), disabled=bool(prompt_error))
 
 
 def disk_caption(rewards: list[str]) -> str:
@@ -175,7 +175,7 @@ def disk_caption(rewards: list[str]) -> str:
 
 
 if caption := disk_caption(rewards):
-    st.caption(caption[:1].upper() + caption[1:] + " (for the values of the last start, or the defaults)")
+    st.caption(caption[:1].upper() + caption[1:] + " (for the values in the form now)")
 if st.session_state.get(ERRORS_KEY):
     st.error("Nothing was started: fix the fields marked above.")
 elif msg := st.session_state.pop("launch_message", None):

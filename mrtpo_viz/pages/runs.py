@@ -7,8 +7,8 @@ Corrupt or half-written runs show a warning; crashed ones their error. Live whil
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -23,6 +23,7 @@ INSPECT_PAGES = (("mrtpo_viz/pages/curves.py", "Training curves", ":material/sho
                  ("mrtpo_viz/pages/debugger.py", "Verifier debugger", ":material/bug_report:"))
 SUMMARY_COLUMNS = ("all satisfied (last)", "all satisfied (best)", "held-out (last)")
 CONFIRM_KEY = "runs_confirm"  # (action, run path) awaiting confirmation
+NOTICE_KEY = "runs_notice"  # what the last Resume / Extend said, shown once after the page is drawn again
 
 st.title("Runs")
 sources = run_sources()
@@ -30,18 +31,23 @@ st.caption(f"Runs directory: `{sources[0][1]}` (set `MRTPO_RUNS_DIR` to change i
            f"shipped samples: `{sources[1][1]}`")
 
 launcher.adopt_logs(sources[0][1])  # train.log of runs started by an app that stopped while they loaded
-runs = ui.page_runs()
+
+
+def status_of(r) -> dict:
+    """The run's state as the launcher sees it: a run this app just resumed is `starting` until its trainer writes."""
+    return launcher.run_state(r.path)
+
+
+listed = ui.page_runs()
+statuses = {str(r.path): status_of(r) for r in listed}
+runs = [dataclasses.replace(r, state="starting") if statuses[str(r.path)].get("state") == "starting" else r
+        for r in listed]
 by_path = {str(r.path): r for r in runs}
 # Live while a run trains: the table is drawn again when an active run wrote a step (or started or ended).
 training = [p for p, r in by_path.items() if r.state in ACTIVE_STATES]
 ui.follow_runs(training, {p: loaders.run_label(by_path[p]) for p in training}, "runs", progress=False)
 
-
-def status_of(r) -> dict:
-    return launcher.run_state(r.path) if not (Path(r.path) / "status.json").exists() else loaders.status(r.path)
-
-
-table = pd.DataFrame([analysis.run_row(loaders.run_label(r), r, loaders.config(r.path)[0], status_of(r),
+table = pd.DataFrame([analysis.run_row(loaders.run_label(r), r, loaders.config(r.path)[0], statuses[str(r.path)],
                                        read_notes(r.path), loaders.metrics(r.path)[0]) for r in runs],
                      columns=analysis.RUN_COLUMNS)
 table["state"] = table["state"].map(ui.state_badge)
@@ -97,6 +103,9 @@ if chosen is None:
     st.caption("Select a row to open that run on the other pages.")
 else:
     label = loaders.run_label(chosen)
+    notice = st.session_state.pop(NOTICE_KEY, None)
+    if notice and notice[0] == str(chosen.path):
+        st.success(notice[1])
     st.markdown(f"Selected: **{label}** ({ui.state_badge(chosen.state)})")
     c = st.columns(len(INSPECT_PAGES))
     for col, (page, title, icon) in zip(c, INSPECT_PAGES, strict=True):
@@ -126,13 +135,15 @@ else:
                                 disabled=bool(why), key=f"resume_steps_{path}",
                                 help=why or ("the completed run continues from its last checkpoint with more steps"
                                              if done else "continue from the newest checkpoint"))
-        if a1.button("Resume", disabled=bool(why), key=f"resume_{path}", help=why or None):
+        if a1.button("Extend" if done else "Resume", disabled=bool(why), key=f"resume_{path}", help=why or None):
             try:
                 launched = launcher.resume_run(path, int(total))
-                st.success(f"{'Extended' if done else 'Resumed'} {label} to {int(total)} steps (pid {launched.pid}); "
-                           "follow it on Training curves.")
             except (OSError, RunStoreError) as exc:
-                st.error(f"Could not resume: {exc}")
+                st.error(f"Could not {'extend' if done else 'resume'}: {exc}")
+            else:  # drawn again, so the header and the table show the run starting
+                st.session_state[NOTICE_KEY] = (path, f"{'Extended' if done else 'Resumed'} {label} to {int(total)} "
+                                                      f"steps (pid {launched.pid}); follow it on Training curves.")
+                st.rerun()
         if a2.button("Archive…", key=f"archive_{path}"):
             st.session_state[CONFIRM_KEY] = ("archive", path)
         if a3.button("Delete…", key=f"delete_{path}"):
@@ -182,7 +193,7 @@ for r in runs:
     ui.show_warnings(f"{loaders.run_label(r)}", r.warnings)
     if r.state in ("crashed", "failed"):
         with st.expander(f"{loaders.run_label(r)} {r.state}: error and log tail"):
-            st.code(str(status_of(r).get("error") or "no error text")[-4000:], language=None)
+            st.code(str(statuses[str(r.path)].get("error") or "no error text")[-4000:], language=None)
             tail = launcher.launch_log(r.path, 30)
             if tail:
                 st.caption("Last lines of its log:")

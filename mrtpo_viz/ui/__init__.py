@@ -36,6 +36,7 @@ from mrtpo_viz.ui.page import (
     follow_runs,
     page_runs,
     rerun_when,
+    resolve_view,
     view_tabs,
 )
 from mrtpo_viz.ui.pickers import (
@@ -69,5 +70,5 @@ __all__ = [
     "pick_table",
     "follow_runs", "pick_runs", "pick_sample", "plain", "prefetch_charts", "relevance_switch", "rerun_when", "response_text",
     "sample_filter_values", "session_runs", "set_run", "shown_sample", "show_startup", "show_warnings",
-    "specificity_panel", "state_badge", "style_params", "view_tabs", "write_link",
+    "specificity_panel", "state_badge", "style_params", "resolve_view", "view_tabs", "write_link",
 ]

@@ -123,21 +123,52 @@ def cached_figure(key: tuple, _build: Callable[[], object]):
     return _build()
 
 
-def view_tabs(page: str, views: Mapping[str, str], target: Mapping[str, list[str]]) -> tuple[str, object]:
+def _norm(name: str) -> str:
+    """A view name as a user may type it: case, spaces, dashes and the z of "optimization" do not matter."""
+    return "".join(c for c in name.lower().replace("z", "s") if c.isalnum())
+
+
+def resolve_view(wanted: str, views: Mapping[str, str], aliases: Mapping[str, str] | None = None) -> str | None:
+    """The view id a link's `view=` value names: the id, the tab label, an alias (a word the page gives, e.g. a
+    panel of the tab: `loss` -> `optimisation`), a word of one tab's label, or the start of one id; None when it
+    names none (or more than one)."""
+    key = _norm(wanted)
+    if not key:
+        return None
+    for view, label in views.items():
+        if key in (_norm(view), _norm(label)):
+            return view
+    named = {_norm(a): v for a, v in (aliases or {}).items()}
+    if key in named:
+        return named[key]
+    words = {view: {_norm(w) for w in label.replace(",", " ").replace(":", " ").split()} for view, label in views.items()}
+    for candidates in ([v for v, ws in words.items() if key in ws or key.rstrip("s") in ws or key + "s" in ws],
+                       [v for v in views if _norm(v).startswith(key)]):
+        if len(candidates) == 1:
+            return candidates[0]
+    return None
+
+
+def view_tabs(page: str, views: Mapping[str, str], target: Mapping[str, list[str]],
+              aliases: Mapping[str, str] | None = None) -> tuple[str, object]:
     """A page's views ({id: tab label}) as tabs of which only the open one runs: `st.tabs(on_change="rerun")`
     reruns the page on a tab switch and says which tab is open, so the page builds and sends the figures of
     that view alone (a closed tab's figures are neither built on the server nor drawn by Plotly in the browser,
-    which is most of a page's time: docs/results/app-speed.md). A link's `view` parameter opens a view (one that
-    does not exist: a warning, the first view). Returns (the open view's id, its tab, to draw into)."""
+    which is most of a page's time: docs/results/app-speed.md). A link's `view` parameter opens a view, named as
+    `resolve_view` accepts (one it cannot tell: a warning listing the names, the first view). Returns (the open
+    view's id, its tab, to draw into)."""
     key = f"{page}_view"
     labels = {label: view for view, label in views.items()}
     if "view" in target:
         wanted = target["view"][0]
-        if wanted in views:
-            st.session_state[key] = views[wanted]
+        found = resolve_view(wanted, views, aliases)
+        if found is not None:
+            st.session_state[key] = views[found]
         else:
-            st.warning(f"The link asks for the view {plain(repr(wanted))}, which this page does not have (it has "
-                       f"{plain(', '.join(views))}); showing {plain(next(iter(views.values())))} instead.")
+            names = ", ".join(f"{view} ({label})" for view, label in views.items())
+            st.warning(f"The link asks for the view {plain(repr(wanted))}, which this page does not have; its views "
+                       f"are {plain(names)} (`&view=` takes the name before the brackets). Showing "
+                       f"{plain(next(iter(views.values())))} instead.")
     if st.session_state.get(key) not in labels:
         st.session_state.pop(key, None)
     tabs = st.tabs(list(views.values()), key=key, on_change="rerun")
