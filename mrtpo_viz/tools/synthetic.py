@@ -1,8 +1,8 @@
 """Synthetic run stores for the app's tests and `mrtpo bench app`.
 
-The numbers are made up (random scores, JS peaks near span tokens) but every frame follows the run
-store schema and is written through `core.run.store.RunWriter`, so the app reads them exactly as it
-reads a real run. Not used by training. Never imports torch.
+The numbers are made up (random scores, JS peaks near span tokens) but every credit map is a
+`core.run.credit_format.CreditStep`, the value the trainers build (`core.run.record.credit_step`), written
+through `core.run.store.RunWriter`, so the app reads them exactly as it reads a real run. Not used by training. Never imports torch.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from core.run.credit_format import CreditStep
 from core.run.store import RunWriter
 
 DEFAULT_REWARDS = ("keywords:existence", "punctuation:no_comma", "change_case:english_lowercase",
@@ -21,54 +22,60 @@ WORDS = ("the", "river", "runs", "steady", "under", "a", "bridge", "and", "light
          "stone", "calm", "end", "note", "is", "here", "slow")
 
 
-def _tokens(rng: np.random.Generator, n_tokens: int) -> list[str]:
-    toks = []
-    for t in range(n_tokens):
-        w = WORDS[rng.integers(len(WORDS))]
-        if t and rng.random() < 0.07:
-            toks.append(",")
-        elif t and rng.random() < 0.04:
-            toks.append("\n")
-        else:
-            toks.append(w if t == 0 else " " + w)
+def _tokens(rng: np.random.Generator, n_samples: int, n_tokens: int) -> np.ndarray:
+    """(S, T) made-up response tokens: words with a leading space, some commas and newlines."""
+    words = np.array([w for w in WORDS] + [" " + w for w in WORDS], dtype=object)
+    pick = rng.integers(len(WORDS), size=(n_samples, n_tokens))
+    toks = words[pick + len(WORDS)]
+    toks[:, 0] = words[pick[:, 0]]  # the first token has no leading space
+    r = rng.random((n_samples, n_tokens))
+    later = np.arange(n_tokens)[None, :] > 0
+    toks[later & (r < 0.07)] = ","
+    toks[later & (r >= 0.07) & (r < 0.107)] = "\n"
     return toks
 
 
-def _spans(reward: str, tokens: list[str], rng: np.random.Generator) -> np.ndarray:
-    """A token mask that looks like what the reward's verifier inspects."""
-    n = len(tokens)
-    mask = np.zeros(n, dtype=bool)
-    if reward.startswith("keywords"):
-        mask = np.array([tok.strip() == "steady" for tok in tokens])
-    elif "comma" in reward:
-        mask = np.array([tok == "," for tok in tokens])
-    elif reward.startswith("startend"):
-        mask[max(0, n - 3):] = True
-    elif "case" in reward:
-        mask[:] = True
-    else:
-        a = int(rng.integers(0, max(1, n - 4)))
-        mask[a:a + 4] = True
+def _spans(rewards: tuple[str, ...], toks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(S, K, T) bool: token masks that look like what each reward's verifier inspects."""
+    n_samples, n = toks.shape
+    mask = np.zeros((n_samples, len(rewards), n), dtype=bool)
+    stripped = np.vectorize(str.strip, otypes=[object])(toks) if toks.size else toks
+    t = np.arange(n)[None, :]
+    for k, reward in enumerate(rewards):
+        if reward.startswith("keywords"):
+            mask[:, k] = stripped == "steady"
+        elif "comma" in reward:
+            mask[:, k] = toks == ","
+        elif reward.startswith("startend"):
+            mask[:, k] = t >= n - 3
+        elif "case" in reward:
+            mask[:, k] = True
+        else:
+            a = rng.integers(0, max(1, n - 4), size=(n_samples, 1))
+            mask[:, k] = (t >= a) & (t < a + 4)
     return mask
 
 
-def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32,
-                           rewards: tuple[str, ...] = DEFAULT_REWARDS[:2], group_size: int = 4,
-                           seed: int = 0, with_js: bool = True) -> pd.DataFrame:
-    """A credit map (run store schema) with made-up but self-consistent numbers.
+def synthetic_credit_step(step: int = 1, n_samples: int = 8, n_tokens: int = 32,
+                          rewards: tuple[str, ...] = DEFAULT_REWARDS[:2], group_size: int = 4,
+                          seed: int = 0, with_js: bool = True) -> CreditStep:
+    """A credit map as the trainers build it (`core.run.credit_format.CreditStep`, what `core.run.record.credit_step`
+    returns and `RunWriter.write_credit` writes), with made-up but self-consistent numbers, built with array
+    operations (no per-row objects: 128 x 1,024 x 5 costs what the trainers' own path costs).
 
     Per sample i and reward k: score in {0, 1}, a = group-normalised score, JS higher on span tokens,
-    routing weights w = T * d / sum d, credit = w * a / sigma, token_adv = sum_k credit - mu / sigma.
-    As in a replay run, a reward that does not apply (score NaN) has no JS, and a pair whose a is 0 (its
-    group scored the same) has no JS either (`distance_skipped`); both get weight 1.
+    routing weights w = T * d / sum d (capped at 5), credit = w * a / sigma, token_adv = sum_k credit - mu / sigma
+    (docs/METHOD.md). As in a replay run, a reward that does not apply (score NaN) has no JS, and a pair whose a is
+    0 (its group scored the same) has no JS either (`distance_skipped`); both get weight 1.
     """
+    rewards = tuple(rewards)
     rng = np.random.default_rng(seed * 1000 + step)
-    rows: list[dict] = []
-    scores = rng.integers(0, 2, size=(len(rewards), n_samples)).astype(float)
-    if len(rewards) > 1:
-        scores[-1, : n_samples // 4] = np.nan  # a reward that does not apply to some prompts
+    S, K, T = n_samples, len(rewards), n_tokens
+    scores = rng.integers(0, 2, size=(K, S)).astype(float)
+    if K > 1:
+        scores[-1, : S // 4] = np.nan  # a reward that does not apply to some prompts
     adv = np.zeros_like(scores)
-    for g0 in range(0, n_samples, group_size):
+    for g0 in range(0, S, group_size):
         blk = scores[:, g0:g0 + group_size]
         with warnings.catch_warnings(), np.errstate(invalid="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)  # a reward that applies to no sample of the group
@@ -78,41 +85,41 @@ def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32
         adv[:, g0:g0 + group_size] = np.nan_to_num(a)
     s = adv.sum(axis=0)
     mu, sigma = float(s.mean()), float(s.std())
-    for i in range(n_samples):
-        toks = _tokens(rng, n_tokens)
-        starts = np.cumsum([0] + [len(x) for x in toks[:-1]])
-        response = "".join(toks)
-        key = f"p{(i // group_size):04d}"
-        prompt = f"Write a short note about rivers. Include the keyword steady. Do not use any commas. ({key})"
-        per_k = []
-        for k, reward in enumerate(rewards):
-            mask = _spans(reward, toks, rng)
-            d = np.clip(rng.gamma(1.5, 0.03, n_tokens) + mask * rng.uniform(0.1, 0.4), 0, 1)
-            skipped = with_js and not np.isnan(scores[k, i]) and adv[k, i] == 0
-            if with_js and not skipped and not np.isnan(scores[k, i]):
-                u = n_tokens * d / d.sum()
-                w = np.clip(u, 0, 5.0)
-            else:
-                d = np.full(n_tokens, np.nan)
-                w = np.ones(n_tokens)
-            credit = w * adv[k, i] / (sigma + 1e-4)
-            per_k.append((reward, mask, d, w, credit, skipped))
-        token_adv = sum(c for *_, c, _ in per_k) - mu / (sigma + 1e-4)
-        for k, (reward, mask, d, w, credit, skipped) in enumerate(per_k):
-            for t in range(n_tokens):
-                rows.append(dict(
-                    step=step, sample=i, group=i // group_size, prompt_key=key, prompt=prompt, response=response,
-                    reward=reward, score=scores[k, i], group_adv=adv[k, i], t=t, token_id=int(rng.integers(0, 500)),
-                    token=toks[t], start=int(starts[t]), end=int(starts[t] + len(toks[t])), distance=d[t],
-                    distance_skipped=skipped, weight=w[t],
-                    credit=credit[t], in_span=bool(mask[t]), token_adv=token_adv[t],
-                ))
-    df = pd.DataFrame(rows)
-    for col in ("step", "sample", "group", "t", "token_id", "start", "end"):
-        df[col] = df[col].astype("int32")
-    for col in ("score", "group_adv", "distance", "weight", "credit", "token_adv"):
-        df[col] = df[col].astype("float32")
-    return df
+    score, group_adv = scores.T.astype(np.float32), adv.T.astype(np.float32)  # (S, K)
+    toks = _tokens(rng, S, T)  # (S, T)
+    lens = np.vectorize(len, otypes=[np.int64])(toks) if toks.size else np.zeros((S, T), np.int64)
+    end = np.cumsum(lens, axis=1)
+    start = end - lens
+    mask = _spans(rewards, toks, rng)  # (S, K, T)
+    d = np.clip(rng.gamma(1.5, 0.03, (S, K, T)) + mask * rng.uniform(0.1, 0.4, (S, K, 1)), 0, 1)
+    applies = ~np.isnan(score)
+    skipped = with_js & applies & (group_adv == 0)  # (S, K)
+    has_js = (with_js & applies & ~skipped)[:, :, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.where(has_js, np.clip(T * d / d.sum(-1, keepdims=True), 0, 5.0), 1.0)
+    d = np.where(has_js, d, np.nan)
+    credit = w * group_adv[:, :, None] / (sigma + 1e-4)
+    token_adv = credit.sum(1) - mu / (sigma + 1e-4)  # (S, T)
+    keys = [f"p{(i // group_size):04d}" for i in range(S)]
+    return CreditStep(
+        step=int(step), reward_names=list(rewards), sample=np.arange(S, dtype=np.int32),
+        group=(np.arange(S) // group_size).astype(np.int32), prompt_key=keys,
+        prompt=[f"Write a short note about rivers. Include the keyword steady. Do not use any commas. ({key})"
+                for key in keys],
+        response=["".join(row) for row in toks], length=np.full(S, T, dtype=np.int64),
+        score=score, group_adv=group_adv, distance_skipped=skipped,
+        token_id=rng.integers(0, 500, S * T).astype(np.int32), token=[str(x) for x in toks.ravel()],
+        start=start.ravel().astype(np.int32), end=end.ravel().astype(np.int32),
+        token_adv=token_adv.ravel().astype(np.float32), distance=d.astype(np.float32), weight=w.astype(np.float32),
+        credit=credit.astype(np.float32), in_span=mask,
+    )
+
+
+def synthetic_credit_frame(step: int = 1, n_samples: int = 8, n_tokens: int = 32,
+                           rewards: tuple[str, ...] = DEFAULT_REWARDS[:2], group_size: int = 4,
+                           seed: int = 0, with_js: bool = True) -> pd.DataFrame:
+    """`synthetic_credit_step(...)` as the long frame (run store schema, one row per (sample, reward, token))."""
+    return synthetic_credit_step(step, n_samples, n_tokens, rewards, group_size, seed, with_js).frame()
 
 
 def synthetic_metrics(step: int, rewards: tuple[str, ...], rng: np.random.Generator, with_js: bool = True) -> dict:
@@ -157,7 +164,7 @@ def write_synthetic_run(runs_dir, name: str, steps: int = 3, method: str = "mrtp
     w = RunWriter.create(runs_dir, name, config)
     rng = np.random.default_rng(seed)
     for step in range(1, steps + 1):
-        w.write_credit(step, synthetic_credit_frame(step, n_samples, n_tokens, rewards, 4, seed, with_js))
+        w.write_credit(step, synthetic_credit_step(step, n_samples, n_tokens, rewards, 4, seed, with_js))
         row = synthetic_metrics(step, rewards, rng, with_js)
         if step == steps and with_eval:  # a checkpoint step: the held-out eval
             row.update({f"eval/reward/{r}": float(rng.uniform(0.2, 0.8)) for r in rewards})
@@ -168,3 +175,27 @@ def write_synthetic_run(runs_dir, name: str, steps: int = 3, method: str = "mrtp
         fields["pid"] = pid
     w.set_status(**fields)
     return w
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m mrtpo_viz.tools.synthetic [steps samples tokens rewards]`: write a synthetic run in a temporary
+    folder and print its wall time and the process's peak RSS (default: 2 steps at 128 x 1,024 x 5)."""
+    import resource
+    import sys
+    import tempfile
+    import time
+
+    steps, n_samples, n_tokens, n_rewards = [int(x) for x in (argv if argv is not None else sys.argv[1:])] or [2, 128, 1024, 5]
+    rewards = (*DEFAULT_REWARDS, *(f"length_constraints:number_words#{i}" for i in range(n_rewards)))[:n_rewards]
+    with tempfile.TemporaryDirectory() as d:
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        write_synthetic_run(d, "bench", steps=steps, rewards=rewards, n_samples=n_samples, n_tokens=n_tokens)
+        wall = time.perf_counter() - t0
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(f"write_synthetic_run {steps} steps x {n_samples} samples x {n_tokens} tokens x {n_rewards} rewards: "
+          f"{wall:.2f} s, peak RSS {rss1 / 1024:.0f} MB (+{(rss1 - rss0) / 1024:.0f} MB over the import)")
+
+
+if __name__ == "__main__":
+    main()
