@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 METHODS = ("grpo", "gdpo", "mrtpo")
-ROUTINGS = ("replay", "span", "uniform")
+ROUTINGS = ("replay", "span", "uniform", "entropy")
 # Estimators that spread credit by routing weights; the others (grpo, gdpo) give every token the same advantage.
 ROUTED_ESTIMATORS = ("mrtpo",)
 RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto")
@@ -31,6 +31,9 @@ REPLAY_DTYPES = ("auto", "float32", "bfloat16")
 # mass"): mass (redistributed: every reward keeps its advantage mass) or clip (dropped; runs recorded before the field
 # existed were trained so, and their config.json loads as clip).
 ROUTING_CLIPS = ("mass", "clip")
+# The `shuffle` control (TrainConfig.routing_shuffle, docs/METHOD.md "Controls"): on permutes each (sample, reward)'s
+# routing weights over its response's tokens (core.algos.routing.shuffle_routing); off routes as computed.
+ROUTING_SHUFFLES = ("off", "on")
 DEVICES = ("auto", "cpu", "cuda")
 # Training engines: the built-in single-process loop (core.run) or TRL's GRPOTrainer (core.integrations.trl).
 BACKENDS = ("builtin", "trl")

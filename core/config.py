@@ -43,6 +43,7 @@ from core.choices import (  # noqa: F401 (re-exported: the config's field choice
     REPLAY_PAIRS,
     ROUTED_ESTIMATORS,
     ROUTING_CLIPS,
+    ROUTING_SHUFFLES,
     ROUTINGS,
     routes_by_replay,
     routing_source,
@@ -55,7 +56,7 @@ TRL_REQUIREMENT = "trl>=1.16,<1.17"
 TRL_MINOR = "1.16"
 # Fields whose value is one of a fixed set (the command line and the app's form offer these).
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "routing": ROUTINGS, "relevance": RELEVANCES,
-                                             "routing_clip": ROUTING_CLIPS, "replay_pairs": REPLAY_PAIRS,
+                                             "routing_clip": ROUTING_CLIPS, "routing_shuffle": ROUTING_SHUFFLES, "replay_pairs": REPLAY_PAIRS,
                                              "replay_dtype": REPLAY_DTYPES,
                                              "device": DEVICES, "backend": BACKENDS}
 # Keys that config.json of a run holds besides the fields; from_dict() skips them.
@@ -108,6 +109,14 @@ class TrainConfig:
     """weight above w_max: clip (dropped; the default: study v3 trained better with it, +0.013 held-out all-satisfied over mass, docs/results/study-v3.md) or mass (handed to the other tokens, so each reward keeps mean weight 1: all its advantage mass; with w_max 5 clip drops 60-65% of it)"""
     reward_weights: dict[str, float] = field(default_factory=dict)
     """weight per reward name (JSON object, or name=w,name=w on the command line); names left out get 1.0"""
+    routing_shuffle: str = "off"
+    """control (docs/METHOD.md "Controls"): on permutes each (sample, reward)'s routing weights at random over the response's tokens (same weights and mass, random positions); off routes as computed"""
+    routing_shuffle_seed: int = 0
+    """seed of routing_shuffle's permutations (step s uses seed * 1000003 + s); recorded so the permutations can be redrawn"""
+    entropy_q: float = 0.2
+    """routing entropy only (a control): the fraction of each response's tokens, those of highest policy entropy, that get the routing weight; 0.2 as in Wang et al. 2025 (top-20% entropy tokens)"""
+    reward_scales: dict[str, float] = field(default_factory=dict)
+    """gdpo only (scale-matched control): factor c_k on reward k's group advantage after GDPO's batch statistics, A_i = (sum_k w_k c_k a[k,i] - mu) / (sigma + eps) (reward_weights act before them and are normalised away); names left out get 1.0"""
     reward_contrasts: dict[str, str] = field(default_factory=dict)
     """mrtpo replay only: per reward name, the prompt part replay removes instead of the verifier's own rule (core.contrast; docs/TRL.md): match:REGEX, last_sentence, question (the prompt reduced to the other constraints' sentences), uniform (no replay), verifier; a JSON object, or name=spec,name=spec; names left out use their verifier's"""
     eps: float = 1e-4
@@ -186,6 +195,10 @@ class TrainConfig:
         message = reward_weights_error(self.reward_weights, reward_names)
         if message:
             raise ConfigError("reward_weights", message)
+        unknown = [n for n in self.reward_scales if n not in reward_names]
+        if unknown:
+            raise ConfigError("reward_scales", f"unknown reward name(s) {unknown}; the prompt set's rewards are "
+                                               f"{list(reward_names)}")
         unknown = [n for n in self.reward_contrasts if n not in reward_names]
         if unknown:
             raise ConfigError("reward_contrasts", f"{', '.join(map(repr, unknown))} is not a reward of the prompt set; "
@@ -193,6 +206,10 @@ class TrainConfig:
 
     def reward_weight(self, name: str) -> float:
         return float(self.reward_weights.get(name, 1.0))
+
+    def reward_scale_vector(self, reward_names: list[str]) -> list[float] | None:
+        """c_k per reward in `reward_names` order (names left out: 1.0); None without reward_scales."""
+        return [float(self.reward_scales.get(n, 1.0)) for n in reward_names] if self.reward_scales else None
 
     def validate_resources(self, items: list, source: str | os.PathLike = "the prompt set") -> None:
         """Check the run against its prompt set and this machine (ConfigError): `prompts_per_step` at most the
@@ -442,6 +459,10 @@ _CHECKS: list[tuple[str, Any]] = [
     ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),
     ("routing_clip", _choice(FIELD_CHOICES["routing_clip"])),
     ("reward_weights", _weights_check),
+    ("routing_shuffle", _choice(FIELD_CHOICES["routing_shuffle"])),
+    ("routing_shuffle_seed", _at_least(0, hi=SEED_MAX, why_hi="torch seeds are unsigned 64-bit numbers")),
+    ("entropy_q", _at_least(0.0, "try 0.2", strict=True, hi=1.0, why_hi="it is a fraction of the tokens")),
+    ("reward_scales", _weights_check),
     ("reward_contrasts", _contrasts_check),
     ("eps", _at_least(0.0, "try 1e-4", strict=True)),
     ("group_size", _at_least(2, "advantages compare responses within a group, so a group needs 2 or more")),
@@ -476,6 +497,11 @@ _CHECK_OF = dict(_CHECKS)
 _RULES: list[tuple[str, Any]] = [
     ("max_new_tokens", _context_rule),
     ("nproc", _nproc_rule),
+    ("routing_shuffle", lambda c: "" if c.routing_shuffle == "off" or c.method == "mrtpo" else
+     f"shuffles routing weights, which method {c.method} does not use; set method mrtpo or routing_shuffle off"),
+    ("reward_scales", lambda c: "" if not c.reward_scales or c.method == "gdpo" else
+     f"scales GDPO's per-reward advantages (the scale-matched control); set method gdpo, not {c.method}, "
+     "or leave reward_scales empty"),
 ]
 
 

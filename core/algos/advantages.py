@@ -336,6 +336,29 @@ def _gdpo_estimator(
     return _mrtpo_estimator(rewards, ones, mask, group_size, weights, eps, rows)
 
 
+def scale_matched_gdpo_estimator(
+    rewards: Tensor, routing_weights: Tensor | None, mask: Tensor, group_size: int,
+    weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS, rows: slice | None = None,
+) -> TokenAdvantages:
+    """Scale-matched GDPO (the control, `reward_scales`; docs/METHOD.md "Controls"): `routing_weights` are c_k on
+    every real token (`scale_matched_weights`), and
+        A_i = (sum_k w_k c_k a[k, i] - mu) / (sigma + eps),  mu, sigma of s_i = sum_k w_k a[k, i] (unscaled)
+        credit[i, k, t] = w_k c_k a[k, i] / (sigma + eps)
+    so c_k survives the batch normalisation (reward_weights w_k do not: sigma moves with them). With every c_k = 1
+    it is `gdpo` exactly. Not in `ESTIMATORS`: a gdpo run with reward_scales uses it (`core.run.batch.estimator`)."""
+    rewards = _as_float(rewards)
+    ones = mask.to(rewards.dtype)[:, None, :].expand(-1, rewards.shape[1], -1)
+    scaled = ones if routing_weights is None else routing_weights.to(rewards.dtype) * ones
+    return _mrtpo_estimator(rewards, scaled, mask, group_size, weights, eps, rows)
+
+
+def scale_matched_weights(scales: Sequence[float], mask: Tensor) -> Tensor:
+    """(B, K, T) weights c_k on every real token of `mask` (B, T), 0 at padding: what the gdpo estimator takes as
+    `routing_weights` to scale reward k's group advantage by c_k (scale-matched GDPO)."""
+    c = torch.as_tensor(list(scales), dtype=torch.float32)
+    return c[None, :, None] * mask.to(torch.float32)[:, None, :]
+
+
 def _mrtpo_estimator(
     rewards: Tensor, routing_weights: Tensor | None, mask: Tensor, group_size: int,
     weights: Sequence[float] | Tensor | None = None, eps: float = DEFAULT_EPS, rows: slice | None = None,

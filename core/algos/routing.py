@@ -8,7 +8,9 @@ The formulas are in docs/METHOD.md ("MRTPO", "Relevance variants", "Routing sour
   and `(d, applicable) -> relevance`;
 - `routing_weights`: u = T_i d / sum_t d (mean 1 over a response), v = (1 - lam) + lam u, then w = clip(v, 0, w_max)
   (`clip="clip"`) or `mass_keeping_clip` (`clip="mass"`: capped at w_max, mean 1 kept);
-- `ROUTING`: routing sources by name (`replay`, `span`, `uniform`), each `(RoutingInputs) -> (weights, d)`;
+- `shuffle_routing`, `entropy_routing`: the controls (docs/METHOD.md, "Controls"): a row's weights permuted over its
+  tokens; weights on the top-q highest-entropy tokens;
+- `ROUTING`: routing sources by name (`replay`, `span`, `uniform`, `entropy`), each `(RoutingInputs) -> (weights, d)`;
   `replay` gets d by contrastive replay (a callable the trainer provides: `core.algos.teacher_forcing`);
 - `replay_pairs`: the (sample, reward) pairs whose contrastive pass can change a token advantage
   (docs/METHOD.md, "Replay only where it can matter"); the others are skipped and their d is NaN.
@@ -179,6 +181,58 @@ def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float
 
 
 
+def shuffle_routing(weights: Tensor, mask: Tensor, generator: torch.Generator) -> Tensor:
+    """The `shuffle` control (docs/METHOD.md, "Controls"): each (sample, reward) row's routing weights
+    permuted uniformly at random over that response's real tokens, (B, K, T) -> (B, K, T).
+
+        w'[k, i, t] = w[k, i, pi_{k,i}(t)],  pi_{k,i} a uniform random permutation of the T_i real tokens of i
+
+    drawn from `generator` (seeded by the caller, the seed recorded). Each row keeps the same multiset of
+    weights, hence the same mass sum_t w'[k, i, t] = sum_t w[k, i, t]; only the positions change. Padding
+    (mask 0, at the right) is left as it is. Rows are permuted independently, in the order (i, k).
+    """
+    out = weights.clone()
+    lengths = mask.sum(-1).tolist()  # (B,) T_i
+    for i, n in enumerate(int(x) for x in lengths):
+        for k in range(weights.shape[1]):
+            perm = torch.randperm(n, generator=generator)
+            out[i, k, :n] = weights[i, k, :n][perm]
+    return out
+
+
+def shuffle_generator(seed: int, step: int) -> torch.Generator:
+    """The generator of `shuffle_routing` at one step: seeded with seed * 1_000_003 + step, so a run's
+    permutations are reproducible from its recorded `routing_shuffle_seed` and differ between steps."""
+    return torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
+
+
+def top_entropy_tokens(entropy: Tensor, mask: Tensor, q: float = 0.2) -> Tensor:
+    """(B, T) float 0/1: the top-q fraction of each response's real tokens by the rollout policy's entropy.
+
+    n_i = ceil(q T_i) tokens (at least 1 when T_i >= 1) with the highest H[i, t] among the T_i real tokens;
+    ties go to the earlier token (stable order). Padding gets 0.
+    """
+    real = mask.bool()
+    n_sel = torch.ceil(q * real.sum(-1).to(torch.float64)).long().clamp(min=1)  # (B,)
+    n_sel = torch.minimum(n_sel, real.sum(-1))
+    h = torch.where(real, entropy.float(), torch.full_like(entropy, -torch.inf, dtype=torch.float32))
+    order = torch.argsort(-h, dim=-1, stable=True)  # (B, T) highest first, earlier first among ties
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(h.shape[1]).expand_as(order).contiguous())
+    return ((rank < n_sel[:, None]) & real).to(torch.float32)
+
+
+def entropy_routing(entropy: Tensor, mask: Tensor, n_rewards: int, q: float = 0.2, lam: float = 1.0,
+                    w_max: float = 5.0, clip: str = "clip") -> Tensor:
+    """The `entropy` control (docs/METHOD.md, "Controls"): the same weights for every reward, from the rollout
+    policy's per-token entropy H (B, T): s = `top_entropy_tokens(H, mask, q)` as relevance of every reward, then
+    `routing_weights` (u = T_i s / sum_t s, v = (1 - lam) + lam u, then `clip`), so each response's mass is
+    normalised exactly as the method's routing normalises it. Returns (B, K, T)."""
+    s = top_entropy_tokens(entropy, mask, q)[:, None, :].expand(-1, n_rewards, -1)
+    return routing_weights(s, mask, lam=lam, w_max=w_max, sharpen=1.0, clip=clip)
+
+
+
 # ----------------------------------------------------------------------------- relevance variants
 # A variant names the contrastive prompt x^-k (`contrast`, see core.contrast.CONTRASTS), the per-token distance of
 # the two passes (`distance`, see DISTANCES) and how the distances of a sample's rewards combine into relevance
@@ -280,6 +334,8 @@ class RoutingInputs:
     distances: Callable[[Tensor], Tensor] | None = None
     replay: Tensor | None = None
     clip: str = "clip"  # one of ROUTING_CLIPS: what happens to weight above w_max (`routing_weights`)
+    entropy: Tensor | None = None  # (B, T) the rollout policy's next-token entropy (only `entropy` reads it)
+    entropy_q: float = 0.2  # `entropy`: the fraction of each response's tokens that get the weight
 
 
 def route_replay(inputs: RoutingInputs) -> tuple[Tensor, Tensor]:
@@ -309,11 +365,22 @@ def route_uniform(inputs: RoutingInputs) -> tuple[Tensor, None]:
     return inputs.mask[:, None, :].expand(-1, k, -1).to(torch.float32), None
 
 
+def route_entropy(inputs: RoutingInputs) -> tuple[Tensor, None]:
+    """`entropy` (control): the top-q highest-entropy tokens of each response, the same for every reward
+    (`entropy_routing`)."""
+    if inputs.entropy is None:
+        raise ValueError("entropy routing needs the rollout policy's per-token entropy (RoutingInputs.entropy)")
+    k = inputs.span_mask.shape[1]
+    return entropy_routing(inputs.entropy, inputs.mask, k, q=inputs.entropy_q, lam=inputs.lam, w_max=inputs.w_max,
+                           clip=inputs.clip), None
+
+
 # name -> fn(RoutingInputs) -> (weights (B, K, T), relevance d (B, K, T) or None when no replay ran)
 ROUTING: dict[str, Callable[[RoutingInputs], tuple[Tensor, Tensor | None]]] = {
     "replay": route_replay,
     "span": route_span,
     "uniform": route_uniform,
+    "entropy": route_entropy,
 }
 
 

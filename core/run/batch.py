@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from core import model as model_lib
+from core.algos import advantages as adv_lib
 from core.algos import routing as routing_lib
 from core.choices import routing_source
 
@@ -127,6 +128,15 @@ def verify(items: Sequence, texts: Sequence[str], offsets: Sequence[list[tuple[i
 
 # ------------------------------------------------------------------------------------------ route
 
+
+def estimator(cfg: Any, base: adv_lib.Estimator) -> adv_lib.Estimator:
+    """The estimator a run uses: `base` (the config's method, or TRL's aggregation of it), or scale-matched GDPO
+    (`core.algos.advantages.scale_matched_gdpo_estimator`) for a gdpo run with `reward_scales`, whose routing
+    weights `route` gives as c_k."""
+    if getattr(cfg, "method", None) == "gdpo" and getattr(cfg, "reward_scales", None):
+        return adv_lib.scale_matched_gdpo_estimator
+    return base
+
 # (B, K) bool pairs -> (B, K, T) relevance distances d, NaN outside the pairs: the trainer's contrastive passes
 # (`core.algos.teacher_forcing.contrastive_distances` on its model and its prompts' token ids).
 DistanceFn = Callable[[Tensor], Tensor]
@@ -142,16 +152,22 @@ def choose_replay_pairs(cfg: Any, group_adv: Tensor, applicable: Tensor) -> Tens
 
 
 def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: DistanceFn,
-          entropy: Tensor | None = None, routable: Tensor | None = None) -> Routing:
+          entropy: Tensor | None = None, routable: Tensor | None = None, step: int = 0,
+          scales: Sequence[float] | None = None) -> Routing:
     """Routing weights w[k, i, t] (B, K, T) from the config's routing source (`core.choices.routing_source`,
     `core.algos.routing.ROUTING`); replay calls `distances` for the pairs `choose_replay_pairs` selects.
     `Routing(None, None)` for estimators that ignore routing (grpo, gdpo). `entropy` (B, T), the policy's
     next-token entropy under x where the trainer has it, is kept for the span metrics' baseline. `routable` (B, K)
     bool: the pairs that have a contrastive prompt (MRTPOTrainer: a reward without a contrast, or a row where its
-    contrast finds nothing); replay skips the others, whose weights are then uniform (None: every pair)."""
+    contrast finds nothing); replay skips the others, whose weights are then uniform (None: every pair).
+    The controls (docs/METHOD.md, "Controls"): `routing=entropy` needs `entropy`; `routing_shuffle=on` permutes the
+    weights with the generator of (`routing_shuffle_seed`, `step`); `scales` (K,), GDPO's `reward_scales` in reward
+    order, become constant weights c_k on every real token, which the gdpo estimator applies after its statistics."""
     source = routing_source(cfg)
     if source is None:
-        return Routing(None, None)
+        if scales is None:
+            return Routing(None, None)
+        return Routing(adv_lib.scale_matched_weights(scales, mask), None)  # (B, K, T) c_k on real tokens
     applicable = scores.applicable
     pairs = choose_replay_pairs(cfg, group_adv, applicable) if source == "replay" else None
     if pairs is not None and routable is not None:
@@ -159,8 +175,12 @@ def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: 
     inputs = routing_lib.RoutingInputs(
         mask=mask, span_mask=scores.span_mask, applicable=applicable, lam=cfg.lam, w_max=cfg.w_max,
         sharpen=cfg.sharpen, relevance=cfg.relevance, distances=distances, replay=pairs, clip=cfg.routing_clip,
+        entropy=entropy, entropy_q=getattr(cfg, "entropy_q", 0.2),
     )
     with torch.no_grad():
         weights, d = routing_lib.get_routing(source)(inputs)
+        if getattr(cfg, "routing_shuffle", "off") == "on":
+            weights = routing_lib.shuffle_routing(weights, mask, routing_lib.shuffle_generator(
+                cfg.routing_shuffle_seed, step))
     return Routing(weights.float(), d, None if d is None else pairs & applicable,
                    None if d is None or entropy is None else entropy, None if d is None else routable)

@@ -42,7 +42,7 @@ from core.algos import forward_passes
 from core.algos import loss as loss_lib
 from core.algos import routing as routing_lib
 from core.algos import teacher_forcing as tf_lib
-from core.choices import routes_by_replay
+from core.choices import routes_by_replay, routing_source
 from core.config import TrainConfig
 from core.run import batch as batch_lib
 from core.run import credit_choice, record
@@ -226,7 +226,8 @@ def routable_pairs(state: TrainState, rollout: Rollout) -> Tensor | None:
                           for k in range(len(state.reward_names))] for item in rollout.items], dtype=torch.bool)
 
 
-def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs | None) -> Routing:
+def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs | None,
+          step: int = 0) -> Routing:
     """Routing weights w[k, i, t] from the config's routing source (`core.run.batch.route`); replay runs the
     contrastive passes here for the pairs `core.run.batch.choose_replay_pairs` selects, reusing p_t from
     `logprobs`."""
@@ -245,14 +246,15 @@ def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.
 
     group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
     entropy = None if logprobs is None else logprobs.entropy.float().cpu()
-    return batch_lib.route(cfg, rollout.mask, scores, group_adv, distances, entropy, routable_pairs(state, rollout))
+    return batch_lib.route(cfg, rollout.mask, scores, group_adv, distances, entropy, routable_pairs(state, rollout),
+                           step=step, scales=cfg.reward_scale_vector(state.reward_names))
 
 
 def compute_advantages(state: TrainState, rollout: Rollout, scores: Scores, routing: Routing) -> Advantages:
     """Token advantages (B, T) and per-reward credit (B, K, T) from the config's estimator, and the
     GDPO group advantages a[k, i] (B, K) the credit map records."""
     cfg = state.cfg
-    estimator = adv_lib.get_estimator(cfg.method)
+    estimator = batch_lib.estimator(cfg, adv_lib.get_estimator(cfg.method))
     token_adv, credit = estimator(
         scores.rewards, routing.weights, rollout.mask, cfg.group_size, state.reward_weights, cfg.eps
     )  # (B, T), (B, K, T)
@@ -358,14 +360,15 @@ def train_step(state: TrainState, step: int, rollout: Rollout | None = None) -> 
 
     # 3. replay only: p_t (B, T, V) under x, from the sampling's logits when the rollout kept them
     t1 = time.perf_counter()
-    logprobs = rollout_logprobs(state, rollout) if routes_by_replay(cfg) else None
+    # (routing=entropy reads the entropy of p_t: the `entropy` control)
+    logprobs = rollout_logprobs(state, rollout) if routes_by_replay(cfg) or routing_source(cfg) == "entropy" else None
     if own_rollout:
         rollout.logits = None  # not needed any more (B x T x V)
     times["time/logprobs"] = time.perf_counter() - t1
 
     # 4. routing weights w[k, i, t] (B, K, T) from the routing source (replay: the contrastive passes)
     t1 = time.perf_counter()
-    routing = route(state, rollout, scores, logprobs)
+    routing = route(state, rollout, scores, logprobs, step)
     del logprobs
     times["time/replay"] = time.perf_counter() - t1
     state.check_stop()
