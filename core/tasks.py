@@ -4,6 +4,8 @@ Native format (one JSON object per line):
     {"key": "p0001", "task": "Write a short note about rivers.",
      "constraints": [{"family": "keywords:existence", "kwargs": {"keywords": ["steady"]}},
                      {"family": "punctuation:no_comma", "kwargs": {}}]}
+A constraint may carry its own `"sentence"` (the words the prompt states it in; `with_sentence`), e.g.
+{"family": "punctuation:no_comma", "kwargs": {}, "sentence": "Leave out every comma."}.
 IFEval's input format loads too: {"key": 1000, "prompt": "...", "instruction_id_list": [...],
 "kwargs": [{...}, ...]}, in google-research's shape (each kwargs object holds the arguments its instruction
 uses) and in the shape with every argument name in every object and None where unused (Hugging Face's
@@ -24,6 +26,7 @@ Never imports torch.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -155,11 +158,18 @@ class PromptItem:
         record: dict[str, Any] = {
             "key": self.key,
             "task": self.task,
-            "constraints": [c.to_spec() for c in self.constraints],
+            "constraints": [_spec_of(c) for c in self.constraints],
         }
         if self.text is not None:
             record["prompt"] = self.text
         return record
+
+
+def _spec_of(verifier: Verifier) -> dict[str, Any]:
+    """A constraint's native spec, with its own sentence when the record gave one (`with_sentence`)."""
+    spec = verifier.to_spec()
+    override = getattr(verifier, "sentence_override", None)
+    return {**spec, "sentence": override} if override is not None else spec
 
 
 def contrastive_prompt(item: PromptItem, k: int, contrast: str = "remove") -> str:
@@ -237,9 +247,35 @@ def item_from_record(record: Any, *, skip_unknown: bool = False, default_key: st
         kwargs = spec.get("kwargs") or {}
         if not isinstance(kwargs, dict):
             raise ValueError(f"constraint {spec['family']!r}: 'kwargs' must be an object")
-        constraints.append(build_for_prompt(spec["family"], kwargs, task))
+        verifier = build_for_prompt(spec["family"], kwargs, task)
+        if "sentence" in spec:
+            verifier = with_sentence(verifier, spec["sentence"])
+        constraints.append(verifier)
     text = record.get("prompt") if isinstance(record.get("prompt"), str) else None
     return PromptItem(key=key, task=task, constraints=constraints, text=text)
+
+
+def with_sentence(verifier: Verifier, sentence: Any) -> Verifier:
+    """`verifier` stating its constraint in the record's own words: a native constraint spec's optional
+    `"sentence"` replaces what the family's `sentence()` writes (the verdict is the family's; only the prompt's
+    wording changes). The out-of-template set `multi-ood.jsonl` paraphrases every constraint this way. The
+    spec keeps it (`to_dict` writes it back). A task verifier states nothing, so it takes no sentence.
+
+    >>> from core.verifiers import build
+    >>> v = with_sentence(build("punctuation:no_comma"), "Leave out every comma.")
+    >>> PromptItem("k", "Say hi.", [v]).prompt()
+    'Say hi. Leave out every comma.'
+    """
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise VerifierSpecError(f"constraint {verifier.family!r}: 'sentence' must be a non-empty string, got "
+                                f"{sentence!r}")
+    if verifier.is_task:
+        raise VerifierSpecError(f"constraint {verifier.family!r} is a task verifier (its part is the task text): "
+                                "it takes no 'sentence'; reword the task instead")
+    text = sentence.strip()
+    verifier.sentence = functools.partial(str, text)  # type: ignore[method-assign]  # this instance only; picklable
+    verifier.sentence_override = text  # type: ignore[attr-defined]
+    return verifier
 
 
 def build_for_prompt(family: str, kwargs: dict[str, Any], task: str) -> Verifier:

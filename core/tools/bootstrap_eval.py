@@ -203,7 +203,15 @@ improve and credit assignment has something to sort out.""",
                  "prompt does not\n  forbid it, so the safety constraint needs a decision, not luck.\n"
                  "- Copying the stated keyword was not learned within the 3,500 steps (the tiny-instruct build learned "
                  "it after about\n  1,700 of 3,000 steps with fewer families per prompt): `keywords:existence` is "
-                 "a missed target here; a longer\n  build or a keyword-richer corpus is the next thing to try.\n",
+                 "a missed target here; a longer\n  build or a keyword-richer corpus is the next thing to try.\n"
+                 "- Evaluation sets (study v4, `core.tools.promptgen.EVAL_SETS`, 128 prompts each): "
+                 "`multi-heldout-clean.jsonl` (held-out\n  topics; no prompt, arithmetic question or argument value of "
+                 "`multi.jsonl`: other end / start phrases, word limits\n  22/28/35, the `P.P.S` marker, *total* "
+                 "forbidden on arithmetic prompts) and `multi-ood.jsonl` (the same arguments on\n  topics of neither "
+                 "split, every task and constraint sentence in words never used in training, given per\n  constraint "
+                 "as its `sentence`). The corpus of the build holds none of their prompts or arguments (it holds the "
+                 "clean\n  set's topics); `tests/test_eval_sets.py` checks both files. `multi-heldout-128.jsonl` "
+                 "(study v3's) is kept:\n  study v3's numbers were scored on it.\n",
         "families": "the multi prompt-set families",
     },
 }

@@ -225,10 +225,130 @@ def generate_prompts(
 LARGE_HELDOUT = {"multi": ("multi-heldout-128.jsonl", 128)}
 
 
+# --- study v4's evaluation sets (docs/results/study-v4.md): clean held-out and out-of-template ---------------------
+# The `heldout` split above keeps the training end / start phrases, word limits, "P.S." and arithmetic questions
+# (issue 42: 23 of its 51 arithmetic questions and 26 of 44 argument values occur in multi.jsonl). These sets share
+# no argument value, no arithmetic question and no prompt with the training set; `ood` also states every constraint
+# in words never used in training (`core.tasks.with_sentence`) on topics of neither split.
+CLEAN_END_PHRASES = ("All done.", "Until next time.", "That is my note.", "Goodbye for now.")
+CLEAN_START_PHRASES = ("Hi there", "Greetings all", "Listen here", "Once again")
+CLEAN_WORD_LIMITS = (22, 28, 35)
+CLEAN_POSTSCRIPT = "P.P.S"
+CLEAN_ARITHMETIC_INVITED = "total"
+OOD_TOPICS = {
+    "owls": "feathers", "pianos": "keys", "volcanoes": "lava", "tea": "kettle", "castles": "tower",
+    "clouds": "sky", "frogs": "pond", "maps": "roads", "shoes": "laces", "stars": "sparkle",
+}  # fmt: skip
+# Out-of-template wording: the task and every constraint sentence paraphrased ({} fields: the arguments).
+OOD_TASKS = ("Tell me a little about {topic}.", "Say a few words on {topic}.")
+OOD_ARITHMETIC = ("Add {a} and {b}.", "Work out {a} + {b}.")
+OOD_SENTENCES = {
+    "startend:start_checker": ("Begin with the words {start_phrase}.", "Your first words must be {start_phrase}."),
+    "startend:end_checker": ("Finish with the exact words {end_phrase}", "Let your last words be {end_phrase}"),
+    "detectable_format:title": ("Put a title inside double angle brackets, like <<a title>>.",
+                                "Head it with a title in <<double angle brackets>>."),
+    "detectable_content:postscript": ("Close with a note that begins with {postscript_marker}.",
+                                      "Add an afterthought at the bottom, opening with {postscript_marker}."),
+    "keywords:forbidden_words": ("Never write the word {forbidden_words}.", "Avoid the word {forbidden_words}."),
+    "change_case:english_lowercase": ("Write everything in small letters, no capitals.",
+                                      "Capital letters are not allowed."),
+    "punctuation:no_comma": ("Leave out every comma.", "Commas are not allowed."),
+    "length_constraints:number_words": ("Keep it under {num_words} words.", "Use fewer than {num_words} words."),
+    "keywords:existence": ("Make sure the word {keywords} appears.", "Mention the word {keywords}."),
+}
+EVAL_SETS = {"clean": ("multi-heldout-clean.jsonl", 128), "ood": ("multi-ood.jsonl", 128)}
+
+
+def _clean_constraint(family: str, rng: random.Random, topic: str) -> dict[str, Any]:
+    """A multi-setting constraint with the clean argument pools (none of them is a training argument)."""
+    if family == "keywords:existence":
+        choices = [w for w in HELDOUT_KEYWORDS if w not in topic] or list(HELDOUT_KEYWORDS)
+        return {"family": family, "kwargs": {"keywords": [rng.choice(choices)]}}
+    if family == "startend:end_checker":
+        return {"family": family, "kwargs": {"end_phrase": rng.choice(CLEAN_END_PHRASES)}}
+    if family == "startend:start_checker":
+        return {"family": family, "kwargs": {"start_phrase": rng.choice(CLEAN_START_PHRASES)}}
+    if family == "keywords:forbidden_words":
+        word = {**INVITED_WORDS, **OOD_TOPICS}.get(topic, CLEAN_ARITHMETIC_INVITED)
+        return {"family": family, "kwargs": {"forbidden_words": [word]}}
+    if family == "detectable_content:postscript":
+        return {"family": family, "kwargs": {"postscript_marker": CLEAN_POSTSCRIPT}}
+    if family == "length_constraints:number_words":
+        return {"family": family, "kwargs": {"num_words": rng.choice(CLEAN_WORD_LIMITS), "relation": "less than"}}
+    return {"family": family, "kwargs": {}}
+
+
+def _ood_sentence(constraint: dict[str, Any], rng: random.Random) -> str:
+    args = {k: v[0] if isinstance(v, list) else v for k, v in constraint["kwargs"].items()}
+    return rng.choice(OOD_SENTENCES[constraint["family"]]).format(**args)
+
+
+def _arithmetic_questions(train: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """The (a, b) of 1..9 whose question "What is a plus b?" the training set never asks."""
+    asked = {r["task"] for r in train}
+    return [(a, b) for a in range(1, 10) for b in range(1, 10) if f"What is {a} plus {b}?" not in asked]
+
+
+def generate_eval_prompts(n: int, split: str, seed: int = 0, n_train: int = 200) -> list[dict[str, Any]]:
+    """`n` prompts of study v4's evaluation sets for the multi setting: `clean` (held-out topics, clean
+    arguments, training wording) or `ood` (new topics, clean arguments, every task and constraint sentence
+    paraphrased: `OOD_TASKS`, `OOD_SENTENCES`, written as each constraint's `sentence`). Constraint families are
+    drawn as in the multi setting; arithmetic questions are the ones `multi.jsonl` (n_train, seed) never asks; a
+    prompt already drawn (the same task and constraints, in any order) is drawn again, so none repeats. Deterministic for (n, split, seed)."""
+    from core.tasks import item_from_record
+
+    if split not in EVAL_SETS:
+        raise ValueError(f"split must be one of {', '.join(EVAL_SETS)}, got {split!r}")
+    spec = get_setting("multi")
+    questions = _arithmetic_questions(generate_prompts(n_train, seed, "train", setting="multi"))
+    topics = HELDOUT_TOPICS if split == "clean" else tuple(OOD_TOPICS)
+    rng = random.Random(f"multi:{split}:{seed}")
+    arithmetic = set(rng.sample(range(n), round(n * spec.arithmetic_share)))
+    records: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i in range(n):
+        while True:
+            if i in arithmetic:
+                a, b = rng.choice(questions)
+                template = "What is {a} plus {b}?" if split == "clean" else rng.choice(OOD_ARITHMETIC)
+                task, topic = template.format(a=a, b=b), ""
+                lo, hi = spec.arithmetic_constraints
+                constraints = [{"family": "task:arithmetic", "kwargs": {"answer": a + b}}]
+            else:
+                topic = rng.choice(topics)
+                task = (f"Write a short note about {topic}." if split == "clean"
+                        else rng.choice(OOD_TASKS).format(topic=topic))
+                lo, hi = spec.writing_constraints
+                constraints = []
+            chosen = _choose_families(spec, rng, rng.randint(lo, hi), bool(constraints))
+            constraints += [_clean_constraint(family, rng, topic) for family in chosen]
+            if split == "ood":
+                for c in constraints[1 if i in arithmetic else 0:]:
+                    c["sentence"] = _ood_sentence(c, rng)
+            record = {"key": f"m{split[0]}{i + 1:04d}", "task": task, "constraints": constraints}
+            item = item_from_record(record)  # a prompt is its task and its set of stated constraints, in any order
+            text = repr((item.task, sorted(f"{c!r} {c.sentence()}" for c in item.constraints)))
+            if text not in seen:
+                seen.add(text)
+                records.append(record)
+                break
+    return records
+
+
+def write_eval_sets(out_dir: str | Path, seed: int = 0) -> list[Path]:
+    """Write study v4's `multi-heldout-clean.jsonl` and `multi-ood.jsonl` (`EVAL_SETS`) into `out_dir`."""
+    paths = []
+    for split, (name, n) in EVAL_SETS.items():
+        paths.append(Path(out_dir) / name)
+        save_prompt_set(generate_eval_prompts(n, split, seed), paths[-1])
+    return paths
+
+
 def write_default_sets(out_dir: str | Path, n_train: int = 200, n_heldout: int = 60, seed: int = 0,
                        setting: str = "tiny") -> list[Path]:
     """Write a setting's train and held-out files (tiny: `default.jsonl`, `heldout.jsonl`; multi: `multi.jsonl`,
-    `multi-heldout.jsonl` and `multi-heldout-128.jsonl`, `LARGE_HELDOUT`) into `out_dir`."""
+    `multi-heldout.jsonl`, `multi-heldout-128.jsonl` (`LARGE_HELDOUT`) and study v4's clean held-out and
+    out-of-template sets (`write_eval_sets`)) into `out_dir`."""
     out_dir = Path(out_dir)
     spec = get_setting(setting)
     paths = [out_dir / spec.files[0], out_dir / spec.files[1]]
@@ -238,6 +358,8 @@ def write_default_sets(out_dir: str | Path, n_train: int = 200, n_heldout: int =
         name, n = LARGE_HELDOUT[setting]
         paths.append(out_dir / name)
         save_prompt_set(generate_prompts(n, seed, "heldout", setting=setting), paths[-1])
+    if setting == "multi":
+        paths += write_eval_sets(out_dir, seed)
     return paths
 
 
