@@ -28,25 +28,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-# Qualitative colours for rewards (span bars, figure lines): 16 hues that stay readable on white and on the dark
-# theme, differ from the blue/red credit scale's mid tones, and lie >= 24 apart in CIELAB (a test checks it).
+# Qualitative colours for rewards (span bars, figure lines): 10 colours of Okabe & Ito's and Paul Tol's colour-blind-safe
+# palettes, chosen (a max-min search over those palettes, none closer than 20 to the white or the dark page) so that
+# any two lie >= 14 apart in CIEDE2000, and >= 10 apart as a protanope, deuteranope or tritanope sees them
+# (Machado 2009); `mrtpo_viz.colours`, tests/test_colours.py.
 REWARD_PALETTE = (
-    "#2ca02c",  # green
-    "#9467bd",  # purple
-    "#ff7f0e",  # orange
-    "#17becf",  # teal
-    "#8c564b",  # brown
-    "#e377c2",  # pink
-    "#bcbd22",  # olive
-    "#7f7f7f",  # grey
-    "#f3c300",  # yellow
-    "#a1caf1",  # light blue
-    "#b3446c",  # raspberry
-    "#f99379",  # salmon
-    "#98df8a",  # light green
-    "#00735c",  # pine
-    "#882d17",  # rust
-    "#c2b280",  # sand
+    "#0072B2",  # blue (Okabe-Ito)
+    "#CC3311",  # red (Tol vibrant)
+    "#009E73",  # bluish green (Okabe-Ito)
+    "#F0E442",  # yellow (Okabe-Ito)
+    "#AA3377",  # purple (Tol bright)
+    "#56B4E9",  # sky blue (Okabe-Ito)
+    "#999933",  # olive (Tol muted)
+    "#FFAABB",  # pink (Tol light)
+    "#CC79A7",  # reddish purple (Okabe-Ito)
+    "#EE6677",  # rose red (Tol bright)
 )
 
 NEGATIVE_RGB = (33, 102, 172)  # blue end of the diverging scale

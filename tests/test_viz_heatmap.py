@@ -266,8 +266,3 @@ def test_reward_colours_are_distinct_within_a_view_and_the_same_in_every_order()
     many = [f"custom:r{i}" for i in range(len(heatmap.REWARD_PALETTE) + 3)]
     assert len(set(reward_colors(many[:-3]).values())) == len(heatmap.REWARD_PALETTE)
     assert len(reward_colors(many)) == len(many)
-
-
-def test_reward_palette_colours_lie_apart():
-    labs = [_lab(c) for c in heatmap.REWARD_PALETTE]
-    assert min(math.dist(a, b) for i, a in enumerate(labs) for b in labs[i + 1:]) >= 24
