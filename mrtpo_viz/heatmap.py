@@ -8,7 +8,7 @@ Every piece of text that comes from a run (token text, prompt, reward names) is 
 token such as `<script>` shows as text. Whitespace inside tokens is made visible: a newline shows
 as `↵` followed by a line break, a tab as `⇥`, and a token made only of spaces shows `·` per space.
 
-Colours: a diverging scale centred at 0 (blue < 0 < red, white at exactly 0), symmetric around 0
+Colours: a diverging scale centred at 0 (blue < 0 < red, the page's own colour at exactly 0: `diverging_css`), symmetric around 0
 with half-width `scale`; `scale` is the largest |value| shown unless the caller fixes it (to
 compare samples on one scale). Each reward's inspected spans are drawn as a bar under the tokens
 in that reward's colour (one slot per reward with a span in the sample; wrapped lines lie further apart than
@@ -28,25 +28,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-# Qualitative colours for rewards (span bars, figure lines): 16 hues that stay readable on white and on the dark
-# theme, differ from the blue/red credit scale's mid tones, and lie >= 24 apart in CIELAB (a test checks it).
+# Qualitative colours for rewards (span bars, figure lines): 10 colours of Okabe & Ito's and Paul Tol's colour-blind-safe
+# palettes, chosen (a max-min search over those palettes, none closer than 20 to the white or the dark page) so that
+# any two lie >= 14 apart in CIEDE2000, and >= 10 apart as a protanope, deuteranope or tritanope sees them
+# (Machado 2009); `mrtpo_viz.colours`, tests/test_colours.py.
 REWARD_PALETTE = (
-    "#2ca02c",  # green
-    "#9467bd",  # purple
-    "#ff7f0e",  # orange
-    "#17becf",  # teal
-    "#8c564b",  # brown
-    "#e377c2",  # pink
-    "#bcbd22",  # olive
-    "#7f7f7f",  # grey
-    "#f3c300",  # yellow
-    "#a1caf1",  # light blue
-    "#b3446c",  # raspberry
-    "#f99379",  # salmon
-    "#98df8a",  # light green
-    "#00735c",  # pine
-    "#882d17",  # rust
-    "#c2b280",  # sand
+    "#0072B2",  # blue (Okabe-Ito)
+    "#CC3311",  # red (Tol vibrant)
+    "#009E73",  # bluish green (Okabe-Ito)
+    "#F0E442",  # yellow (Okabe-Ito)
+    "#AA3377",  # purple (Tol bright)
+    "#56B4E9",  # sky blue (Okabe-Ito)
+    "#999933",  # olive (Tol muted)
+    "#FFAABB",  # pink (Tol light)
+    "#CC79A7",  # reddish purple (Okabe-Ito)
+    "#EE6677",  # rose red (Tol bright)
 )
 
 NEGATIVE_RGB = (33, 102, 172)  # blue end of the diverging scale
@@ -70,7 +66,7 @@ _CSS = """
 .mrtpo-hm .row-label { font-family: sans-serif; font-size: 12px; font-weight: 600; margin: 2px 0; }
 .mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 10px; }
 .mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; position: relative; outline: none; }
-.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: #111; cursor: default; }
+.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: inherit; cursor: default; }
 .mrtpo-hm .dk { color: #fff; }
 .mrtpo-hm .ws { color: #888; }
 .mrtpo-hm i.b { display: block; height: 3px; margin-top: 1px; }
@@ -143,6 +139,17 @@ def diverging_rgb(value: float, scale: float) -> tuple[int, int, int]:
     end = POSITIVE_RGB if x > 0 else NEGATIVE_RGB
     a = abs(x)
     return tuple(round(z + a * (e - z)) for z, e in zip(ZERO_RGB, end, strict=True))  # type: ignore[return-value]
+
+
+def diverging_css(value: float, scale: float) -> str:
+    """A token cell's background: the end colour of `diverging_rgb` at opacity |x| = min(|value| / scale, 1),
+    over the page. On white it is `diverging_rgb` (white + |x| (end - white)); on the dark theme zero is the dark
+    page, not a bright white box. value = 0 (or NaN) is transparent."""
+    if value is None or not math.isfinite(value) or scale <= 0 or not math.isfinite(scale) or value == 0:
+        return "transparent"
+    x = max(-1.0, min(1.0, value / scale))
+    r, g, b = POSITIVE_RGB if x > 0 else NEGATIVE_RGB
+    return f"rgba({r},{g},{b},{abs(x):.3f})"
 
 
 def diverging_color(value: float, scale: float) -> str:
@@ -266,10 +273,10 @@ def _legend_html(scale: float | None, colors: dict[str, str], label: str, empty_
     if scale is not None:
         lo, hi = diverging_color(-scale, scale), diverging_color(scale, scale)
         items.append(f'<span>{html.escape(label)}: {-scale:+.3g} <span class="cbar" '
-                     f'style="background: linear-gradient(to right, {lo}, #ffffff, {hi});"></span> {scale:+.3g} '
-                     f"(white = 0)</span>")
+                     f'style="background: linear-gradient(to right, {lo}, transparent, {hi});"></span> {scale:+.3g} '
+                     f"(the page's colour = 0)</span>")
     else:
-        items.append(f"<span>{html.escape(label)}: each row on its own scale, blue &lt; 0 &lt; red (white = 0)</span>")
+        items.append(f"<span>{html.escape(label)}: each row on its own scale, blue &lt; 0 &lt; red (the page's colour = 0)</span>")
     for name, col in colors.items():
         items.append(f'<span><span class="swatch" style="background:{col}"></span>{html.escape(name)} span</span>')
     if empty_token:
@@ -279,17 +286,17 @@ def _legend_html(scale: float | None, colors: dict[str, str], label: str, empty_
     return f'<div class="legend">{"".join(items)}</div>'
 
 
-def _token_cell(text_html: str, bg: tuple[int, int, int], bars: Sequence[str | None], tip: str,
+def _token_cell(text_html: str, value: float, scale: float, bars: Sequence[str | None], tip: str,
                 t: int, end_line: bool) -> str:
     # Span bars are <i class="b">: one slot per reward, filled in its colour where the token is in a span.
     # The details are a hidden box shown on hover, and kept open while the token has focus (a click), so that
     # its text can be selected and copied (a title attribute cannot be).
     bar_html = "".join(f'<i class="b" style="background:{c}"></i>' if c else '<i class="b"></i>' for c in bars)
-    r, g, b = bg
-    dark = " dk" if text_color_for(bg) == "#fff" else ""
+    # white text where the cell is dark on white; below that the page's own text colour, over a faint tint
+    dark = " dk" if text_color_for(diverging_rgb(value, scale)) == "#fff" else ""
     cell = (
         f'<span class="tok" data-t="{t}" tabindex="0">'
-        f'<span class="tok-text{dark}" style="background:rgb({r},{g},{b})">{text_html}</span>{bar_html}'
+        f'<span class="tok-text{dark}" style="background:{diverging_css(value, scale)}">{text_html}</span>{bar_html}'
         f'<span class="tip">{tip}</span></span>'
     )
     return cell + ('<span class="br"></span>' if end_line else "")
@@ -368,7 +375,7 @@ def token_heatmap_html(
                      f'<div class="tokens" style="row-gap:{gap}px">')
         for i, t in enumerate(ts):
             bars = [colors[r] if in_span[r][i] else None for r in spanned]
-            parts.append(_token_cell(texts[i][0], diverging_rgb(values[i], sc), bars, tooltip(i, names), t,
+            parts.append(_token_cell(texts[i][0], values[i], sc, bars, tooltip(i, names), t,
                                      texts[i][1]))
         parts.append("</div></div>")
     else:
@@ -391,7 +398,7 @@ def token_heatmap_html(
             row_rewards = [] if name == TOTAL_ROW else [name]
             for i, t in enumerate(ts):
                 bars = [bar_colors[i]] if bar_colors is not None else []
-                parts.append(_token_cell(texts[i][0], diverging_rgb(vals[i], row_sc), bars, tooltip(i, row_rewards), t,
+                parts.append(_token_cell(texts[i][0], vals[i], row_sc, bars, tooltip(i, row_rewards), t,
                                          texts[i][1]))
             parts.append("</div></div>")
     parts.append("</div>")

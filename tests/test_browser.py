@@ -1212,3 +1212,21 @@ def test_a_study_compared_by_seed_groups(tmp_path):
         page.wait_for_timeout(1000)
         legend, bands = page.evaluate(LEGEND_AND_BANDS_JS)
         assert legend == names and bands == 0, legend
+
+
+def test_zero_credit_tokens_take_the_dark_pages_colour(tmp_path):
+    """Issue 46: on the dark theme zero-credit tokens were bright white boxes. A reward whose credit on the sample
+    is zero (its group advantage is 0) leaves every cell the page's own colour, with the page's text colour."""
+    query = urlencode({"run": "sample/tiny-instruct-mrtpo-demo", "step": 150, "sample": 0,
+                       "reward": "punctuation:no_comma"})
+    with app_in_browser(tmp_path, "dark_zero", theme="dark") as (url, page):
+        page.goto(url + "/credit?" + query)
+        wait_for_script(page)
+        page.locator(".mrtpo-hm .tok-text").first.wait_for()
+        background = page.evaluate(BACKGROUND_JS)
+        assert max(rgb(background)) < 100, background  # the dark theme
+        cells = page.evaluate("""() => [...document.querySelectorAll('.mrtpo-hm .tok-text')].map(
+            e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).color])""")
+        assert cells and all(bg == "rgba(0, 0, 0, 0)" for bg, _ in cells), cells[:3]
+        assert all(contrast(fg, background) >= 4.5 for _, fg in cells), cells[:3]
+        page.screenshot(path=str(ARTIFACTS / "browser_dark_zero_credit.png"))

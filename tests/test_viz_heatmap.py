@@ -85,9 +85,9 @@ def test_one_cell_per_token_coloured_by_the_chosen_reward():
     cs = cells(html)
     assert len(cs) == len(TOKENS)
     # token 2 has credit +2 = the scale: full red; token 1 has -1: half blue; token 3 has 0: white
-    assert f"rgb{heatmap.POSITIVE_RGB}".replace(" ", "") in cs[2].replace(" ", "")
-    assert "background:rgb(255,255,255)" in cs[3]
-    assert f"background:rgb{diverging_rgb(-1.0, 2.0)}".replace(" ", "") in cs[1].replace(" ", "")
+    assert "background:rgba({},{},{},1.000)".format(*heatmap.POSITIVE_RGB) in cs[2]
+    assert "background:transparent" in cs[3]  # zero is the page's colour (light and dark theme)
+    assert f"background:{heatmap.diverging_css(-1.0, 2.0)}" in cs[1] and heatmap.diverging_css(-1.0, 2.0).endswith(",0.500)")
     # the legend states the scale
     assert "-2" in html and "+2" in html
 
@@ -123,7 +123,7 @@ def test_rows_view_has_one_row_per_reward_plus_total_on_one_scale():
     assert len(cells(html)) == 3 * len(TOKENS)
     # shared scale = max |value| over all rows = 4 (reward b's comma), so reward a's +2 is half red
     row_a = html.split('data-row="keywords:existence"')[1].split('data-row=')[0]
-    assert f"background:rgb{diverging_rgb(2.0, 4.0)}".replace(" ", "") in row_a.replace(" ", "")
+    assert f"background:{heatmap.diverging_css(2.0, 4.0)}" in row_a
 
 
 def test_fixed_scale_changes_colours_auto_scale_does_not():
@@ -131,7 +131,7 @@ def test_fixed_scale_changes_colours_auto_scale_does_not():
     auto = token_heatmap_html(df, REWARDS[0])
     fixed = token_heatmap_html(df, REWARDS[0], scale=10.0)
     assert cells(auto)[2] != cells(fixed)[2]
-    assert f"background:rgb{diverging_rgb(2.0, 10.0)}".replace(" ", "") in cells(fixed)[2].replace(" ", "")
+    assert f"background:{heatmap.diverging_css(2.0, 10.0)}" in cells(fixed)[2]
 
 
 def test_total_advantage_colouring_and_unknown_reward():
@@ -201,7 +201,7 @@ def test_rows_view_with_a_scale_per_row():
     html = token_heatmap_html(df, mode="rows", reward_names=REWARDS, row_scale=True)
     row_a = html.split('data-row="keywords:existence"')[1].split('data-row=')[0]
     # reward a's own largest |credit| is 2: its +2 token is full red, not half red as on the shared scale of 4
-    assert f"background:rgb{diverging_rgb(2.0, 2.0)}".replace(" ", "") in row_a.replace(" ", "")
+    assert f"background:{heatmap.diverging_css(2.0, 2.0)}" in row_a
     assert "(scale ±2)" in row_a and "(scale ±4)" in html
     assert "each row on its own scale" in html
 
@@ -220,7 +220,9 @@ def test_colours_work_on_dark_and_light_themes():
     css = token_heatmap_html(sample_frame(), REWARDS[0]).split("</style>")[0]
     block = re.search(r"\.mrtpo-hm \{([^}]*)\}", css).group(1)
     assert "color: inherit" in block  # legend, labels and prompt take the page's text colour
-    assert re.search(r"\.tok-text \{[^}]*color: #111", css)  # a token cell sets its own (its background is light)
+    # a token cell's background is translucent over the page (zero: the page itself), so its text is the page's
+    # own colour, white only on strong credit (`.dk`)
+    assert re.search(r"\.tok-text \{[^}]*color: inherit", css) and ".dk { color: #fff; }" in css
     assert "#f3f3f3" not in css and "background:#fff;" not in spans_html("abc", [(0, 1)])
 
 
@@ -266,8 +268,3 @@ def test_reward_colours_are_distinct_within_a_view_and_the_same_in_every_order()
     many = [f"custom:r{i}" for i in range(len(heatmap.REWARD_PALETTE) + 3)]
     assert len(set(reward_colors(many[:-3]).values())) == len(heatmap.REWARD_PALETTE)
     assert len(reward_colors(many)) == len(many)
-
-
-def test_reward_palette_colours_lie_apart():
-    labs = [_lab(c) for c in heatmap.REWARD_PALETTE]
-    assert min(math.dist(a, b) for i, a in enumerate(labs) for b in labs[i + 1:]) >= 24

@@ -12,10 +12,10 @@ from mrtpo_viz.heatmap import palette_colors
 
 RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 OTHER_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-# One colour per run where runs are compared (distinct hues that stay visible on light and dark backgrounds); a
-# run's colour is fixed by its name (`run_colors`).
-RUN_PALETTE = ("#1f77b4", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#17becf",
-               "#bcbd22")
+# One colour per run where runs are compared, fixed by its name (`run_colors`): 8 colours of Okabe & Ito's and Paul
+# Tol's colour-blind-safe palettes, any two >= 17 apart in CIEDE2000 and >= 13 as a dichromat sees them (Machado
+# 2009; tests/test_colours.py).
+RUN_PALETTE = ("#117733", "#EE3377", "#66CCEE", "#999933", "#AA4499", "#F0E442", "#009988", "#FFAABB")
 # A per-reward figure with at least this many rewards is drawn as small multiples (one small panel per reward,
 # `small_multiples`): ten lines in [0, 1] in one panel cross too often to be read.
 SMALL_MULTIPLES_FROM = 5
