@@ -105,3 +105,11 @@ def test_launch_disk_estimate_follows_the_form_as_it_stands(tmp_path, monkeypatc
     steps.set_value(3).run()
     assert "(3 steps x" in disk_caption(at) or "(1 steps x" in disk_caption(at), disk_caption(at)
     assert "last start" not in disk_caption(at)
+
+
+def test_the_landing_page_says_what_the_app_is_and_where_to_start(tmp_path, monkeypatch):
+    """Issue 46 item 5 (text): the Runs page opens with a line on what the app is and a first step."""
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    write_synthetic_run(tmp_path, "demo", steps=1, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
+    text = " ".join(m.value for m in runs_page().markdown)
+    assert "Start here" in text and "Launch" in text and "Token credit" in text, text

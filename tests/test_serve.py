@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from mrtpo_viz.server import serve
 
 HEAD = "<link rel=x><script>go()</script>"
@@ -157,3 +159,16 @@ def test_a_warm_starts_when_a_browser_says_its_page_is_drawn_or_the_server_is_qu
     assert not warm.quiet(time.monotonic(), quiet_s=10.0, give_up_s=0.2)  # a word from before does not count
     with warm.script_run():  # outside a script run (no session): nothing to count
         assert warm._busy["scripts"] == 0
+
+
+@pytest.mark.subprocess
+def test_warm_up_logs_no_missing_runtime_warnings():
+    """Issue 46 item 12: the server's log began with 7 lines of "No runtime found, using MemoryCacheStorageManager"
+    (the pages' st.cache_data decorators, imported by warm_up before Streamlit's runtime exists)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "from mrtpo_viz.server import serve; serve.warm_up()"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "No runtime found" not in out.stderr + out.stdout

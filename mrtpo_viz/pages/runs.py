@@ -26,6 +26,9 @@ CONFIRM_KEY = "runs_confirm"  # (action, run path) awaiting confirmation
 NOTICE_KEY = "runs_notice"  # what the last Resume / Extend said, shown once after the page is drawn again
 
 st.title("Runs")
+st.markdown("The MRTPO workbench trains language models with several verifiable rewards and shows which tokens "
+            "each reward's credit went to. **Start here:** train a run on the **Launch** page, or open a shipped "
+            "run's credit map on **Token credit** (select a row below first).")
 sources = run_sources()
 st.caption(f"Runs directory: `{sources[0][1]}` (set `MRTPO_RUNS_DIR` to change it) · "
            f"shipped samples: `{sources[1][1]}`")

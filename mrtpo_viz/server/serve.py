@@ -26,8 +26,25 @@ from pathlib import Path
 
 def warm_up() -> float:
     """Import what the pages use and build one figure of each kind (loads Plotly's validators and
-    serialisers); returns the seconds it took."""
+    serialisers); returns the seconds it took. Runs before Streamlit's runtime exists: each `st.cache_data` of the
+    imported modules checks its parameters at decoration against a storage manager and, with no runtime, logged
+    "No runtime found, using MemoryCacheStorageManager" (7 lines at every start). The check passes either way and
+    the cached functions use the runtime's manager when they are called, so that warning is held back here."""
+    import logging
+
+    from streamlit.runtime.caching import cache_data_api  # its logger's level is set when it is imported
+
     t0 = time.perf_counter()
+    quiet = cache_data_api._LOGGER
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        return _warm_up(t0)
+    finally:
+        quiet.setLevel(level)
+
+
+def _warm_up(t0: float) -> float:
     import numpy as np
     import pandas as pd
     import PIL.Image
