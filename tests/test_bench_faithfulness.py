@@ -57,3 +57,12 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     assert "routing_clip clip" in (tmp_path / f"faithfulness-{micro_model.name}-clip.md").read_text()
     scatter = clipped[(clipped["relevance"] == "scatter") & (clipped["reward"] != "*")]["retained"].dropna()
     assert len(scatter) and (scatter < 0.999).all()
+
+
+def test_interval95_hand_computed():
+    from core.tools.bench_faithfulness import interval95
+
+    # values 1, 2, 3, 4: mean 2.5, sd sqrt(5/3) = 1.29099, t(3) = 3.182, half = 3.182 * 1.29099 / 2 = 2.05397
+    lo, hi = interval95([1.0, 2.0, 3.0, 4.0, float("nan")])
+    assert abs(lo - (2.5 - 2.05397)) < 1e-4 and abs(hi - (2.5 + 2.05397)) < 1e-4
+    assert all(math.isnan(v) for v in interval95([1.0]))

@@ -55,6 +55,25 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# Two-sided 95% Student t quantiles by degrees of freedom (n - 1); beyond 30 the normal 1.96.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def interval95(values: list[float]) -> tuple[float, float]:
+    """95% interval of the mean over batches: mean -/+ t_{0.975, n-1} * sd / sqrt(n) (sd with n - 1);
+    (nan, nan) with fewer than 2 finite values. Degrees of freedom between table entries use the next lower one."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    n = len(vals)
+    if n < 2:
+        return float("nan"), float("nan")
+    m = sum(vals) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (n - 1))
+    t = 1.96 if n - 1 > 30 else _T95[max(d for d in _T95 if d <= n - 1)]
+    half = t * sd / math.sqrt(n)
+    return m - half, m + half
+
+
 def baseline_relevance(name: str, span_mask, mask, entropy, applicable, seed: int):
     """(B, K, T) relevance of a baseline (NaN where a reward does not apply): `random` uniform noise,
     `position` 1 / (t + 1), `entropy` the policy's next-token entropy, `span` the span mask (the oracle)."""
@@ -175,6 +194,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
         for reward in (*names, "*"):
             row = {"relevance": label, "reward": reward}
             row.update({m: mean(sums.get((label, reward, m), [])) for m in (("overlap",) if reward == "*" else METRICS)})
+            if reward != "*":
+                row["lift_lo"], row["lift_hi"] = interval95(sums.get((label, reward, "lift"), []))
             rows.append(row)
     gdpo_s = mean(cost["gdpo"]["step_s"])
     cost_rows = [{"relevance": "gdpo", "passes_per_response": 0.0, "replay_s_per_batch": 0.0,
