@@ -4,7 +4,7 @@ each, and MRTPOTrainer's scale-matched GDPO scales TRL-side GDPO's advantages on
 from __future__ import annotations
 
 import pytest
-from test_trl import MICRO, micro, needs_trl, one_batch, trl_args  # noqa: F401 (micro: the fixture)
+from test_trl import MICRO, micro, needs_trl, one_batch, trl_args  # noqa: F401, F811 (micro: the fixture)
 
 from core.run.store import RunStore
 from core.tasks import load_prompt_set, reward_names
@@ -39,7 +39,7 @@ def test_cli_backend_trl_trains_each_control(micro_model, prompt_file, tmp_path,
 
 
 @needs_trl
-def test_trainer_scale_matched_gdpo_halves_gdpo_on_the_same_batch(micro, tmp_path):
+def test_trainer_scale_matched_gdpo_halves_gdpo_on_the_same_batch(micro, tmp_path):  # noqa: F811
     import torch
     from transformers import AutoModelForCausalLM
 
