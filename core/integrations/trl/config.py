@@ -13,7 +13,7 @@ from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
 SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
-                 "routing_clip", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints", "credit_samples",
+                 "routing_clip", "routing_shuffle", "routing_shuffle_seed", "entropy_q", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints", "credit_samples",
                  "credit_every", "eval_samples", "eval_prompts")
 
 
@@ -105,6 +105,15 @@ class MRTPOConfig(GRPOConfig):
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
     routing_clip: str = field(default="clip", metadata={"help": "weight above w_max: clip (lost) or mass (redistributed)"})
+    routing_shuffle: str = field(default="off", metadata={"help": "control: on permutes each (sample, reward)'s "
+                                                                    "routing weights at random over its tokens"})
+    routing_shuffle_seed: int = field(default=0, metadata={"help": "seed of routing_shuffle (step s: seed * 1000003 "
+                                                                   "+ s), recorded"})
+    entropy_q: float = field(default=0.2, metadata={"help": "routing=entropy (control): fraction of each "
+                                                            "response's tokens, highest policy entropy, routed to"})
+    reward_scales: dict | str | None = field(
+        default=None, metadata={"help": "gdpo only (scale-matched control): factor c_k per reward name on its group "
+                                        "advantage after GDPO's batch statistics (a dict or its JSON; 1.0 left out)"})
     family_weights: dict | str | None = field(
         default=None, metadata={"help": "weight per reward name (a verifier family), a dict or its JSON; names left "
                                         "out get 1.0. Sets TRL's reward_weights, so give one or the other"})
@@ -168,6 +177,20 @@ class MRTPOConfig(GRPOConfig):
             message = field_error(name, getattr(self, name))
             if message:
                 raise ConfigError(name, message)
+        if isinstance(self.reward_scales, str):
+            try:
+                self.reward_scales = json.loads(self.reward_scales)
+            except json.JSONDecodeError as exc:
+                raise ConfigError("reward_scales", f"not a JSON object: {exc}") from exc
+        if self.reward_scales:
+            message = field_error("reward_scales", self.reward_scales)
+            if message:
+                raise ConfigError("reward_scales", message)
+            if self.method != "gdpo":
+                raise ConfigError("reward_scales", f"scales GDPO's per-reward advantages; set method gdpo, not "
+                                                   f"{self.method}, or leave reward_scales empty")
+        if self.routing_shuffle == "on" and self.method != "mrtpo":
+            raise ConfigError("routing_shuffle", f"method {self.method} does not route; set method mrtpo")
         if self.family_weights is not None:
             message = field_error("reward_weights", self.family_weights)
             if message:

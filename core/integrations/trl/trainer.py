@@ -204,6 +204,10 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             if message:
                 raise ConfigError("family_weights", message)
             args.reward_weights = [float(args.family_weights.get(n, 1.0)) for n in names]
+        unknown = [n for n in (args.reward_scales or {}) if n not in names]
+        if unknown:
+            raise ConfigError("reward_scales", f"unknown reward name(s) {unknown}; the rewards are {names}")
+        self._reward_scales = [float(args.reward_scales.get(n, 1.0)) for n in names] if args.reward_scales else None
         super().__init__(model, reward_funcs, args, train_dataset, eval_dataset, processing_class, **kwargs)
         if self.is_fsdp_enabled:
             raise ConfigError("fsdp", "the contrastive replay runs a data-dependent number of forward passes per "
@@ -213,7 +217,8 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             raise ConfigError("deepspeed", "MRTPO under DeepSpeed ZeRO-3 is not supported yet: untested "
                                            "(DeepSpeed is not installed where it was built); use DDP")
         self.reward_names: list[str] = list(self.reward_func_names)
-        self._estimator = adv_lib.trl_estimator(args.method, args.multi_objective_aggregation, self.scale_rewards)
+        self._estimator = batch_lib.estimator(args, adv_lib.trl_estimator(args.method, args.multi_objective_aggregation,
+                                                                          self.scale_rewards))
         if self.accelerator.is_main_process:
             self._say_routes(args)
         self._rows: dict[str, tuple[PromptRow, list[Any]]] = {}  # `_row`
@@ -424,8 +429,10 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         variants = [[v if bool(applicable[i, k]) else None for k, v in enumerate(found)]
                     for i, (_, found) in enumerate(entries)]  # (b, K) x^-k, None: no contrast there or not applicable
         routable = torch.tensor([[v is not None for v in vs] for vs in variants], dtype=torch.bool).reshape(b, -1)
+        entropy = self._entropy(rollout) if routing_source(args) == "entropy" else None  # the `entropy` control
         routing = batch_lib.route(args, rollout.mask, scores, group_adv, self._distances(variants, rollout),
-                                  routable=routable)
+                                  entropy, routable=routable, step=self.state.global_step,
+                                  scales=self._reward_scales)
         times["time/replay"] = time.perf_counter() - t1
 
         t1 = time.perf_counter()
@@ -481,6 +488,27 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
                 func.spans = None
             func.texts = None  # used: a later batch must not read them
         return torch.from_numpy(span_mask)
+
+    def _entropy(self, rollout: Rollout) -> Tensor:
+        """(b, T) the rollout policy's next-token entropy under x (routing=entropy): from the sampling's logits when
+        kept, else one no-gradient pass of the policy as TRL holds it (as the replay runs)."""
+        logp = self._sampling_logp(rollout)
+        if logp is not None:
+            return -(logp.exp() * logp).sum(-1).cpu() * rollout.mask
+        args, device = self.args, self.accelerator.device
+        pad = self.processing_class.pad_token_id if self.processing_class.pad_token_id is not None else 0
+        with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                          gather_deepspeed3_params=args.ds3_gather_for_generation) as model,
+              torch.no_grad()):
+            was_training = model.training
+            model.eval()
+            try:
+                out = tf_lib.response_logprobs(model, rollout.prompt_ids, rollout.response_ids.to(device),
+                                               rollout.mask.to(device), args.replay_chunk, keep_full=False,
+                                               pad_token_id=pad)
+            finally:
+                model.train(was_training)
+        return out.entropy.float().cpu()
 
     def _distances(self, variants_all: list[list[Any]], rollout: Rollout) -> batch_lib.DistanceFn:
         """The contrastive passes of the local rows for `core.run.batch.route`: (b, K) pairs -> relevance
