@@ -63,6 +63,26 @@ def letters_setup(tmp_path_factory):
     return prompts, verifier
 
 
+@pytest.fixture
+def make_cfg(micro_model, letters_setup, tmp_path):
+    """make(**overrides) -> a TrainConfig on the micro model and the letters prompts (3 steps, CPU, nothing
+    checkpointed) in this test's folder: the built-in trainer's tests and the controls' tests build runs with it."""
+    from core.config import TrainConfig
+
+    prompts, verifier = letters_setup
+
+    def make(**overrides):
+        fields = dict(
+            model=str(micro_model), prompt_set=str(prompts), custom_verifiers=str(verifier), runs_dir=str(tmp_path),
+            group_size=4, prompts_per_step=2, max_new_tokens=10, steps=3, lr=1e-2, checkpoint_every=0, device="cpu",
+            replay_chunk=8,
+        )
+        fields.update(overrides)
+        return TrainConfig(**fields)
+
+    return make
+
+
 @pytest.fixture(autouse=True)
 def restore_verifier_registry():
     """Put the verifier family registry (and the record of custom files loaded) back as it was before the test:

@@ -162,22 +162,6 @@ def test_reward_scales_are_a_gdpo_option():
 # ------------------------------------------------------------------------------------------ the built-in trainer
 
 
-@pytest.fixture
-def make_cfg(micro_model, letters_setup, tmp_path):
-    prompts, verifier = letters_setup
-
-    def make(**overrides) -> TrainConfig:
-        fields = dict(
-            model=str(micro_model), prompt_set=str(prompts), custom_verifiers=str(verifier), runs_dir=str(tmp_path),
-            group_size=4, prompts_per_step=2, max_new_tokens=10, steps=2, lr=1e-2, checkpoint_every=0, device="cpu",
-            replay_chunk=8,
-        )
-        fields.update(overrides)
-        return TrainConfig(**fields)
-
-    return make
-
-
 @pytest.mark.train
 def test_shuffle_trains_and_permutes_the_replay_weights(make_cfg):
     from core.run import lifecycle

@@ -30,22 +30,6 @@ PER_REWARD = ["reward/{}", "js/{}/mean", "js/{}/max", "span/{}/mass_in", "span/{
               "span/{}/auc_vs_entropy", "span/{}/auc_satisfied", "span/{}/auc_violated"]
 
 
-@pytest.fixture
-def make_cfg(micro_model, letters_setup, tmp_path):
-    prompts, verifier = letters_setup
-
-    def make(**overrides) -> TrainConfig:
-        fields = dict(
-            model=str(micro_model), prompt_set=str(prompts), custom_verifiers=str(verifier), runs_dir=str(tmp_path),
-            group_size=4, prompts_per_step=2, max_new_tokens=10, steps=3, lr=1e-2, checkpoint_every=0, device="cpu",
-            replay_chunk=8,
-        )
-        fields.update(overrides)
-        return TrainConfig(**fields)
-
-    return make
-
-
 def test_two_training_steps_change_the_parameters(make_cfg):
     from core.run import lifecycle
     from core.run import step as step_lib
