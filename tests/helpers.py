@@ -234,3 +234,19 @@ def numeric(frame: pd.DataFrame) -> pd.DataFrame:
             pass
     return out
 
+
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_page(name: str, query: dict):
+    """AppTest of page `mrtpo_viz/pages/<name>.py` after the app's first run (its navigation), with `query` in its
+    URL; the page ran without an exception."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.query_params.update(query)
+    at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
+    assert not at.exception, at.exception
+    return at

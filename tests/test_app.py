@@ -61,13 +61,9 @@ def runs_dir(tmp_path_factory):
     # the run's first reward is one that the first samples' prompts do not state (their score is NaN)
     write_synthetic_run(root, "unstated-first", steps=1, rewards=DEFAULT_REWARDS, n_tokens=8, seed=4,
                         config={"reward_names": [DEFAULT_REWARDS[-1], *DEFAULT_REWARDS[:-1]]})
-    old = os.environ.get("MRTPO_RUNS_DIR")
-    os.environ["MRTPO_RUNS_DIR"] = str(root)
-    yield root
-    if old is None:
-        os.environ.pop("MRTPO_RUNS_DIR", None)
-    else:
-        os.environ["MRTPO_RUNS_DIR"] = old
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MRTPO_RUNS_DIR", str(root))
+        yield root
 
 
 def page(name: str, runs_dir: Path, query: dict | None = None, **session) -> AppTest:

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from helpers import open_page
 from streamlit.testing.v1 import AppTest
 
 from mrtpo_viz import analysis, loaders, opening
@@ -14,7 +14,6 @@ from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 pytestmark = pytest.mark.app
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 KEPT = DEFAULT_REWARDS[-1]  # the reward a user chooses; the synthetic frames' last reward is NaN on samples 0, 1
 ORDER = [KEPT, *DEFAULT_REWARDS[:-1]]
 
@@ -28,22 +27,9 @@ def runs_dir(tmp_path_factory):
     write_synthetic_run(root, "half", steps=2, rewards=DEFAULT_REWARDS, n_tokens=8, seed=0,
                         config={"reward_names": ORDER})
     write_synthetic_run(root, "lacks-it", steps=2, rewards=DEFAULT_REWARDS[:2], n_tokens=8, seed=5)
-    old = os.environ.get("MRTPO_RUNS_DIR")
-    os.environ["MRTPO_RUNS_DIR"] = str(root)
-    yield root
-    if old is None:
-        os.environ.pop("MRTPO_RUNS_DIR", None)
-    else:
-        os.environ["MRTPO_RUNS_DIR"] = old
-
-
-def open_page(name: str, query: dict) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.query_params.update(query)
-    at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
-    assert not at.exception, at.exception
-    return at
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MRTPO_RUNS_DIR", str(root))
+        yield root
 
 
 def zero_first_sample(runs_dir: Path) -> tuple[int, str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import helpers
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -16,7 +17,6 @@ from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
 
 pytestmark = pytest.mark.app
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 CURVES = {view: label for view, (label, _) in panels.CURVE_VIEWS.items()}
 ALIASES = {group: view for view, (_, groups) in panels.CURVE_VIEWS.items() for group in groups}
 
@@ -30,12 +30,7 @@ def one_run(tmp_path_factory):
 
 def open_page(name: str, runs_dir: Path, monkeypatch, query: dict) -> AppTest:
     monkeypatch.setenv("MRTPO_RUNS_DIR", str(runs_dir))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.query_params.update(query)
-    at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
-    assert not at.exception, at.exception
-    return at
+    return helpers.open_page(name, query)
 
 
 @pytest.mark.parametrize(("typed", "view"), [("loss", "optimisation"), ("Optimization", "optimisation"),

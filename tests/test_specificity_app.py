@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import html_tables, numeric
+from helpers import html_tables, numeric, open_page
 from streamlit.testing.v1 import AppTest
 
 from core.algos import routing, span_metrics
 from core.run.store import RunWriter
 from mrtpo_viz import specificity as sp
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 KW, NC, LC = "keywords:existence", "punctuation:no_comma", "change_case:english_lowercase"
 REWARDS = [KW, NC, LC]
 
@@ -176,14 +174,6 @@ def hand_runs(tmp_path_factory):
     mp.setenv("MRTPO_RUNS_DIR", str(root))
     yield root
     mp.undo()
-
-
-def open_page(name: str, query: dict) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.query_params.update(query)
-    at.switch_page(f"mrtpo_viz/pages/{name}.py").run()
-    assert not at.exception, at.exception
-    return at
 
 
 def metrics_table(at: AppTest) -> pd.DataFrame:
