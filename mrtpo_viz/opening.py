@@ -24,10 +24,15 @@ def _rows(index: pd.DataFrame, sample: int) -> dict[str, dict]:
     return {str(r["reward"]): r for r in per.to_dict("records")}
 
 
+def stated(row: dict) -> bool:
+    """The sample's prompt states the reward: its score is a number (NaN where the prompt does not state it)."""
+    return math.isfinite(float(row.get("score", math.nan)))
+
+
 def acted(row: dict) -> bool:
     """The reward's credit moved some token of the sample: a stated reward with a nonzero largest |credit|."""
-    score, top = float(row.get("score", math.nan)), float(row.get("abs_credit_max", 0.0) or 0.0)
-    return math.isfinite(score) and math.isfinite(top) and top > 0
+    top = float(row.get("abs_credit_max", 0.0) or 0.0)
+    return stated(row) and math.isfinite(top) and top > 0
 
 
 def opening_order(index: pd.DataFrame, sample: int, rewards: Sequence[str]) -> list[str]:
@@ -41,7 +46,7 @@ def opening_order(index: pd.DataFrame, sample: int, rewards: Sequence[str]) -> l
     ['c', 'b', 'a']
     """
     rows = _rows(index, sample)
-    stated = [r for r in rewards if r in rows and math.isfinite(float(rows[r].get("score", math.nan)))]
+    own = [r for r in rewards if r in rows and stated(rows[r])]
 
     def rank(r: str) -> int:
         row = rows[r]
@@ -49,22 +54,24 @@ def opening_order(index: pd.DataFrame, sample: int, rewards: Sequence[str]) -> l
             return 2
         return 0 if float(row["score"]) < 1 else 1
 
-    return sorted(stated, key=rank)  # sorted() is stable: `rewards` order within a rank
+    return sorted(own, key=rank)  # sorted() is stable: `rewards` order within a rank
 
 
 def zero_credit_reason(index: pd.DataFrame, sample: int, reward: str, show=str) -> str | None:
     """Why `reward`'s credit is 0 on every token of `sample` (a sentence, with the reward's name written by
     `show`: the pages pass `ui.plain`), or None when it is not zero."""
-    name = show(reward)
-    row = _rows(index, sample).get(reward)
+    return _zero_reason(_rows(index, sample).get(reward), show(reward))
+
+
+def _zero_reason(row: dict | None, name: str) -> str | None:
+    """`zero_credit_reason` of one (sample, reward) row of the credit index (None: the step has no such row)."""
     if row is None:
         return f"this step has no credit rows for {name}"
-    score = float(row.get("score", math.nan))
-    if not math.isfinite(score):
+    if not stated(row):
         return f"this sample's prompt does not state {name}, so it has no credit"
     if acted(row):
         return None
-    adv = float(row.get("group_adv", math.nan))
+    score, adv = float(row["score"]), float(row.get("group_adv", math.nan))
     if adv == 0:
         verdict = "satisfied" if score >= 1 else "violated"
         return (f"its group advantage is 0: every response of this sample's group scored the same on {name} "
@@ -77,10 +84,5 @@ def zero_credit_reason(index: pd.DataFrame, sample: int, reward: str, show=str) 
 def zero_credit_notes(index: pd.DataFrame, sample: int, rewards: Sequence[str], show=str) -> dict[str, str]:
     """reward -> why its credit is zero, for the stated rewards of `sample` whose credit is zero."""
     rows = _rows(index, sample)
-    out = {}
-    for r in rewards:
-        if r in rows and math.isfinite(float(rows[r].get("score", math.nan))):
-            why = zero_credit_reason(index, sample, r, show)
-            if why:
-                out[r] = why
-    return out
+    why = {r: _zero_reason(rows[r], show(r)) for r in rewards if r in rows and stated(rows[r])}
+    return {r: w for r, w in why.items() if w}
