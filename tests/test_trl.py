@@ -677,17 +677,22 @@ def test_the_example_script_trains_and_writes_a_run_store(micro_model, tmp_path)
 
 
 @needs_trl
+def train_trl_cli(model, prompts, runs_dir, name: str, flags: list[str]) -> int:
+    """`mrtpo train --backend trl` for 2 steps on CPU with the micro settings (MICRO) and `flags`: its exit code."""
+    from core.cli import main
+
+    return main(["train", "--backend", "trl", "--model", str(model), "--prompt-set", str(prompts), "--steps", "2",
+                 "--runs-dir", str(runs_dir), "--run-name", name, "--device", "cpu", *flags,
+                 *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]])
+
+
 @pytest.mark.parametrize("flags", [
     ["--method", "grpo"],
     ["--routing", "span", "--checkpoint-every", "1", "--keep-checkpoints", "1"],
     ["--relevance", "js_specific", "--kl-beta", "0.1", "--inner-epochs", "2"],
 ], ids=["grpo", "span", "js_specific-kl-inner2"])
 def test_cli_backend_trl_runs_every_method_and_option(micro_model, prompt_file, tmp_path, flags, capsys):
-    from core.cli import main
-
-    code = main(["train", "--backend", "trl", "--model", str(micro_model), "--prompt-set", str(prompt_file),
-                 "--steps", "2", "--runs-dir", str(tmp_path), "--run-name", "opt", "--device", "cpu", *flags,
-                 *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]])
+    code = train_trl_cli(micro_model, prompt_file, tmp_path, "opt", flags)
     assert code == 0, capsys.readouterr()
     store = RunStore(tmp_path / "opt")
     assert store.status()["state"] == "completed" and store.metrics()["step"].tolist() == [1, 2]

@@ -4,7 +4,7 @@ each, and MRTPOTrainer's scale-matched GDPO scales TRL-side GDPO's advantages on
 from __future__ import annotations
 
 import pytest
-from test_trl import MICRO, micro, needs_trl, one_batch, trl_args  # noqa: F401, F811 (micro: the fixture)
+from test_trl import micro, needs_trl, one_batch, train_trl_cli, trl_args  # noqa: F401, F811 (micro: the fixture)
 
 from core.run.store import RunStore
 from core.tasks import load_prompt_set, reward_names
@@ -18,13 +18,9 @@ pytestmark = pytest.mark.trl
                                    ["--method", "gdpo", "--reward-scales", "SCALES"]],
                          ids=["shuffle", "entropy", "scale-matched-gdpo"])
 def test_cli_backend_trl_trains_each_control(micro_model, prompt_file, tmp_path, flags, capsys):
-    from core.cli import main
-
     names = reward_names(load_prompt_set(prompt_file))
     flags = [f"{names[0]}=0.5" if f == "SCALES" else f for f in flags]
-    code = main(["train", "--backend", "trl", "--model", str(micro_model), "--prompt-set", str(prompt_file),
-                 "--steps", "2", "--runs-dir", str(tmp_path), "--run-name", "ctl", "--device", "cpu", *flags,
-                 *[f"--{k.replace('_', '-')}={v}" for k, v in MICRO.items()]])
+    code = train_trl_cli(micro_model, prompt_file, tmp_path, "ctl", flags)
     assert code == 0, capsys.readouterr()
     store = RunStore(tmp_path / "ctl")
     assert store.status()["state"] == "completed" and store.metrics()["step"].tolist() == [1, 2]
