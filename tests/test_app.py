@@ -1105,3 +1105,22 @@ def test_long_runs_are_drawn_with_their_lines_thinned_and_exported_whole(tmp_pat
         assert drawn and max(drawn) <= most and min(drawn) >= figures.DISPLAY_POINTS // 2, (name, key, drawn)
     whole = figures.metric_lines({"long": RunStore(w.path).metrics()}, ["reward/all_satisfied"], "t")
     assert points(json.loads(whole.to_json())["data"][0]) == 1500  # the figure itself (the CSV's source) is whole
+
+
+def test_compare_with_seed_groups_lists_the_groups_in_steps_to_reach(tmp_path, monkeypatch):
+    # issue 46, item 7: with seed groups on, "Steps to reach" lists the groups (mean and spread), not the runs
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    names = [f"study-{m}-s{i}" for m in ("gdpo", "mrtpo") for i in range(3)]
+    for n in names:
+        write_synthetic_run(tmp_path, n, steps=4, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                            seed=int(n[-1]))
+    at = page("compare", tmp_path, query={"run": names, "group": "std", "targets": "0, 0.99"})
+    tables = [h.proto.body for h in at.get("html") if "≥ 0.99" in h.proto.body]
+    assert len(tables) == 1
+    body = tables[0]
+    assert "study-gdpo (3 seeds)" in body and "study-mrtpo (3 seeds)" in body and "study-gdpo-s1" not in body
+    assert "1.0 ± 0.0" in body and "not reached (0 of 3)" in body  # every run is at rate >= 0 at step 1
+    assert any("over the group's runs that reached it" in c.value for c in at.caption)
+    at.selectbox(key="compare_group").set_value("none").run()
+    body = next(h.proto.body for h in at.get("html") if "≥ 0.99" in h.proto.body)
+    assert "study-gdpo-s1" in body and "(3 seeds)" not in body

@@ -594,3 +594,62 @@ def test_for_display_thins_long_lines_only_and_leaves_the_figure_whole():
     assert shown.layout.title.text == "t" and shown.data[0].meta == fig.data[0].meta
     short = figures.metric_lines({"r": steps.head(50)}, ["reward/a"], "t")
     assert figures.for_display(short) is short  # nothing to thin: the same figure
+
+
+def test_a_step_without_the_constraint_breaks_the_line_and_its_hover_says_why():
+    """Issue 46, item 10: `reward/task:arithmetic` is not logged at a step whose samples none carry it; the line
+    breaks there (no straight segment across), and a hollow marker at the gap's steps says why on hover."""
+    df = metrics_frame((0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7))
+    df["reward/task:arithmetic"] = [None, 0.5, 0.4, 0.5, None, None, 0.8]
+    for smooth in (0.0, 0.5):
+        fig = figures.metric_lines({"r": df}, {"reward/task:arithmetic": "task:arithmetic"}, "t", smooth=smooth)
+        lines = [tr for tr in fig.data if tr.meta[2] in ("raw", "smoothed")]
+        assert lines and all(tr.connectgaps is False for tr in lines)  # a gap is drawn as a gap
+        assert all(np.isnan(tr.y[i]) for tr in lines for i in (0, 4, 5))
+        (gap,) = [tr for tr in fig.data if tr.meta[2] == "gap"]
+        assert list(gap.x) == [1, 5, 6] and gap.marker.symbol == "circle-open" and gap.showlegend is False
+        assert all("no sample of this step carried task:arithmetic" in t for t in gap.hovertext)
+        assert gap.y[0] == pytest.approx(lines[-1].y[1])  # before the first value: at the first value's height
+        assert figures.plotted_series({"t": fig})["kind"].isin(["raw", "smoothed"]).all()  # the CSV: values only
+    long = pd.DataFrame({"step": range(1, 41), "reward/task:arithmetic": [0.5] * 19 + [None, 0.4, None] + [0.6] * 18})
+    fig = figures.metric_lines({"r": long}, {"reward/task:arithmetic": "task:arithmetic"}, "t")
+    assert fig.data[0].mode == "lines"  # 40 points: no markers, so a value alone between gaps would not show
+    assert any(21 in list(tr.x) and "markers" in tr.mode for tr in fig.data if tr.meta[2] == "alone")
+    other = figures.metric_lines({"r": df}, {"js/x/mean": "x"}, "t")  # a key the frame lacks: nothing to say
+    assert not [tr for tr in other.data if tr.meta and tr.meta[2] == "gap"]
+
+
+def test_steps_to_reach_of_seed_groups_mean_and_spread_by_hand():
+    """Issue 46, item 7: with seed groups on, the table lists the groups (mean and spread of the first steps)."""
+    from mrtpo_viz.reach import group_steps_to_reach
+
+    runs = {"g-s0": (0.1, 0.3, 0.6, 0.8), "g-s1": (0.3, 0.6, 0.6, 0.6), "g-s2": (0.1, 0.2, 0.2, 0.2),
+            "h-s0": (0.0, 0.1)}
+    table = analysis.steps_to_reach({r: metrics_frame(v) for r, v in runs.items()}, [0.25, 0.5, 0.75])
+    groups = {"g (3 seeds)": ["g-s0", "g-s1", "g-s2"], "h": ["h-s0"], "none": ["x"]}
+    out = group_steps_to_reach(table, groups, [0.25, 0.5, 0.75]).set_index("group")
+    assert list(out.index) == ["g (3 seeds)", "h", "none"] and out.loc["g (3 seeds)", "runs"] == 3
+    # first steps at 0.25: 2, 1 (g-s2 never): mean 1.5, sample std 0.707
+    assert out.loc["g (3 seeds)", "≥ 0.25"] == "1.5 ± 0.7 (2 of 3)"
+    assert out.loc["g (3 seeds)", "≥ 0.5"] == "2.5 ± 0.7 (2 of 3)"
+    assert out.loc["g (3 seeds)", "≥ 0.75"] == "4.0 (1 of 3)"
+    assert out.loc["g (3 seeds)", "best"] == "0.533 ± 0.306"  # bests 0.8, 0.6, 0.2
+    assert out.loc["h", "≥ 0.25"] == "not reached (0 of 1)" and out.loc["h", "best"] == "0.100"
+    assert out.loc["none", "≥ 0.5"] == "no data" and out.loc["none", "runs"] == 0
+    minmax = group_steps_to_reach(table, groups, [0.25], band="minmax").set_index("group")
+    assert minmax.loc["g (3 seeds)", "≥ 0.25"] == "1.5 (1.0–2.0) (2 of 3)"
+
+
+def test_a_seed_groups_band_is_filled_and_outlined_in_its_colour():
+    """Issue 46, item 7: a band of fill opacity 0.15 without an outline was barely visible in a light colour."""
+    a = pd.DataFrame({"step": [1, 2], "reward/all_satisfied": [0.2, 0.4]})
+    b = pd.DataFrame({"step": [1, 2], "reward/all_satisfied": [0.4, 0.8]})
+    groups = analysis.group_metrics({"a": a, "b": b}, {"gdpo (2 seeds)": ["a", "b"]}, "std")
+    fig = figures.metric_lines(groups, {"reward/all_satisfied": "all satisfied"}, "t", color_by="run")
+    hi, lo, line = fig.data
+    r, g, b_ = (int(line.line.color[i:i + 2], 16) for i in (1, 3, 5))
+    fill = [float(v) for v in lo.fillcolor[5:-1].split(",")]
+    assert fill[:3] == [r, g, b_] and fill[3] >= 0.25
+    for edge in (hi, lo):
+        assert edge.line.width >= 1 and edge.line.color.startswith(f"rgba({r},{g},{b_},")
+        assert float(edge.line.color[:-1].split(",")[3]) >= 0.6

@@ -54,7 +54,11 @@ def metric_lines(
     log_y: a logarithmic y axis (values <= 0 are not drawn).
     A frame of a seed group (`analysis.group_metrics`: "run" is the group) with `<key>::lo` / `<key>::hi` columns
     gets its band drawn, filled in the line's colour, under its mean line.
-    Each trace's `meta` is [run, key, "raw" | "smoothed" | "band low" | "band high"] (`plotted_series` exports them).
+    A step whose row lacks the key (no sample of it carried that reward, no JS for it) breaks the line: a gap, not
+    a straight segment, marked by a hollow marker whose hover says why (`gap_traces`); eval keys, logged at
+    checkpoint steps only, are bridged.
+    Each trace's `meta` is [run, key, "raw" | "smoothed" | "band low" | "band high" | "gap" | "alone"]
+    (`plotted_series` exports the values, not the gaps' marks).
     layout=False: the traces (and a log axis, a "no data" note) without title, axis titles and legend: a panel for
     `small_multiples`, which lays out the whole figure (laying out each panel took most of a panel's time).
     """
@@ -92,24 +96,31 @@ def metric_lines(
                 lo, hi = (pd.to_numeric(df[k], errors="coerce") for k in (lo_key, hi_key))
                 if smooth > 0:
                     lo, hi = ema(lo, smooth), ema(hi, smooth)
-                fig.add_trace(go.Scatter(x=df[x], y=hi, mode="lines", line=dict(width=0), showlegend=False,
+                # the band filled and outlined in the line's colour, so that a light colour's band (GDPO's
+                # yellow beside MRTPO's) stays visible on a white page
+                edge = dict(width=BAND_EDGE_WIDTH, color=_rgba(color, BAND_EDGE_ALPHA))
+                fig.add_trace(go.Scatter(x=df[x], y=hi, mode="lines", line=edge, showlegend=False,
                                          hoverinfo="skip", legendgroup=group, meta=[run, key, "band high"]))
-                fig.add_trace(go.Scatter(x=df[x], y=lo, mode="lines", line=dict(width=0), showlegend=False,
+                fig.add_trace(go.Scatter(x=df[x], y=lo, mode="lines", line=edge, showlegend=False,
                                          hoverinfo="skip", legendgroup=group, fill="tonexty",
-                                         fillcolor=_rgba(color, 0.15), meta=[run, key, "band low"]))
+                                         fillcolor=_rgba(color, BAND_FILL_ALPHA), meta=[run, key, "band low"]))
+            bridge = key.startswith("eval/")  # eval keys exist only at checkpoint steps: bridged; others break
             if smooth > 0:
                 fig.add_trace(go.Scatter(  # the raw values, faint under the smoothed line
-                    x=df[x], y=y, mode="lines", connectgaps=True, name=name, showlegend=False, hoverinfo="skip",
+                    x=df[x], y=y, mode="lines", connectgaps=bridge, name=name, showlegend=False, hoverinfo="skip",
                     opacity=0.25, line=dict(color=color, dash=dash, width=1), legendgroup=group,
                     meta=[run, key, "raw"]))
+            shown_y = ema(y, smooth) if smooth > 0 else y
             fig.add_trace(
                 go.Scatter(
-                    # connectgaps: eval keys exist only at checkpoint steps
-                    x=df[x], y=ema(y, smooth) if smooth > 0 else y, mode=mode, connectgaps=True, name=name,
+                    x=df[x], y=shown_y, mode=mode, connectgaps=bridge, name=name,
                     line=dict(color=color, dash=dash, width=width), marker=dict(size=5), legendgroup=group,
                     meta=[run, key, "smoothed" if smooth > 0 else "raw"],
                 )
             )
+            if not bridge:
+                for trace in gap_traces(df[x], shown_y, key, label, color, group, run, alone=mode == "lines"):
+                    fig.add_trace(trace)
     if layout:
         _layout(fig, title, yaxis_title, xaxis_title or X_TITLES.get(x, x), height=height)
     if not fig.data:
@@ -126,6 +137,45 @@ def metric_lines(
     return fig
 
 
+def gap_reason(key: str, label: str) -> str:
+    """Why a per-step metric has no value at a step that was logged (its row exists, this key does not)."""
+    name = key.split("/")[1] if key.count("/") >= 1 else key
+    if key.startswith("reward/") and key != "reward/all_satisfied":
+        return f"no sample of this step carried {label} (its prompts do not state it), so it has no mean"
+    if key.startswith(("js/", "span/")):
+        return (f"no contrastive pass for {name} at this step (no sample carried it, or every group it was in "
+                "scored the same, so its advantage was 0)")
+    return "this step logged no value for it"
+
+
+def gap_traces(x: pd.Series, y: pd.Series, key: str, label: str, color: str, group: str, run: str,
+               alone: bool = True) -> list[go.Scatter]:
+    """The marks of a line's gaps (its steps without a value: the line breaks there): a hollow marker at each,
+    at the height the line would pass (interpolated; before the first or after the last value, at that value),
+    whose hover says why (`gap_reason`); `alone`: the values with a gap on both sides as markers (a line of
+    one point draws nothing). Traces' `meta` kind "gap" / "alone": `plotted_series` leaves them out."""
+    y = pd.to_numeric(pd.Series(list(y)), errors="coerce")
+    x = pd.Series(list(x))
+    missing = y.isna().to_numpy()
+    if not missing.any() or missing.all():
+        return []
+    traces = []
+    where = y.interpolate(limit_direction="both")
+    why = gap_reason(key, label)
+    xs = x[missing].tolist()
+    traces.append(go.Scatter(
+        x=xs, y=where[missing].tolist(), mode="markers", showlegend=False, legendgroup=group,
+        marker=dict(symbol="circle-open", size=7, color=color, line=dict(width=1)), opacity=0.7,
+        hovertext=[f"{label}, step {v}: no value — {why}" for v in xs], hoverinfo="text", meta=[run, key, "gap"]))
+    before, after = np.r_[True, missing[:-1]], np.r_[missing[1:], True]
+    single = ~missing & before & after
+    if alone and single.any():
+        traces.append(go.Scatter(x=x[single].tolist(), y=y[single].tolist(), mode="markers", showlegend=False,
+                                 legendgroup=group, marker=dict(size=5, color=color), name=label,
+                                 meta=[run, key, "alone"]))
+    return traces
+
+
 def nonpositive_count(fig: go.Figure) -> int:
     """How many finite y values <= 0 the figure's drawn lines hold (a log axis cannot show them; the faint raw
     lines under smoothed ones and seed groups' bands are not counted)."""
@@ -133,12 +183,17 @@ def nonpositive_count(fig: go.Figure) -> int:
     for tr in fig.data:
         meta = tr.meta if isinstance(tr.meta, (list, tuple)) else ()
         kind = str(meta[2]) if len(meta) > 2 else ""
-        if tr.y is None or kind.startswith("band") or (kind == "raw" and tr.showlegend is False):
+        if tr.y is None or kind.startswith("band") or kind in GAP_KINDS or (kind == "raw" and tr.showlegend is False):
             continue
         y = pd.to_numeric(pd.Series(list(tr.y)), errors="coerce")
         n += int((y <= 0).sum())
     return n
 
+
+# A seed group's band: its fill's and its outline's opacity, the outline's width (px); at a fill of 0.15 and no
+# outline the band of a light colour (yellow) was barely visible beside a dark one's (issue 46).
+BAND_FILL_ALPHA, BAND_EDGE_ALPHA, BAND_EDGE_WIDTH = 0.28, 0.75, 1
+GAP_KINDS = ("gap", "alone")  # the marks of a line's gaps (`gap_traces`), not its values
 
 # A line drawn in the browser keeps at most this many points (`for_display`); the figure, and its CSV, keep all.
 DISPLAY_POINTS = 400
@@ -205,7 +260,7 @@ def plotted_series(figures_by_title: Mapping[str, go.Figure]) -> pd.DataFrame:
     for title, fig in figures_by_title.items():
         for tr in fig.data:
             meta = tr.meta if isinstance(tr.meta, (list, tuple)) else None
-            if not meta or len(meta) < 2 or tr.x is None or tr.y is None:
+            if not meta or len(meta) < 2 or tr.x is None or tr.y is None or (len(meta) > 2 and meta[2] in GAP_KINDS):
                 continue
             frames.append(pd.DataFrame({"figure": title, "run": meta[0], "metric": meta[1],
                                         "kind": meta[2] if len(meta) > 2 else "raw", "x": list(tr.x),

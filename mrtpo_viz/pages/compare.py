@@ -1,7 +1,7 @@
 """Compare runs: any logged quantity of the chosen runs overlaid, one colour per run (the all-satisfied rate by
 default; rewards, span overlap and JS as one panel per reward), on the training samples or the held-out eval, with
 the curves' smoothing, x axis, log scale and seed groups (mean and band); and the steps each run needed to reach
-given all-satisfied rates; "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match
+given all-satisfied rates (with seed groups on, per group: the mean and spread of its runs' steps); "any logged metric" plots the metrics.jsonl keys that typed names or glob patterns match
 (`span/*/overlap`, `time/replay`), one panel each; a quantity of several panels is one figure of small panels sharing
 one x axis (a zoom in one panel zooms them all: `figures.small_multiples`). A run without data for the chosen quantity is named, never
 dropped silently. The state is the URL. While a chosen run trains the page is live (`ui.follow_runs`, as Training
@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.choices import routing_source
-from mrtpo_viz import analysis, figures, loaders, ui
+from mrtpo_viz import analysis, figures, loaders, reach, ui
 from mrtpo_viz.figures import panels
 
 PAGE = "compare"
@@ -167,7 +167,20 @@ if targets:
     table.insert(2, "routing", [routing_source(configs[run]) for run in table["run"]])
     table.insert(3, "relevance", [configs[run].get("relevance") if routing_source(configs[run]) == "replay" else None
                                   for run in table["run"]])
-    ui.html_table(analysis.describe_steps_to_reach(table, targets, "no eval data" if source == "eval" else "no data"))
+    no_data = "no eval data" if source == "eval" else "no data"
+    if style["group"]:  # the seed groups, as on the figure: mean and spread of their runs' first steps
+        groups = analysis.seed_groups(configs)
+        by_group = reach.group_steps_to_reach(table.drop(columns=["method", "routing", "relevance"]), groups, targets,
+                                              style["group"], no_data)
+        for i, col in enumerate(("method", "routing", "relevance"), start=2):
+            by_group.insert(i, col, [table.set_index("run").loc[runs[0], col] for runs in groups.values()])
+        ui.html_table(by_group)
+        st.caption(("mean ± std (sample standard deviation)" if style["group"] == "std" else "mean (min–max)")
+                   + " of the first step at that rate over the group's runs that reached it, and of their best "
+                   "rates; (k of n): only k of the group's n runs with data reached it. Pick \"each run\" under "
+                   "Runs for one row per run.")
+    else:
+        ui.html_table(analysis.describe_steps_to_reach(table, targets, no_data))
     st.caption("not reached: the run's logged values stay below that rate; "
                + ("no eval data: the run logged no held-out evaluation (it had no eval prompt set)."
                   if source == "eval" else "no data: the run logged no all-satisfied rate yet."))
