@@ -408,20 +408,31 @@ def evaluate(state: TrainState, chunk: int = 64) -> dict[str, float]:
                             seed=cfg.seed, autocast=state.autocast, chunk=chunk)
 
 
-@torch.no_grad()
 def held_out_metrics(model, tok, items: list, prompt_ids: list[list[int]], names: list[str], *, samples: int,
                      max_new_tokens: int, temperature: float, seed: int, autocast=contextlib.nullcontext,
                      chunk: int = 64) -> dict[str, float]:
     """Sampled responses to held-out prompts `items` (PromptItems, their token ids `prompt_ids`):
-    `eval/reward/<name>`, `eval/all_satisfied`.
-
-    `samples` responses per prompt at the training temperature (the distribution RL changes; greedy
-    decoding saturates some constraints and hides others), with a generator seed fixed per run seed, so
-    every evaluation of a run, and every method trained with that seed, draws the same random numbers.
+    `eval/reward/<name>`, `eval/all_satisfied` (`record.reward_metrics` over `held_out_rewards`' rows).
     Used by the built-in trainer (`evaluate`) and by the trl backend (`core.integrations.trl`).
     """
     if not items:
         return {}
+    rewards = held_out_rewards(model, tok, items, prompt_ids, names, samples=samples, max_new_tokens=max_new_tokens,
+                               temperature=temperature, seed=seed, autocast=autocast, chunk=chunk)
+    return record.reward_metrics(rewards, names, prefix="eval/")
+
+
+@torch.no_grad()
+def held_out_rewards(model, tok, items: list, prompt_ids: list[list[int]], names: list[str], *, samples: int,
+                     max_new_tokens: int, temperature: float, seed: int, autocast=contextlib.nullcontext,
+                     chunk: int = 64) -> torch.Tensor:
+    """Scores (N, K) of `samples` sampled responses per held-out prompt, row r = prompt r // samples (NaN: reward k
+    does not apply to that prompt).
+
+    `samples` responses per prompt at the training temperature (the distribution RL changes; greedy
+    decoding saturates some constraints and hides others), with a generator seed fixed per run seed, so
+    every evaluation of a run, and every method trained with that seed, draws the same random numbers.
+    """
     rows = [i for i in range(len(items)) for _ in range(samples)]
     rewards = torch.full((len(rows), len(names)), float("nan"))  # (N, K)
     for c0 in range(0, len(rows), chunk):
@@ -437,4 +448,4 @@ def held_out_metrics(model, tok, items: list, prompt_ids: list[list[int]], names
             for k, result in enumerate(items[i].verify(text, names)):
                 if result is not None:
                     rewards[c0 + j, k] = float(result.score)
-    return record.reward_metrics(rewards, names, prefix="eval/")
+    return rewards
