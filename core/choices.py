@@ -59,6 +59,28 @@ def routing_source(cfg: Any) -> str | None:
     return get("routing", "replay") if get("method", None) in ROUTED_ESTIMATORS else None
 
 
+def control_label(cfg: Any) -> str | None:
+    """The controls a run trained with (docs/METHOD.md, "Controls"), as the Runs table and Compare name them, or
+    None: `shuffle (seed s)` for a routed run with routing_shuffle on, `top-entropy q=0.2` for routing entropy,
+    `reward scales name=c, ...` for reward_scales (scale-matched GDPO).
+
+    >>> control_label({"method": "mrtpo", "routing_shuffle": "on", "routing_shuffle_seed": 3})
+    'shuffle (seed 3)'
+    >>> control_label({"method": "gdpo", "reward_scales": {"a": 0.84, "b": 0.35}}), control_label({"method": "gdpo"})
+    ('reward scales a=0.84, b=0.35', None)
+    """
+    get = cfg.get if isinstance(cfg, Mapping) else (lambda key, default=None: getattr(cfg, key, default))
+    source = routing_source(cfg)
+    parts = []
+    if source and get("routing_shuffle", "off") == "on":
+        parts.append(f"shuffle (seed {get('routing_shuffle_seed', 0)})")
+    if source == "entropy":
+        parts.append(f"top-entropy q={float(get('entropy_q', 0.2)):g}")
+    if scales := get("reward_scales", None):
+        parts.append("reward scales " + ", ".join(f"{k}={float(v):g}" for k, v in scales.items()))
+    return "; ".join(parts) or None
+
+
 def routes_by_replay(cfg: Any) -> bool:
     """True when the run routes by contrastive replay: the only runs with relevance distances (JS or log-prob)."""
     return routing_source(cfg) == "replay"

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.choices import routing_source
+from core.choices import control_label, routing_source
 
 OUTCOMES = ("any", "satisfied", "violated", "not stated")  # the one vocabulary of outcomes (the metric keys' too)
 
@@ -59,9 +59,10 @@ def with_x_columns(metrics: pd.DataFrame, samples_per_step: int | None) -> pd.Da
 
 # ---------------------------------------------------------------------------------------------- seed groups
 
-# Config fields that name or place a run, or only say how it is recorded: runs that differ in these and in the seed
-# alone were trained with the same recipe.
-NOT_RECIPE = ("seed", "run_name", "runs_dir", "device", "checkpoint_every", "keep_checkpoints", "schema_version")
+# Config fields that name or place a run, or only say how it is recorded: runs that differ in these and in the seeds
+# alone (the shuffle control's seed is one) were trained with the same recipe.
+NOT_RECIPE = ("seed", "routing_shuffle_seed", "run_name", "runs_dir", "device", "checkpoint_every", "keep_checkpoints",
+              "schema_version")
 BANDS = {"std": "mean ± std", "minmax": "min to max"}
 BAND_LO, BAND_HI = "::lo", "::hi"  # suffixes of a group frame's band columns (`group_metrics`)
 _SEED_SUFFIX = re.compile(r"[-_.]?(s|seed)[-_]?\d+$")
@@ -455,6 +456,7 @@ def run_row(label: str, info, cfg: Mapping, status: Mapping, notes: Mapping,
         "method": method,
         "routing": cfg.get("routing") if source else None,
         "relevance": cfg.get("relevance") if source == "replay" else None,
+        "control": control_label({**cfg, "method": method}),
         "lr": cfg.get("lr"),
         "G": cfg.get("group_size"),
         "prompts/step": cfg.get("prompts_per_step"),

@@ -1124,3 +1124,15 @@ def test_compare_with_seed_groups_lists_the_groups_in_steps_to_reach(tmp_path, m
     at.selectbox(key="compare_group").set_value("none").run()
     body = next(h.proto.body for h in at.get("html") if "≥ 0.99" in h.proto.body)
     assert "study-gdpo-s1" in body and "(3 seeds)" not in body
+
+
+def test_compare_names_each_runs_control_in_steps_to_reach(tmp_path, monkeypatch):
+    # issue 42: a js+shuffle run and a scale-matched GDPO run are told from js and GDPO in Compare's table
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    runs = {"js-s0": ("mrtpo", {}), "sh-s0": ("mrtpo", {"routing_shuffle": "on", "routing_shuffle_seed": 4}),
+            "sc-s0": ("gdpo", {"reward_scales": {DEFAULT_REWARDS[0]: 0.5}})}
+    for name, (method, cfg) in runs.items():
+        write_synthetic_run(tmp_path, name, steps=3, method=method, rewards=DEFAULT_REWARDS[:2], n_tokens=4, config=cfg)
+    at = page("compare", tmp_path, query={"run": list(runs), "targets": "0.5"})
+    body = next(h.proto.body for h in at.get("html") if "≥ 0.5" in h.proto.body)
+    assert "control" in body and "shuffle (seed 4)" in body and f"reward scales {DEFAULT_REWARDS[0]}=0.5" in body

@@ -653,3 +653,23 @@ def test_a_seed_groups_band_is_filled_and_outlined_in_its_colour():
     for edge in (hi, lo):
         assert edge.line.width >= 1 and edge.line.color.startswith(f"rgba({r},{g},{b_},")
         assert float(edge.line.color[:-1].split(",")[3]) >= 0.6
+
+
+def test_the_controls_are_named_and_a_shuffle_seed_is_a_seed():
+    # issue 42: the Runs table and Compare tell a control run from the routing it controls
+    from core.choices import control_label
+
+    js = {"method": "mrtpo", "routing": "replay", "relevance": "js"}
+    assert control_label(js) is None and control_label({"method": "gdpo"}) is None
+    assert control_label({**js, "routing_shuffle": "on", "routing_shuffle_seed": 7}) == "shuffle (seed 7)"
+    assert control_label({**js, "routing_shuffle": "off"}) is None
+    assert control_label({"method": "gdpo", "routing_shuffle": "on"}) is None  # gdpo routes nothing to shuffle
+    assert control_label({"method": "mrtpo", "routing": "entropy", "entropy_q": 0.3}) == "top-entropy q=0.3"
+    assert control_label({"method": "gdpo", "reward_scales": {"a": 0.84, "b": 0.35}}) == "reward scales a=0.84, b=0.35"
+    row = analysis.run_row("r", type("I", (), {"method": "mrtpo", "state": "completed", "step": 1, "total_steps": 1,
+                                               "model": "m", "updated_at": None, "source": "runs", "path": "p"})(),
+                           {**js, "routing_shuffle": "on"}, {}, {})
+    assert row["control"] == "shuffle (seed 0)" and row["routing"] == "replay"
+    configs = {f"sh-s{i}": {**js, "routing_shuffle": "on", "seed": i, "routing_shuffle_seed": 10 + i} for i in range(2)}
+    configs["js-s0"] = {**js, "seed": 0}
+    assert analysis.seed_groups(configs) == {"sh (2 seeds)": ["sh-s0", "sh-s1"], "js": ["js-s0"]}

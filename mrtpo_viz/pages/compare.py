@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.choices import routing_source
+from core.choices import control_label, routing_source
 from mrtpo_viz import analysis, figures, loaders, reach, ui
 from mrtpo_viz.figures import panels
 
@@ -167,12 +167,13 @@ if targets:
     table.insert(2, "routing", [routing_source(configs[run]) for run in table["run"]])
     table.insert(3, "relevance", [configs[run].get("relevance") if routing_source(configs[run]) == "replay" else None
                                   for run in table["run"]])
+    table.insert(4, "control", [control_label(configs[run]) for run in table["run"]])
     no_data = "no eval data" if source == "eval" else "no data"
     if style["group"]:  # the seed groups, as on the figure: mean and spread of their runs' first steps
         groups = analysis.seed_groups(configs)
-        by_group = reach.group_steps_to_reach(table.drop(columns=["method", "routing", "relevance"]), groups, targets,
-                                              style["group"], no_data)
-        for i, col in enumerate(("method", "routing", "relevance"), start=2):
+        by_group = reach.group_steps_to_reach(table.drop(columns=["method", "routing", "relevance", "control"]), groups,
+                                              targets, style["group"], no_data)
+        for i, col in enumerate(("method", "routing", "relevance", "control"), start=2):
             by_group.insert(i, col, [table.set_index("run").loc[runs[0], col] for runs in groups.values()])
         ui.html_table(by_group)
         st.caption(("mean ± std (sample standard deviation)" if style["group"] == "std" else "mean (min–max)")
