@@ -103,3 +103,18 @@ def test_run_trains_scores_appends_and_resumes(tmp_path, capsys):
     assert "0 to run" in capsys.readouterr().out
     assert len(pd.read_csv(csv, keep_default_na=False)) == len(df)
     assert "mrtpo-js-shuffle | 1 |" in rep.report(df, n_boot=50)
+
+
+@pytest.mark.subprocess
+def test_the_larger_machine_script_dry_runs(tmp_path):
+    import subprocess
+    import sys
+
+    from core.paths import REPO_ROOT
+
+    out = subprocess.run(["bash", str(REPO_ROOT / "examples" / "study_v4.sh"), "--dry-run", "--seeds", "5",
+                          "--csv", str(tmp_path / "none.csv.gz")], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "PY": sys.executable, "JOBS": "3"})
+    assert out.returncode == 0, out.stderr
+    assert "mrtpo-js-shuffle-s5: to run" in out.stdout and "with 3 jobs" in out.stdout
+    assert "study command exit 0" in out.stdout
