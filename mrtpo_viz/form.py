@@ -18,11 +18,11 @@ from core.config import FIELD_CHOICES, TrainConfig, field_docs, field_types
 
 # Fields the page draws itself: the prompt set (its rewards decide the weight inputs), the model (a
 # preset or a folder), the eval set (a file picker), the reward weights (one input per reward), the
-# custom verifiers module (a path for the command line) and the runs directory (the app's own).
+# custom verifiers module (a path for the command line), the runs directory (the app's own) and the reward scales
+# (one input per reward, under Advanced).
 PAGE_DRAWN = ("model", "prompt_set", "eval_prompt_set", "reward_weights", "custom_verifiers", "runs_dir",
               "reward_contrasts", "reward_scales")
-# not offered here yet: reward_contrasts (mrtpo train --reward-contrasts), reward_scales (scale-matched GDPO's factor
-# per reward: mrtpo train --reward-scales)
+# not offered here yet: reward_contrasts (mrtpo train --reward-contrasts)
 
 # field -> widget settings that differ from what the type gives (label, step, format, advanced)
 OVERRIDES: dict[str, dict[str, Any]] = {

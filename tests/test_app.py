@@ -1136,3 +1136,22 @@ def test_compare_names_each_runs_control_in_steps_to_reach(tmp_path, monkeypatch
     at = page("compare", tmp_path, query={"run": list(runs), "targets": "0.5"})
     body = next(h.proto.body for h in at.get("html") if "≥ 0.5" in h.proto.body)
     assert "control" in body and "shuffle (seed 4)" in body and f"reward scales {DEFAULT_REWARDS[0]}=0.5" in body
+
+
+def test_launch_takes_reward_scales_for_scale_matched_gdpo(runs_dir, prompt_file):
+    # issue 42: the scale-matched GDPO control is on the Launch form (one factor per reward, under Advanced)
+    from mrtpo_viz.pages import launch as launch_page
+
+    at = page("launch", runs_dir)
+    at.selectbox[0].set_value("other file…").run()
+    at.text_input(key="lf_prompt_other").set_value(str(prompt_file)).run()
+    scale_keys = {n.key for n in at.number_input if n.key and n.key.startswith("lfs_")}
+    assert scale_keys == {"lfs_keywords:existence", "lfs_punctuation:no_comma",
+                          "lfs_change_case:english_lowercase", "lfs_task:arithmetic"}
+    at.number_input(key="lfs_task:arithmetic").set_value(0.5)
+    next(b for b in at.button if b.label == "Start training").click()
+    at.run()  # mrtpo (the default method) refuses reward scales: the error is shown, nothing starts
+    assert any("reward_scales" in e.value or "gdpo" in e.value for e in at.error), [e.value for e in at.error]
+    values = launch_page.form_values({"lf_method": "gdpo", "lfs_task:arithmetic": 0.5, "lfs_keywords:existence": 1.0},
+                                     ["task:arithmetic", "keywords:existence"])
+    assert values["reward_scales"] == {"task:arithmetic": 0.5} and values["method"] == "gdpo"

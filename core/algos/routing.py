@@ -189,15 +189,14 @@ def shuffle_routing(weights: Tensor, mask: Tensor, generator: torch.Generator) -
 
     drawn from `generator` (seeded by the caller, the seed recorded). Each row keeps the same multiset of
     weights, hence the same mass sum_t w'[k, i, t] = sum_t w[k, i, t]; only the positions change. Padding
-    (mask 0, at the right) is left as it is. Rows are permuted independently, in the order (i, k).
+    (mask 0) is left as it is. All rows at once: pi_{k,i} = argsort of uniform keys u[i, k, t] (drawn on the
+    CPU from `generator`, +inf on padding so it sorts last), which is a uniform random permutation of the real
+    tokens (ties have probability 0).
     """
-    out = weights.clone()
-    lengths = mask.sum(-1).tolist()  # (B,) T_i
-    for i, n in enumerate(int(x) for x in lengths):
-        for k in range(weights.shape[1]):
-            perm = torch.randperm(n, generator=generator)
-            out[i, k, :n] = weights[i, k, :n][perm]
-    return out
+    real = mask.bool()[:, None, :].expand_as(weights)  # (B, K, T)
+    keys = torch.rand(weights.shape, generator=generator).to(weights.device)
+    order = torch.where(real, keys, torch.full_like(keys, torch.inf)).argsort(dim=-1)  # (B, K, T) real first
+    return torch.where(real, weights.gather(-1, order), weights)
 
 
 def shuffle_generator(seed: int, step: int) -> torch.Generator:

@@ -20,6 +20,7 @@ ERRORS_KEY = "launch_errors"
 MEMORY_KEY = "launch_form_values"  # the values of the last launch, restored when the page is opened again
 LAUNCHED_KEY = ui.LAUNCHED_KEY
 WEIGHT_PREFIX = "lfw_"  # reward weight inputs: lfw_<reward name> (apart from the lf_<field> widgets)
+SCALE_PREFIX = "lfs_"  # reward scale inputs (scale-matched GDPO, issue 42): lfs_<reward name>
 DEFAULTS = TrainConfig()
 FIELDS = form.form_fields()  # one widget per TrainConfig field, from its type, default and doc line
 COLUMNS = 4
@@ -47,6 +48,8 @@ def form_values(state, rewards: list[str]) -> dict:
         values["eval_prompt_set"] = eval_set
     weights = {r: float(state.get(f"{WEIGHT_PREFIX}{r}", 1.0)) for r in rewards}
     values["reward_weights"] = {r: w for r, w in weights.items() if w != 1.0}
+    scales = {r: float(state.get(f"{SCALE_PREFIX}{r}", 1.0)) for r in rewards}
+    values["reward_scales"] = {r: c for r, c in scales.items() if c != 1.0}
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -54,7 +57,7 @@ def remember_form() -> None:
     """Keep the form's values for the next launch (Streamlit forgets a widget's state when its page is left);
     the run name is not kept, since it is now taken."""
     st.session_state[MEMORY_KEY] = {k: v for k, v in st.session_state.items()
-                                    if isinstance(k, str) and k.startswith((form.PREFIX, WEIGHT_PREFIX))
+                                    if isinstance(k, str) and k.startswith((form.PREFIX, WEIGHT_PREFIX, SCALE_PREFIX))
                                     and k != form.widget_key("run_name")}
 
 
@@ -161,6 +164,15 @@ with st.container(border=True):
         e1.selectbox("Held-out eval prompt set (scored at checkpoints)", ["none", *prompt_files],
                      key=form.widget_key("eval_prompt_set"))
         show_error("eval_prompt_set", e1)
+        if rewards:
+            st.markdown("**Reward scales** (GDPO only, the scale-matched control: reward k's group advantage times "
+                        "c_k; 1 leaves it as it is)")
+            c = st.columns(min(COLUMNS, len(rewards)))
+            for i, r in enumerate(rewards):
+                key = f"{SCALE_PREFIX}{r}"
+                c[i % len(c)].number_input(r, min_value=0.0, step=0.05, key=key,
+                                           **({} if key in st.session_state else {"value": 1.0}))
+            show_error("reward_scales")
     show_error(launcher.FORM_ERROR)
     st.button("Start training", type="primary", on_click=submit, args=(rewards,), disabled=bool(prompt_error))
 
