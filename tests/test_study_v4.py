@@ -52,6 +52,7 @@ def test_recompute_from_fixture_csv(tmp_path, capsys):
 
 def test_plan_refuses_arms_the_checkout_lacks(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(study_v4, "CSV", tmp_path / "none.csv.gz")
+    monkeypatch.setattr(study_v4, "SCALES", tmp_path / "no-scales.json")  # before the pilot
     rows = study_v4.plan(["gdpo", "mrtpo-js-shuffle", "gdpo-scaled"], [0], set())
     by_arm = {r["arm"]: r for r in rows}
     assert by_arm["gdpo"]["state"] == "to run"
@@ -61,6 +62,9 @@ def test_plan_refuses_arms_the_checkout_lacks(monkeypatch, tmp_path, capsys):
     assert by_arm["gdpo-scaled"]["state"] == "refused"
     assert study_v4.main(["run", "--dry-run", "--seeds", "0", "1", "--csv", str(tmp_path / "none.csv.gz")]) == 0
     assert "12 runs: 0 done, 10 to run, 2 refused" in capsys.readouterr().out
+    monkeypatch.setattr(study_v4, "SCALES", study_v4.REPO_ROOT / "docs" / "results" / "study-v4-scales.json")
+    assert study_v4.arm_error("gdpo-scaled") == ""  # the pilot's factors are in the repository
+    assert study_v4.run_fields("gdpo-scaled", 0, tmp_path, 150)["reward_scales"]["task:arithmetic"] == 0.8414
 
 
 def test_smoke_settings_never_write_the_study_csv(capsys):

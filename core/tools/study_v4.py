@@ -62,8 +62,9 @@ PILOT_SEEDS = [100, 101]
 STEP_S, EVAL_S, EVALS, SETS_SCORED = 2.0, 25.0, 15, 2
 
 
-def arm_error(arm: str, scales: Path = SCALES) -> str:
-    """Why this checkout cannot train `arm` ("" when it can)."""
+def arm_error(arm: str, scales: Path | None = None) -> str:
+    """Why this checkout cannot train `arm` ("" when it can); `scales`: the factors file (default SCALES)."""
+    scales = scales or SCALES
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     missing = [k for k in ARMS[arm] if k not in fields]
     if missing:
@@ -96,8 +97,9 @@ def done_runs(csv: Path) -> set[tuple[str, int]]:
     return {(a, int(s)) for a, s in df[df["metric"] == rep.DONE][["arm", "seed"]].itertuples(index=False)}
 
 
-def run_fields(arm: str, seed: int, out: Path, steps: int, scales: Path = SCALES) -> dict[str, Any]:
+def run_fields(arm: str, seed: int, out: Path, steps: int, scales: Path | None = None) -> dict[str, Any]:
     """The TrainConfig fields of one study run (study-v4.md, "Setting" and "Arms")."""
+    scales = scales or SCALES
     fields = {**STUDY_V4, **ARMS[arm], "steps": steps, "seed": seed, "runs_dir": str(out / "runs"),
               "run_name": f"{arm}-s{seed}", "eval_prompt_set": None}
     if "reward_scales" in ARMS[arm]:
@@ -219,8 +221,12 @@ def run_study(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
-            futures = [pool.submit(initial_one, s, out, csv, args.eval_prompts) for s in initial]
-            futures += [pool.submit(run_one, a, s, out, csv, args.steps, args.eval_prompts) for a, s in todo]
+            futures = []
+            for a, s in todo:  # seed by seed, a seed's step-0 scoring just before its first run
+                if s in initial:
+                    initial.remove(s)
+                    futures.append(pool.submit(initial_one, s, out, csv, args.eval_prompts))
+                futures.append(pool.submit(run_one, a, s, out, csv, args.steps, args.eval_prompts))
             for i, fut in enumerate(futures, 1):
                 line = fut.result()
                 failed += "in the CSV" not in line
