@@ -1,14 +1,15 @@
-"""Screenshots of the workbench: Token credit, Training curves, JS divergence and Compare runs.
+"""Screenshots of the workbench: Runs, Token credit, Training curves, JS divergence and Compare runs.
 
 Run from the repository root:
 
     .venv/bin/python docs/screenshot.py [--out docs/img] [--run smollm2-135m-mrtpo-demo] [--step N --sample I]
-        [--theme light|dark] [--pages credit,curves,js] [--compare-dir DIR] [--prefix NAME-]
+        [--theme light|dark] [--pages runs,credit,curves,js] [--compare-dir DIR] [--prefix NAME-]
 
 Starts `python -m core.cli app --headless` on a free port with MRTPO_RUNS_DIR pointing to an empty
 temporary folder (so only the shipped runs in sample_data/runs/ are listed; `--compare-dir` lists the
-runs of DIR instead), drives headless Debian Chromium with Playwright and writes
-`<prefix>token-credit.png`, `<prefix>training-curves.png`, `<prefix>js-divergence.png` and, with
+runs of DIR instead), drives headless Debian Chromium with Playwright and writes (with `runs` among the pages)
+`<prefix>runs.png` (the landing page down to its runs table), `<prefix>token-credit.png`, (with `debugger`)
+`<prefix>debugger.png` (the Verifier debugger's charts), `<prefix>training-curves.png`, `<prefix>js-divergence.png` and, with
 `compare` among the pages, `<prefix>compare.png` (every run of DIR overlaid). `--theme dark` serves the
 app with Streamlit's dark theme. The pages are reached the way a user does (a link that picks the run,
 then the sidebar), so the script works on older versions of the app too (before/after pictures).
@@ -194,13 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=None)
     parser.add_argument("--theme", choices=("light", "dark"), default="light", help="Streamlit theme base")
     parser.add_argument("--pages", default="credit,curves,js",
-                        help="comma-separated, in this order: credit, curves, js, compare (default: %(default)s)")
+                        help="comma-separated, in this order: runs, credit, curves, js, debugger, compare "
+                        "(default: %(default)s)")
     parser.add_argument("--compare-dir", default=None,
                         help="runs directory the app lists (compare overlays all of its runs)")
     parser.add_argument("--prefix", default="", help="file name prefix, e.g. before-dark-")
     args = parser.parse_args(argv)
     pages = [p.strip() for p in args.pages.split(",") if p.strip()]
-    unknown = set(pages) - {"credit", "curves", "js", "compare"}
+    unknown = set(pages) - {"runs", "credit", "curves", "js", "debugger", "compare"}
     if unknown or ("compare" in pages and not args.compare_dir):
         parser.error(f"unknown pages {sorted(unknown)}" if unknown else "compare needs --compare-dir")
     out = Path(args.out)
@@ -224,6 +226,15 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
                     page.set_default_timeout(90000)
+
+                    if "runs" in pages:  # the landing page: its first lines and the runs table
+                        page.goto(url + "/")
+                        wait_for_script(page, "Runs")
+                        table = page.locator('[data-testid="stDataFrame"]').first
+                        table.wait_for()
+                        page.wait_for_timeout(1000)
+                        shoot(page, out / f"{args.prefix}runs.png", main_block_clip(page, table))
+                        page.set_viewport_size(VIEWPORT)
 
                     # Token credit, one row per reward (credit colours + each verifier's span bars); the link picks
                     # the run for the session, so the other pages (opened from the sidebar) show it too.
@@ -253,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
                         fig.wait_for()
                         page.wait_for_timeout(1500)
                         shoot(page, out / f"{args.prefix}js-divergence.png", main_block_clip(page, fig))
+
+                    if "debugger" in pages:  # the Verifier debugger's charts of the run (routing mass, span AUC)
+                        page.set_viewport_size(VIEWPORT)
+                        sidebar(page, "Verifier debugger")
+                        plots = page.locator(".js-plotly-plot")
+                        plots.last.wait_for()
+                        page.wait_for_timeout(1500)
+                        last = max((plots.nth(i) for i in range(plots.count())),
+                                   key=lambda p: p.bounding_box()["y"] + p.bounding_box()["height"])
+                        shoot(page, out / f"{args.prefix}debugger.png", main_block_clip(page, last))
 
                     if "compare" in pages:  # every run of --compare-dir overlaid, and the steps-to-target table
                         # tall enough that the table below the figure is drawn (Streamlit draws elements in view)

@@ -113,3 +113,20 @@ def test_the_landing_page_says_what_the_app_is_and_where_to_start(tmp_path, monk
     write_synthetic_run(tmp_path, "demo", steps=1, rewards=DEFAULT_REWARDS[:2], n_tokens=4)
     text = " ".join(m.value for m in runs_page().markdown)
     assert "Start here" in text and "Launch" in text and "Token credit" in text, text
+
+
+def test_the_runs_table_opens_with_method_and_seed_and_shows_a_dash_for_missing_values(tmp_path, monkeypatch):
+    """Issue 46 item 5 (table): the runs table's first columns are the run, its method and seed, its state, progress
+    and summary metrics (`ui.runs_table.KEY_COLUMNS`); a missing value (here the held-out rate of a run with no
+    evaluation, and a GDPO run's routing) reads "–", not "None". The widths at 1,400 px: tests/test_browser_pages.py."""
+    from mrtpo_viz.ui.runs_table import KEY_COLUMNS
+
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+    write_synthetic_run(tmp_path, "no-eval", steps=1, method="gdpo", rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+                        with_eval=False)
+    at = runs_page()
+    table = at.dataframe[0]
+    assert list(table.value.columns[:len(KEY_COLUMNS)]) == list(KEY_COLUMNS), list(table.value.columns)
+    row = table.value[table.value["run"] == "no-eval"].iloc[0]
+    assert row["held-out (last)"] is None or row["held-out (last)"] != row["held-out (last)"]  # missing: None / NaN
+    assert table.proto.placeholder == "–"

@@ -1,5 +1,6 @@
-"""mrtpo_viz.server.serve.ChartPagePreload, the middleware of mrtpo_viz/server/asgi.py: the HTML page of a chart page gets the
-chart module's preload and start script in its <head>; nothing else changes. Driven here with ASGI messages of a
+"""mrtpo_viz.server.serve.ChartPagePreload, the middleware of mrtpo_viz/server/asgi.py: every page's HTML names the app's
+root as the server's base, a chart page's gets the chart module's preload and start script in its <head> too;
+nothing else changes. Driven here with ASGI messages of a
 hand-written inner app (the real Streamlit server is in tests/test_browser.py)."""
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def test_a_chart_page_gets_the_head_uncompressed_with_its_new_length():
         for path in (f"/{page}", f"/{page}/"):
             asked, sent = run(path, chunks=[PAGE[:20], PAGE[20:]])
             assert b"accept-encoding" not in asked and asked[b"host"] == b"x"
-            expected = PAGE.replace(b"</head>", HEAD.encode() + b"</head>")
+            expected = PAGE.replace(b"</head>", serve.BACKEND_BASE_JS.encode() + HEAD.encode() + b"</head>")
             assert body(sent) == expected
             headers = dict(sent[0]["headers"])
             assert sent[0]["status"] == 200 and headers[b"content-length"] == str(len(expected)).encode()
@@ -58,10 +59,21 @@ def test_a_chart_page_gets_the_head_uncompressed_with_its_new_length():
             assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
 
 
-def test_other_pages_files_the_websocket_and_other_answers_pass_untouched():
-    for path, kind, method in (("/", "http", "GET"), ("/credit", "http", "GET"), ("/launch", "http", "GET"),
-                               ("/static/js/index.js", "http", "GET"), ("/_stcore/stream", "websocket", "GET"),
-                               ("/curves", "http", "HEAD"), ("/curvesx", "http", "GET")):
+def test_every_page_names_the_apps_root_as_the_servers_base_and_only_chart_pages_get_the_chart_head():
+    """Streamlit's browser code tried `<page>/_stcore/health` and `<page>/_stcore/host-config` (404s) before the
+    app's root unless the page names the base (issue 46, item 12; in a browser: tests/test_browser_pages.py)."""
+    for path in ("/", "/credit", "/launch", "/curvesx", "/app/"):
+        asked, sent = run(path, chunks=[PAGE[:20], PAGE[20:]])
+        assert b"accept-encoding" not in asked, path
+        assert body(sent) == PAGE.replace(b"</head>", serve.BACKEND_BASE_JS.encode() + b"</head>"), path
+        assert dict(sent[0]["headers"])[b"content-length"] == str(len(body(sent))).encode()
+    assert "BACKEND_BASE_URL" in serve.BACKEND_BASE_JS and 'new URL(".", window.location.href)' in serve.BACKEND_BASE_JS
+
+
+def test_files_endpoints_the_websocket_and_other_answers_pass_untouched():
+    for path, kind, method in (("/static/js/index.js", "http", "GET"), ("/_stcore/stream", "websocket", "GET"),
+                               ("/_stcore/health", "http", "GET"), ("/curves/_stcore/host-config", "http", "GET"),
+                               ("/favicon.png", "http", "GET"), ("/curves", "http", "HEAD")):
         asked, sent = run(path, chunks=[PAGE[:20], PAGE[20:]], kind=kind, method=method)
         assert asked[b"accept-encoding"] == b"gzip, br" and body(sent) == PAGE, path
         assert len(sent) == 3  # the inner app's messages as they were

@@ -6,7 +6,7 @@ and one dash style per run. No Streamlit here; never imports torch.
 
 One module a topic, the pages use `figures.<name>`: `style` (palettes, dashes, the theme's text colour, layout
 helpers), `lines` (line charts of per-step metrics, their thinning for the browser, small multiples), `training`
-(the Training curves and Compare figures), `tokens` (per-token figures of one sample); `panels` (what each
+(the Training curves and Compare figures), `span_auc` (the Verifier debugger's span AUC per reward), `tokens` (per-token figures of one sample); `panels` (what each
 Training curves panel and Compare quantity plots, and when it applies) is imported as `figures.panels`.
 """
 
@@ -21,6 +21,7 @@ from mrtpo_viz.figures.lines import (  # noqa: F401
     reward_series,
     small_multiples,
 )
+from mrtpo_viz.figures.span_auc import auc_figure, auc_scope, auc_title, rolling_mean  # noqa: F401
 from mrtpo_viz.figures.style import (  # noqa: F401
     ALL_SATISFIED_COLOR,
     FOREGROUND,
@@ -48,7 +49,6 @@ from mrtpo_viz.figures.tokens import (  # noqa: F401
     token_ticks,
 )
 from mrtpo_viz.figures.training import (  # noqa: F401
-    auc_figure,
     loss_figure,
     per_reward_lines,
     replay_training_figure,

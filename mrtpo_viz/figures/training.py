@@ -1,4 +1,4 @@
-"""The Training curves and Compare figures: per-reward curves, replay metrics, loss, span AUC and step times."""
+"""The Training curves and Compare figures: per-reward curves, replay metrics, loss and step times."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from plotly.subplots import make_subplots
 from mrtpo_viz.figures.lines import X_TITLES, metric_lines, reward_series, small_multiples
 from mrtpo_viz.figures.style import (
     FOREGROUND,
-    MARKERS_BELOW,
     MAX_BARS,
     OTHER_PALETTE,
-    RUN_DASHES,
     SMALL_MULTIPLES_FROM,
     TIME_PARTS,
     _empty,
@@ -89,36 +87,6 @@ def loss_figure(metrics_by_run: Mapping[str, pd.DataFrame], with_kl: bool = True
     if not with_kl:
         series.pop("loss/kl")
     return metric_lines(metrics_by_run, series, "Loss parts", "loss", **style)
-
-
-def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequence[str]) -> go.Figure:
-    """ROC AUC of JS for span vs non-span tokens per reward (solid), with its control (dotted, same colour):
-    the AUC of another reward's JS on the same spans. A dashed grey line marks chance (0.5)."""
-    cols = reward_colors(reward_names)
-    fig = go.Figure()
-    multi = len(metrics_by_run) > 1
-    for r, (run, df) in enumerate(metrics_by_run.items()):
-        if df is None or df.empty:
-            continue
-        for n in reward_names:
-            for key, suffix, dash, width in ((f"span/{n}/auc", "AUC", RUN_DASHES[r % len(RUN_DASHES)], 2.5),
-                                             (f"span/{n}/auc_control", "control", "dot", 1.5)):
-                if key not in df.columns or pd.to_numeric(df[key], errors="coerce").isna().all():
-                    continue
-                fig.add_trace(go.Scatter(
-                    x=df["step"], y=pd.to_numeric(df[key], errors="coerce"),
-                    mode="lines+markers" if len(df) < MARKERS_BELOW else "lines",  # 1000s of markers: seconds to draw
-                    name=(f"{run} · " if multi else "") + (n if suffix == "AUC" else f"{n} control"),
-                    line=dict(color=cols[n], dash=dash, width=width), marker=dict(size=4), meta=[run, key],
-                    # one legend entry per reward: clicking it toggles the AUC and its control together
-                    legendgroup=f"{run}/{n}", showlegend=suffix == "AUC",
-                ))
-    _layout(fig, "Span ROC AUC of JS (dotted: control)", "AUC")
-    if not fig.data:
-        return _empty(fig, "no span AUC metrics (GRPO/GDPO runs do no replay)")
-    fig.add_hline(y=0.5, line=dict(color="#999", dash="dash", width=1))
-    fig.update_yaxes(range=[0, 1.02])
-    return fig
 
 
 def step_time_figure(metrics_by_run: Mapping[str, pd.DataFrame]) -> go.Figure:

@@ -1,7 +1,7 @@
 """Verifier debugger: does each reward's credit land where its verifier looks?
 
 Per reward over steps: routing mass inside the verifier's spans and the span ROC AUC of JS with its
-control; the samples where routing and spans disagree most (each opens in Token credit); and a
+control (one panel per reward, optionally smoothed, with what each point is computed over); the samples where routing and spans disagree most (each opens in Token credit); and a
 playground that runs a verifier on text the user types. The two are tabs of which only the open one runs
 (`ui.view_tabs`; link parameter view=playground).
 """
@@ -29,6 +29,8 @@ EXAMPLE_ARGS = {"keywords": ["river"], "forbidden_words": ["bad"], "keyword": "r
                 "prompt_to_repeat": "Describe a river."}
 
 PAGE = "debugger"
+SMOOTH_WINDOWS = (1, 3, 5, 10, 20)  # the span AUC's rolling-mean windows in steps (1: off)
+SMOOTH_FROM = 20  # a run with this many logged steps opens with the AUC smoothed over 5
 VIEWS = {"run": "Credit vs spans in a run", "playground": "Verifier playground"}
 
 
@@ -59,18 +61,25 @@ def run_view(target: dict) -> None:
     ui.show_warnings(loaders.run_label(run), warnings)
     mm = {loaders.run_label(run): metrics}
     key = (path, loaders.run_label(run), loaders.file_key(run.path / "metrics.jsonl"), tuple(rewards))
-    left, right = st.columns(2)
     ui.chart(ui.cached_figure(("dbg_mass", *key), lambda: figures.for_display(figures.per_reward_lines(
         mm, rewards, "span/{name}/mass_in", "Routing mass inside the verifier's spans", "share"))),
-        key="fig_dbg_mass", where=left)
-    ui.chart(ui.cached_figure(("dbg_auc", *key), lambda: figures.for_display(figures.auc_figure(mm, rewards))),
-             key="fig_dbg_auc", where=right)
+        key="fig_dbg_mass")
+    window = st.select_slider("Smooth the span AUC: rolling mean over", SMOOTH_WINDOWS, key="dbg_auc_window",
+                              value=1 if len(metrics) < SMOOTH_FROM else 5,
+                              format_func=lambda w: "off" if w == 1 else f"{w} steps",
+                              help="the trailing mean of the last w logged steps; the raw values stay drawn, faint")
+    ui.chart(ui.cached_figure(("dbg_auc", window, *key),
+                              lambda: figures.for_display(figures.auc_figure(mm, rewards, window=window))),
+             key="fig_dbg_auc")
+    st.caption(figures.auc_scope(loaders.config(path)[0]))
 
     steps = loaders.credit_steps(path)
     if not steps:
         st.info("This run has no credit maps yet.")
     else:
-        last_n = c2.number_input("Scan the last N steps", 1, len(steps), min(5, len(steps)))
+        last_n = c2.number_input("Table: scan the last N steps", 1, len(steps), min(5, len(steps)),
+                                 help="how many of the newest steps with credit maps the table of disagreements below "
+                                      "ranks; the charts show every step")
         indexes = {}  # per (sample, reward) routing mass and span size, from each step's footer
         for s in steps[-int(last_n):]:
             ix, w = loaders.credit_index(path, s)
@@ -78,8 +87,10 @@ def run_view(target: dict) -> None:
             indexes[s] = ix
         table = analysis.disagreement_from_index(indexes, top=25)
         st.subheader("Where routing and spans disagree most")
-        st.caption("mass_in: share of the reward's routing weight on tokens its verifier inspected; span_share: "
-                   "what uniform routing would put there. Select a row, or follow its link, to open the sample.")
+        st.caption(f"Over the samples of the last {int(last_n)} of the run's {len(steps)} steps with credit maps "
+                   "(set above: Table: scan the last N steps). mass_in: share of the reward's routing weight on tokens "
+                   "its verifier inspected; span_share: what uniform routing would put there. Select a row, or follow "
+                   "its link, to open the sample.")
         if table.empty:
             st.info("No sample with verifier spans in these steps.")
         else:

@@ -16,12 +16,12 @@ import streamlit as st
 from core.run.store import ACTIVE_STATES, RunStoreError, read_notes, write_notes
 from mrtpo_viz import analysis, launcher, loaders, ui
 from mrtpo_viz.paths import run_sources
+from mrtpo_viz.ui import runs_table
 
 INSPECT_PAGES = (("mrtpo_viz/pages/curves.py", "Training curves", ":material/show_chart:"),
                  ("mrtpo_viz/pages/credit.py", "Token credit", ":material/format_color_fill:"),
                  ("mrtpo_viz/pages/js.py", "JS divergence", ":material/difference:"),
                  ("mrtpo_viz/pages/debugger.py", "Verifier debugger", ":material/bug_report:"))
-SUMMARY_COLUMNS = ("all satisfied (last)", "all satisfied (best)", "held-out (last)")
 CONFIRM_KEY = "runs_confirm"  # (action, run path) awaiting confirmation
 NOTICE_KEY = "runs_notice"  # what the last Resume / Extend said, shown once after the page is drawn again
 
@@ -81,15 +81,10 @@ def _select(key: str, paths: list[str]) -> None:
 
 def draw_table(frame: pd.DataFrame, key: str) -> None:
     st.dataframe(
-        frame.drop(columns=["source"]), hide_index=True, width="stretch",
+        runs_table.ordered(frame.drop(columns=["source"])), hide_index=True, width="stretch",
+        placeholder=runs_table.MISSING,
         on_select=functools.partial(_select, key, frame["path"].tolist()),
-        selection_mode="single-row", key=key,
-        column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0,
-                                                                   format="percent"),
-                       "lr": st.column_config.NumberColumn("lr", format="%.1e"), "path": None,
-                       **{c: st.column_config.NumberColumn(c, format="%.3f") for c in SUMMARY_COLUMNS},
-                       "s/step": st.column_config.NumberColumn("s/step", format="%.2f",
-                                                               help="median seconds per training step")},
+        selection_mode="single-row", key=key, column_config=runs_table.column_config(),
     )
 
 

@@ -89,6 +89,20 @@ def _warm_up(t0: float) -> float:
 # The url paths (app.py) of the pages that draw Plotly charts: they call `ui.page_runs(charts=True)`.
 CHART_PAGES = ("curves", "js", "debugger", "compare")
 
+# Added to the <head> of every page: the app's root URL as the server's base for Streamlit's browser code. Without it
+# that code takes the page's own URL for the base and tries `<page>/_stcore/health` and `<page>/_stcore/host-config`
+# first (404 each, two console errors on every page but Runs), then the URL one level up. The root is where the page's
+# own `./static/...` files resolve (`.` of the page's URL), so it holds under a base URL path or a proxy's prefix.
+BACKEND_BASE_JS = ('<script data-backend-base>window.__streamlit = Object.assign({}, window.__streamlit, '
+                   '{BACKEND_BASE_URL: new URL(".", window.location.href).href});</script>')
+
+
+def is_page_path(path: str) -> bool:
+    """Whether a request path may be a page's URL (Streamlit answers it with index.html): not a file (its last part
+    has no dot) and nothing under `_stcore/` (the server's own endpoints)."""
+    parts = path.strip("/").split("/")
+    return "." not in parts[-1] and "_stcore" not in parts
+
 # Added to the <head> of a chart page: run the chart code (`%(run)s`: Streamlit's chart module, or the plotly.js
 # bundle) as soon as the page's script starts on the server. Not before: the code takes the browser's main thread
 # (Streamlit's module ~0.7 s, the bundle ~0.3 s), and before that moment it would hold up Streamlit's own start and
@@ -137,10 +151,10 @@ def bundle_page_head(bundle: str, modules: list[str]) -> str:
 
 
 class ChartPagePreload:
-    """ASGI middleware around Streamlit (`mrtpo_viz/server/asgi.py`): the HTML page of a chart page (`CHART_PAGES`, the
-    app's index.html, which Streamlit serves for every page path) gets `head` before its `</head>`; the request is
-    passed on without Accept-Encoding, so that the page comes back uncompressed to edit (index.html is ~7 kB, sent
-    once per visit). A GET of the plotly.js bundle's URL path (`ui.charts.bundle`) is answered here with the file
+    """ASGI middleware around Streamlit (`mrtpo_viz/server/asgi.py`): the HTML page of every page (the app's
+    index.html, which Streamlit serves for every page path, `is_page_path`) gets `BACKEND_BASE_JS` before its
+    `</head>`, and a chart page's (`CHART_PAGES`) `head` too; the request is passed on without Accept-Encoding, so
+    that the page comes back uncompressed to edit (index.html is ~7 kB, sent once per visit). A GET of the plotly.js bundle's URL path (`ui.charts.bundle`) is answered here with the file
     (gzipped where the browser accepts it; the version is in the path, so the browser may keep it); its presence
     makes the pages draw with it (`ui.charts.serve_bundle`). A POST to `<root>/_mrtpo/settled`
     (`ui.warm.SETTLED_PATH`: a browser has drawn its first page, `ui.prefetch`) is answered here (204) and lets
@@ -198,9 +212,10 @@ class ChartPagePreload:
         await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
 
     async def edited(self, scope, receive, send):
-        """An HTTP request: a chart page's HTML edited, anything else passed on."""
-        if scope.get("method") != "GET" or scope["path"] not in self.paths or not self.head:
+        """An HTTP request: a page's HTML edited, anything else passed on."""
+        if scope.get("method") != "GET" or not is_page_path(scope["path"]):
             return await self.app(scope, receive, send)
+        head = BACKEND_BASE_JS.encode() + (self.head if scope["path"] in self.paths else b"")
         scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"accept-encoding"]}
         start: dict = {}
         body: list[bytes] = []
@@ -218,7 +233,7 @@ class ChartPagePreload:
             headers = list(start.get("headers", []))
             html = dict(headers).get(b"content-type", b"").startswith(b"text/html")
             if start.get("status") == 200 and html and b"</head>" in page:
-                page = page.replace(b"</head>", self.head + b"</head>", 1)
+                page = page.replace(b"</head>", head + b"</head>", 1)
             headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
             await send({**start, "headers": headers + [(b"content-length", str(len(page)).encode())]})
             await send({"type": "http.response.body", "body": page})
