@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 import torch
 
 from core.algos.routing import RELEVANCE
@@ -66,3 +67,52 @@ def test_interval95_hand_computed():
     lo, hi = interval95([1.0, 2.0, 3.0, 4.0, float("nan")])
     assert abs(lo - (2.5 - 2.05397)) < 1e-4 and abs(hi - (2.5 + 2.05397)) < 1e-4
     assert all(math.isnan(v) for v in interval95([1.0]))
+
+
+def _tiny_argv(prompt_file, out, *extra):
+    return ["--model", "tiny-instruct", "--prompt-set", str(prompt_file), "--prompts", "4", "--samples", "2",
+            "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(out), *extra]
+
+
+def test_bench_saves_each_batch_and_resumes_to_the_same_numbers(prompt_file, tmp_path, monkeypatch):
+    from core.tools import bench_faithfulness as bench
+
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "whole")) == 0
+    whole = pd.read_csv(tmp_path / "whole" / "faithfulness-tiny-instruct-clip.csv")
+    # a crash in batch 2: batch 1 is on disk already, batch 2 is not
+    real = bench.run_batch
+
+    def crash_in_batch_2(args, base, state, gdpo, batch):
+        if batch == 2:
+            raise RuntimeError("simulated crash")
+        return real(args, base, state, gdpo, batch)
+
+    monkeypatch.setattr(bench, "run_batch", crash_in_batch_2)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        bench.main(_tiny_argv(prompt_file, tmp_path / "resumed"))
+    saved = tmp_path / "resumed" / "faithfulness-tiny-instruct-clip-batches"
+    assert sorted(p.name for p in saved.glob("batch-*")) == ["batch-0001.csv"]
+    assert not (tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.csv").exists()
+    # the re-run computes batch 2 only and reports the same numbers as the uninterrupted run
+    done: list[int] = []
+
+    def counting(args, base, state, gdpo, batch):
+        done.append(batch)
+        return real(args, base, state, gdpo, batch)
+
+    monkeypatch.setattr(bench, "run_batch", counting)
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "resumed")) == 0
+    assert done == [2]
+    resumed = pd.read_csv(tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.csv")
+    pd.testing.assert_frame_equal(resumed, whole)
+    # a --batches limit reports the first batches only, and says so
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "resumed", "--batches", "1")) == 0
+    assert done == [2] and "batches 1 of 2" in (tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.md").read_text()
+
+
+def test_bench_refuses_to_resume_with_other_settings(prompt_file, tmp_path):
+    from core.tools import bench_faithfulness as bench
+
+    assert bench.main(_tiny_argv(prompt_file, tmp_path, "--batches", "1")) == 0
+    with pytest.raises(SystemExit, match=r"other settings \(seed: saved 0, now 1\)"):
+        bench.main(_tiny_argv(prompt_file, tmp_path, "--seed", "1"))
