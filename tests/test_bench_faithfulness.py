@@ -116,3 +116,16 @@ def test_bench_refuses_to_resume_with_other_settings(prompt_file, tmp_path):
     assert bench.main(_tiny_argv(prompt_file, tmp_path, "--batches", "1")) == 0
     with pytest.raises(SystemExit, match=r"other settings \(seed: saved 0, now 1\)"):
         bench.main(_tiny_argv(prompt_file, tmp_path, "--seed", "1"))
+
+
+def test_progress_line_per_batch(prompt_file, tmp_path, capsys):
+    from core.tools.bench_faithfulness import main, progress_line
+
+    # ETA: the mean of the computed batches' seconds (10, 20) times the 3 batches left
+    line = progress_line(2, 5, [10.0, 20.0], 3)
+    assert line.startswith("batch 2/5: 20 s, ETA 45 s (") and line.endswith("UTC), 3 to go")
+    assert main(_tiny_argv(prompt_file, tmp_path, "--batches", "1")) == 0
+    assert main(_tiny_argv(prompt_file, tmp_path)) == 0
+    err = capsys.readouterr().err
+    assert "batch 1/1: " in err and "ETA 0 s" in err  # the first run: one batch, none left
+    assert "batch 1/2: saved in" in err and "skipped" in err and "batch 2/2: " in err

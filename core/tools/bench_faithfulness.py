@@ -208,9 +208,16 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     sums: dict[tuple[str, str, str], list[float]] = {}
     cost: dict[str, dict[str, list[float]]] = {}
 
+    spent: list[float] = []  # seconds of each batch computed by this run
     for batch in range(1, n_batches + 1):
-        if not batch_path(folder, batch).exists():
+        if batch_path(folder, batch).exists():
+            print(f"batch {batch}/{n_batches}: saved in {folder}, skipped", file=sys.stderr, flush=True)
+        else:
+            t0 = time.perf_counter()
             save_batch(folder, batch, run_batch(args, base, state, gdpo, batch))
+            spent.append(time.perf_counter() - t0)
+            left = sum(not batch_path(folder, b).exists() for b in range(batch + 1, n_batches + 1))
+            print(progress_line(batch, n_batches, spent, left), file=sys.stderr, flush=True)
         for kind, label, reward, metric, value in load_batch(folder, batch):
             if kind == "cost":
                 cost.setdefault(label, {}).setdefault(metric, []).append(value)
@@ -224,6 +231,14 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     if n_batches < n_all:
         settings["batches"] = f"{n_batches} of {n_all}"
     return rows, cost_rows, settings
+
+
+def progress_line(batch: int, n_batches: int, spent: list[float], left: int) -> str:
+    """"batch i/n: S s, ETA E s (HH:MM UTC)": S the batch's seconds, E the mean seconds of the batches this run
+    computed times the batches still to compute."""
+    eta = sum(spent) / len(spent) * left
+    at = time.strftime("%H:%M UTC", time.gmtime(time.time() + eta))
+    return f"batch {batch}/{n_batches}: {spent[-1]:.0f} s, ETA {eta:.0f} s ({at}), {left} to go"
 
 
 def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
