@@ -122,8 +122,13 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 
 
 def interval95(values: list[float]) -> tuple[float, float]:
-    """95% interval of the mean over batches: mean -/+ t_{0.975, n-1} * sd / sqrt(n) (sd with n - 1);
-    (nan, nan) with fewer than 2 finite values. Degrees of freedom between table entries use the next lower one."""
+    """95% t interval of the mean over batches (docs/METHOD.md, "Intervals over batches"):
+    mean -/+ t_{0.975, n-1} * s / sqrt(n), s the standard deviation with n - 1, over the finite values;
+    (nan, nan) with fewer than 2 finite values. Degrees of freedom between table entries use the next lower one.
+
+    >>> [round(v, 3) for v in interval95([1.0, 2.0, 3.0, 4.0])]
+    [0.446, 4.554]
+    """
     vals = [v for v in values if v is not None and not math.isnan(v)]
     n = len(vals)
     if n < 2:
@@ -294,22 +299,33 @@ def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dic
         values = [v for v in values if v is not None and not math.isnan(v)]
         return sum(values) / len(values) if values else float("nan")
 
+    def put(row: dict, column: str, values: list[float]) -> None:  # the mean and its interval, <column>_lo / _hi
+        row[column] = mean(values)
+        row[f"{column}_lo"], row[f"{column}_hi"] = interval95(values)
+
     rows = []
     for label in (*variants, *BASELINES):
         for reward in (*names, "*"):
             row = {"relevance": label, "reward": reward}
-            row.update({m: mean(sums.get((label, reward, m), [])) for m in (("overlap",) if reward == "*" else METRICS)})
-            if reward != "*":
-                row["lift_lo"], row["lift_hi"] = interval95(sums.get((label, reward, "lift"), []))
+            for m in ("overlap",) if reward == "*" else METRICS:
+                put(row, m, sums.get((label, reward, m), []))
             rows.append(row)
-    gdpo_s = mean(cost["gdpo"]["step_s"])
-    cost_rows = [{"relevance": "gdpo", "passes_per_response": 0.0, "replay_s_per_batch": 0.0,
-                  "step_s": gdpo_s, "step_vs_gdpo": 1.0}]
+    gdpo = cost["gdpo"]["step_s"]
+    gdpo_row = {"relevance": "gdpo"}
+    put(gdpo_row, "passes_per_response", [0.0] * len(gdpo))
+    put(gdpo_row, "replay_s_per_batch", [0.0] * len(gdpo))
+    put(gdpo_row, "step_s", gdpo)
+    gdpo_row["step_vs_gdpo"] = 1.0
+    cost_rows = [gdpo_row]
     for variant in variants:
         c = cost[variant]
-        step_s = gdpo_s + mean(c["logprobs_s"]) + mean(c["replay_s"])
-        cost_rows.append({"relevance": variant, "passes_per_response": mean(c["passes"]),
-                          "replay_s_per_batch": mean(c["replay_s"]), "step_s": step_s, "step_vs_gdpo": step_s / gdpo_s})
+        row = {"relevance": variant}
+        put(row, "passes_per_response", c["passes"])
+        put(row, "replay_s_per_batch", c["replay_s"])
+        # per batch: GDPO's step + the log-softmax + this variant's replay of the same batch
+        put(row, "step_s", [g + lp + r for g, lp, r in zip(gdpo, c["logprobs_s"], c["replay_s"], strict=True)])
+        row["step_vs_gdpo"] = row["step_s"] / mean(gdpo)
+        cost_rows.append(row)
     return rows, cost_rows
 
 
@@ -317,21 +333,32 @@ def _fmt(v: float) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
+def _cell(row: dict, column: str) -> str:
+    """"mean [lo, hi]" (the 95% interval over batches), or the mean alone where there is no interval."""
+    lo, hi = row.get(f"{column}_lo"), row.get(f"{column}_hi")
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return _fmt(row.get(column))
+    return f"{_fmt(row[column])} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
 def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
     """The report: settings, cost per variant, overlap per variant, one table per reward."""
     lines = [f"# Faithfulness of the relevance variants ({settings['model']})", "",
              "Produced by `mrtpo bench faithfulness` (" + ", ".join(f"{k} {v}" for k, v in settings.items()) + ").",
              "Metrics: docs/METHOD.md, \"Span agreement\" and \"Specificity\"; every applicable (sample, reward) pair "
-             "replayed; averages over batches. Baselines need no replay.", "",
+             "replayed; means over batches with the 95% t interval over batches in brackets, mean -/+ "
+             "t_{0.975,n-1} s / sqrt(n) (docs/METHOD.md, \"Intervals over batches\"; none with one batch). "
+             "Baselines need no replay.", "",
              "## Cost and overlap", "",
              "| relevance | contrastive passes / response | replay s / batch | step s (est.) | x GDPO | mean pairwise overlap |",
              "|---|---|---|---|---|---|"]
-    overlap = {r["relevance"]: r["overlap"] for r in rows if r["reward"] == "*"}
+    overlap = {r["relevance"]: r for r in rows if r["reward"] == "*"}
     for c in cost_rows:
-        lines.append(f"| {c['relevance']} | {_fmt(c['passes_per_response'])} | {_fmt(c['replay_s_per_batch'])} | "
-                     f"{_fmt(c['step_s'])} | {_fmt(c['step_vs_gdpo'])} | {_fmt(overlap.get(c['relevance'], 1.0))} |")
+        ov = _cell(overlap[c["relevance"]], "overlap") if c["relevance"] in overlap else _fmt(1.0)
+        lines.append(f"| {c['relevance']} | {_cell(c, 'passes_per_response')} | {_cell(c, 'replay_s_per_batch')} | "
+                     f"{_cell(c, 'step_s')} | {_fmt(c['step_vs_gdpo'])} | {ov} |")
     for label in BASELINES:
-        lines.append(f"| baseline: {label} | - | - | - | - | {_fmt(overlap[label])} |")
+        lines.append(f"| baseline: {label} | - | - | - | - | {_cell(overlap[label], 'overlap')} |")
     lines += ["", "GDPO step = sample + verify + update on the batch; a variant's step is estimated as GDPO's + the "
               "p_t log-softmax + its replay (every applicable pair; `replay_pairs=nonzero_adv` runs fewer).", ""]
     for reward in dict.fromkeys(r["reward"] for r in rows if r["reward"] != "*"):
@@ -339,7 +366,7 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
                   "|---" * (len(METRICS) + 1) + "|"]
         for r in rows:
             if r["reward"] == reward:
-                lines.append(f"| {r['relevance']} | " + " | ".join(_fmt(r[m]) for m in METRICS) + " |")
+                lines.append(f"| {r['relevance']} | " + " | ".join(_cell(r, m) for m in METRICS) + " |")
         lines.append("")
     return "\n".join(lines)
 
