@@ -13,7 +13,8 @@ tokens), `entropy` (the policy's next-token entropy, the same for every reward),
 itself, the oracle) and `scatter` (a useless router: each reward on one distinct token outside its own span, which
 scores low overlap and control). Routing weights use
 `--routing-clip` (default: the trainer's, `clip`). Cost: contrastive passes per response and seconds of replay per batch,
-next to one GDPO step (sample + verify + update) on the same batch. Metrics are averaged over batches.
+next to one GDPO step (sample + verify + update) on the same batch. Every column is the mean over batches with its
+95% t interval over batches (docs/METHOD.md, "Intervals over batches").
 Writes `faithfulness-<model>-<routing_clip>.md` and `.csv` under `--out` and prints the Markdown.
 
 Each finished batch's raw values are saved at once to `faithfulness-<model>-<routing_clip>-batches/batch-NNNN.csv`
