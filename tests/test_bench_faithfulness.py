@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 import torch
 
 from core.algos.routing import RELEVANCE
@@ -66,3 +67,96 @@ def test_interval95_hand_computed():
     lo, hi = interval95([1.0, 2.0, 3.0, 4.0, float("nan")])
     assert abs(lo - (2.5 - 2.05397)) < 1e-4 and abs(hi - (2.5 + 2.05397)) < 1e-4
     assert all(math.isnan(v) for v in interval95([1.0]))
+
+
+def _tiny_argv(prompt_file, out, *extra):
+    return ["--model", "tiny-instruct", "--prompt-set", str(prompt_file), "--prompts", "4", "--samples", "2",
+            "--batch-prompts", "2", "--max-new-tokens", "8", "--out", str(out), *extra]
+
+
+def test_bench_saves_each_batch_and_resumes_to_the_same_numbers(prompt_file, tmp_path, monkeypatch):
+    from core.tools import bench_faithfulness as bench
+
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "whole")) == 0
+    whole = pd.read_csv(tmp_path / "whole" / "faithfulness-tiny-instruct-clip.csv")
+    # a crash in batch 2: batch 1 is on disk already, batch 2 is not
+    real = bench.run_batch
+
+    def crash_in_batch_2(args, base, state, gdpo, batch):
+        if batch == 2:
+            raise RuntimeError("simulated crash")
+        return real(args, base, state, gdpo, batch)
+
+    monkeypatch.setattr(bench, "run_batch", crash_in_batch_2)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        bench.main(_tiny_argv(prompt_file, tmp_path / "resumed"))
+    saved = tmp_path / "resumed" / "faithfulness-tiny-instruct-clip-batches"
+    assert sorted(p.name for p in saved.glob("batch-*")) == ["batch-0001.csv"]
+    assert not (tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.csv").exists()
+    # the re-run computes batch 2 only and reports the same numbers as the uninterrupted run
+    done: list[int] = []
+
+    def counting(args, base, state, gdpo, batch):
+        done.append(batch)
+        return real(args, base, state, gdpo, batch)
+
+    monkeypatch.setattr(bench, "run_batch", counting)
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "resumed")) == 0
+    assert done == [2]
+    resumed = pd.read_csv(tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.csv")
+    pd.testing.assert_frame_equal(resumed, whole)
+    assert resumed["lift_lo"].notna().any() and resumed["overlap_hi"].notna().any()  # two batches: intervals
+    # a --batches limit reports the first batches only, and says so
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "resumed", "--batches", "1")) == 0
+    assert done == [2] and "batches 1 of 2" in (tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.md").read_text()
+
+
+def test_bench_refuses_to_resume_with_other_settings(prompt_file, tmp_path):
+    from core.tools import bench_faithfulness as bench
+
+    assert bench.main(_tiny_argv(prompt_file, tmp_path, "--batches", "1")) == 0
+    with pytest.raises(SystemExit, match=r"other settings \(seed: saved 0, now 1\)"):
+        bench.main(_tiny_argv(prompt_file, tmp_path, "--seed", "1"))
+
+
+def test_progress_line_per_batch(prompt_file, tmp_path, capsys):
+    from core.tools.bench_faithfulness import main, progress_line
+
+    # ETA: the mean of the computed batches' seconds (10, 20) times the 3 batches left
+    line = progress_line(2, 5, [10.0, 20.0], 3)
+    assert line.startswith("batch 2/5: 20 s, ETA 45 s (") and line.endswith("UTC), 3 to go")
+    assert main(_tiny_argv(prompt_file, tmp_path, "--batches", "1")) == 0
+    assert main(_tiny_argv(prompt_file, tmp_path)) == 0
+    err = capsys.readouterr().err
+    assert "batch 1/1: " in err and "ETA 0 s" in err  # the first run: one batch, none left
+    assert "batch 1/2: saved in" in err and "skipped" in err and "batch 2/2: " in err
+
+
+def test_every_column_gets_its_interval_hand_computed():
+    from core.tools.bench_faithfulness import METRICS, aggregate, markdown
+
+    nan = float("nan")
+    # lift over 4 batches: 1, 2, 3, 4 -> 2.5 -/+ 3.182 * sqrt(5/3) / 2 = 2.5 -/+ 2.05397
+    # mass_in over 2 finite batches: 0.1, 0.3 -> 0.2 -/+ 12.706 * 0.141421 / sqrt(2) = 0.2 -/+ 1.2706
+    sums = {("js", "r", "lift"): [1.0, 2.0, 3.0, 4.0], ("js", "r", "mass_in"): [0.1, nan, 0.3, nan],
+            ("js", "r", "auc"): [0.7], ("js", "*", "overlap"): [0.5, 0.7, 0.5, 0.7]}
+    # GDPO step 10, 12, 10, 12 s; js replays 1, 1, 3, 3 s after a 1 s log-softmax: step 12, 14, 14, 16 s
+    cost = {"gdpo": {"step_s": [10.0, 12.0, 10.0, 12.0]},
+            "js": {"passes": [2.0] * 4, "replay_s": [1.0, 1.0, 3.0, 3.0], "logprobs_s": [1.0] * 4}}
+    rows, cost_rows = aggregate(sums, cost, ("js",), ["r"])
+    js = next(r for r in rows if r["relevance"] == "js" and r["reward"] == "r")
+    assert {f"{m}_{end}" for m in METRICS for end in ("lo", "hi")} <= set(js)
+    assert abs(js["lift_lo"] - 0.44603) < 1e-4 and abs(js["lift_hi"] - 4.55397) < 1e-4
+    assert abs(js["mass_in"] - 0.2) < 1e-12 and abs(js["mass_in_lo"] + 1.0706) < 1e-4
+    assert abs(js["mass_in_hi"] - 1.4706) < 1e-4
+    assert js["auc"] == 0.7 and math.isnan(js["auc_lo"])  # one batch: no interval
+    # overlap 0.6, s = sqrt(4 * 0.01 / 3) = 0.11547, half = 3.182 * 0.11547 / 2 = 0.18371
+    star = next(r for r in rows if r["relevance"] == "js" and r["reward"] == "*")
+    assert abs(star["overlap_lo"] - 0.41629) < 1e-4
+    step = next(c for c in cost_rows if c["relevance"] == "js")
+    # step 14, s = sqrt(8 / 3) = 1.63299, half = 3.182 * 1.63299 / 2 = 2.59809; x GDPO = 14 / 11
+    assert step["step_s"] == 14.0 and abs(step["step_s_lo"] - 11.40191) < 1e-4
+    assert abs(step["step_vs_gdpo"] - 14 / 11) < 1e-12 and step["passes_per_response_lo"] == 2.0
+    text = markdown(rows, cost_rows, {"model": "m"})
+    assert "| js | 0.200 [-1.071, 1.471] |" in text and "2.500 [0.446, 4.554]" in text
+    assert "| 0.700 |" in text and "14.000 [11.402, 16.598]" in text and "0.600 [0.416, 0.784]" in text

@@ -13,15 +13,23 @@ tokens), `entropy` (the policy's next-token entropy, the same for every reward),
 itself, the oracle) and `scatter` (a useless router: each reward on one distinct token outside its own span, which
 scores low overlap and control). Routing weights use
 `--routing-clip` (default: the trainer's, `clip`). Cost: contrastive passes per response and seconds of replay per batch,
-next to one GDPO step (sample + verify + update) on the same batch. Metrics are averaged over batches.
+next to one GDPO step (sample + verify + update) on the same batch. Every column is the mean over batches with its
+95% t interval over batches (docs/METHOD.md, "Intervals over batches").
 Writes `faithfulness-<model>-<routing_clip>.md` and `.csv` under `--out` and prints the Markdown.
+
+Each finished batch's raw values are saved at once to `faithfulness-<model>-<routing_clip>-batches/batch-NNNN.csv`
+under `--out` (beside `settings.json`, the settings that fix the samples); a re-run with the same settings skips the
+saved batches (different settings are refused), and the reports are computed from the saved batches. `--batches N`
+stops after the first N batches (and reports those).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,7 +60,61 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"weights above w_max: mass (redistributed) or clip (lost); default {TrainConfig.routing_clip}, "
                         "the trainer's")
     p.add_argument("--out", default="docs/results", help="folder of the Markdown and CSV report")
+    p.add_argument("--batches", type=int, default=None,
+                   help="stop after the first N batches and report them (default: all); the saved ones are skipped")
     return p
+
+
+# The settings that fix a batch's samples and values: a resumed run must have the same ones.
+SAVED_SETTINGS = ("model", "prompt_set", "prompts", "samples", "batch_prompts", "max_new_tokens", "replay_chunk",
+                  "replay_dtype", "seed", "device", "routing_clip")
+BATCH_COLUMNS = ("kind", "relevance", "reward", "metric", "value")
+
+
+def batch_dir(args) -> Path:
+    """The folder of the saved batches of a run: `<out>/faithfulness-<model>-<routing_clip>-batches`."""
+    return Path(args.out) / f"faithfulness-{Path(args.model).name}-{args.routing_clip}-batches"
+
+
+def open_batch_dir(args) -> Path:
+    """The saved-batches folder, made with this run's settings, or checked against the saved ones (SystemExit with
+    the differing settings when they differ: the saved batches would not be the same samples)."""
+    folder = batch_dir(args)
+    now = {k: getattr(args, k) for k in SAVED_SETTINGS}
+    path = folder / "settings.json"
+    if path.exists():
+        saved = json.loads(path.read_text())
+        diff = [f"{k}: saved {saved.get(k)!r}, now {now[k]!r}" for k in SAVED_SETTINGS if saved.get(k) != now[k]]
+        if diff:
+            raise SystemExit(f"mrtpo bench faithfulness: {folder} holds batches saved with other settings ("
+                             + "; ".join(diff) + "); run with those settings to resume, or use another --out "
+                             "(or remove that folder) to start afresh")
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(now, indent=1) + "\n")
+    return folder
+
+
+def batch_path(folder: Path, batch: int) -> Path:
+    return folder / f"batch-{batch:04d}.csv"
+
+
+def save_batch(folder: Path, batch: int, rows: list[tuple]) -> None:
+    """One batch's raw values (BATCH_COLUMNS rows), written to a temporary file and renamed: a crash leaves
+    either the whole batch or none of it."""
+    import pandas as pd
+
+    path = batch_path(folder, batch)
+    tmp = path.with_suffix(".csv.tmp")
+    pd.DataFrame(rows, columns=list(BATCH_COLUMNS)).to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def load_batch(folder: Path, batch: int) -> list[tuple]:
+    import pandas as pd
+
+    df = pd.read_csv(batch_path(folder, batch), keep_default_na=False, na_values=[""])
+    return [(r.kind, r.relevance, r.reward, r.metric, float(r.value)) for r in df.itertuples(index=False)]
 
 
 # Two-sided 95% Student t quantiles by degrees of freedom (n - 1); beyond 30 the normal 1.96.
@@ -61,8 +123,13 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 
 
 def interval95(values: list[float]) -> tuple[float, float]:
-    """95% interval of the mean over batches: mean -/+ t_{0.975, n-1} * sd / sqrt(n) (sd with n - 1);
-    (nan, nan) with fewer than 2 finite values. Degrees of freedom between table entries use the next lower one."""
+    """95% t interval of the mean over batches (docs/METHOD.md, "Intervals over batches"):
+    mean -/+ t_{0.975, n-1} * s / sqrt(n), s the standard deviation with n - 1, over the finite values;
+    (nan, nan) with fewer than 2 finite values. Degrees of freedom between table entries use the next lower one.
+
+    >>> [round(v, 3) for v in interval95([1.0, 2.0, 3.0, 4.0])]
+    [0.446, 4.554]
+    """
     vals = [v for v in values if v is not None and not math.isnan(v)]
     n = len(vals)
     if n < 2:
@@ -128,10 +195,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     """(metric rows, cost rows, settings): one row per (relevance or baseline, reward)."""
     import torch
 
-    from core.algos import advantages as adv_lib
     from core.algos import routing as routing_lib
     from core.run import lifecycle
-    from core.run import step as step_lib
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     base = TrainConfig(model=args.model, prompt_set=args.prompt_set, group_size=args.samples,
@@ -143,77 +208,138 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     state.items = state.items[: args.prompts]
     gdpo = lifecycle.build_state(dataclasses.replace(base, method="gdpo"))
     names = state.reward_names
-    n_batches = math.ceil(len(state.items) / args.batch_prompts)
+    n_all = math.ceil(len(state.items) / args.batch_prompts)
+    n_batches = n_all if args.batches is None else max(1, min(args.batches, n_all))
+    folder = open_batch_dir(args)
     sums: dict[tuple[str, str, str], list[float]] = {}
     cost: dict[str, dict[str, list[float]]] = {}
 
-    def add(label: str, per_reward: dict[str, dict[str, float]]) -> None:
-        for reward, values in per_reward.items():
-            for metric, value in values.items():
-                sums.setdefault((label, reward, metric), []).append(value)
-
+    spent: list[float] = []  # seconds of each batch computed by this run
     for batch in range(1, n_batches + 1):
-        t0 = time.perf_counter()
-        rollout = step_lib.collect_rollout(state, batch, keep_logits=True)
-        scores = step_lib.verify(state, rollout)
-        t_sample = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        logprobs = step_lib.rollout_logprobs(state, rollout)
-        t_logprobs = time.perf_counter() - t0
-        entropy = logprobs.entropy.float().cpu()
-        group_adv = adv_lib.group_normalized(scores.rewards, args.samples, base.eps)  # (B, K) for `retained`
-        for variant in routing_lib.RELEVANCE:
-            state.cfg = dataclasses.replace(base, relevance=variant)
+        if batch_path(folder, batch).exists():
+            print(f"batch {batch}/{n_batches}: saved in {folder}, skipped", file=sys.stderr, flush=True)
+        else:
             t0 = time.perf_counter()
-            routing = step_lib.route(state, rollout, scores, logprobs)
-            seconds = time.perf_counter() - t0
-            rel = routing_lib.get_relevance(variant)(routing.distances, routing.replayed)
-            add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy, group_adv,
-                                           base.w_max))
-            c = cost.setdefault(variant, {"passes": [], "replay_s": [], "logprobs_s": []})
-            c["passes"].append(float(routing.replayed.sum()) / rollout.mask.shape[0])
-            c["replay_s"].append(seconds)
-            c["logprobs_s"].append(t_logprobs)
-        for name in BASELINES:
-            rel = baseline_relevance(name, scores.span_mask, rollout.mask, entropy, scores.applicable,
-                                     args.seed + batch)
-            weights = routing_lib.routing_weights(rel, rollout.mask, w_max=base.w_max, clip=base.routing_clip)
-            add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
-        rollout.logits = None
-        t0 = time.perf_counter()
-        step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses
-        cost.setdefault("gdpo", {"step_s": []})["step_s"].append(t_sample + time.perf_counter() - t0)
-        print(f"batch {batch}/{n_batches} done", file=sys.stderr, flush=True)
-
-    def mean(values: list[float]) -> float:
-        values = [v for v in values if v is not None and not math.isnan(v)]
-        return sum(values) / len(values) if values else float("nan")
-
-    rows = []
-    for label in (*routing_lib.RELEVANCE, *BASELINES):
-        for reward in (*names, "*"):
-            row = {"relevance": label, "reward": reward}
-            row.update({m: mean(sums.get((label, reward, m), [])) for m in (("overlap",) if reward == "*" else METRICS)})
-            if reward != "*":
-                row["lift_lo"], row["lift_hi"] = interval95(sums.get((label, reward, "lift"), []))
-            rows.append(row)
-    gdpo_s = mean(cost["gdpo"]["step_s"])
-    cost_rows = [{"relevance": "gdpo", "passes_per_response": 0.0, "replay_s_per_batch": 0.0,
-                  "step_s": gdpo_s, "step_vs_gdpo": 1.0}]
-    for variant in routing_lib.RELEVANCE:
-        c = cost[variant]
-        step_s = gdpo_s + mean(c["logprobs_s"]) + mean(c["replay_s"])
-        cost_rows.append({"relevance": variant, "passes_per_response": mean(c["passes"]),
-                          "replay_s_per_batch": mean(c["replay_s"]), "step_s": step_s, "step_vs_gdpo": step_s / gdpo_s})
+            save_batch(folder, batch, run_batch(args, base, state, gdpo, batch))
+            spent.append(time.perf_counter() - t0)
+            left = sum(not batch_path(folder, b).exists() for b in range(batch + 1, n_batches + 1))
+            print(progress_line(batch, n_batches, spent, left), file=sys.stderr, flush=True)
+        for kind, label, reward, metric, value in load_batch(folder, batch):
+            if kind == "cost":
+                cost.setdefault(label, {}).setdefault(metric, []).append(value)
+            else:
+                sums.setdefault((label, reward, metric), []).append(value)
+    rows, cost_rows = aggregate(sums, cost, routing_lib.RELEVANCE, names)
     settings = {"model": args.model, "prompt_set": args.prompt_set, "prompts": len(state.items),
                 "samples": args.samples, "batches": n_batches, "responses_per_batch": args.batch_prompts * args.samples,
                 "max_new_tokens": args.max_new_tokens, "routing_clip": args.routing_clip, "seed": args.seed,
                 "threads": torch.get_num_threads()}
+    if n_batches < n_all:
+        settings["batches"] = f"{n_batches} of {n_all}"
     return rows, cost_rows, settings
+
+
+def progress_line(batch: int, n_batches: int, spent: list[float], left: int) -> str:
+    """"batch i/n: S s, ETA E s (HH:MM UTC)": S the batch's seconds, E the mean seconds of the batches this run
+    computed times the batches still to compute."""
+    eta = sum(spent) / len(spent) * left
+    at = time.strftime("%H:%M UTC", time.gmtime(time.time() + eta))
+    return f"batch {batch}/{n_batches}: {spent[-1]:.0f} s, ETA {eta:.0f} s ({at}), {left} to go"
+
+
+def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
+    """One batch's raw values as BATCH_COLUMNS rows: ("metric", label, reward, metric, value) for every variant and
+    baseline, ("cost", label, "", metric, seconds or passes) for the cost. Depends only on the settings and `batch`
+    (the prompts and samples are seeded by (seed, batch)), so a resumed run computes the same values."""
+    from core.algos import advantages as adv_lib
+    from core.algos import routing as routing_lib
+    from core.run import step as step_lib
+
+    names = state.reward_names
+    out: list[tuple] = []
+
+    def add(label: str, per_reward: dict[str, dict[str, float]]) -> None:
+        for reward, values in per_reward.items():
+            out.extend(("metric", label, reward, metric, float(value)) for metric, value in values.items())
+
+    t0 = time.perf_counter()
+    rollout = step_lib.collect_rollout(state, batch, keep_logits=True)
+    scores = step_lib.verify(state, rollout)
+    t_sample = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    logprobs = step_lib.rollout_logprobs(state, rollout)
+    t_logprobs = time.perf_counter() - t0
+    entropy = logprobs.entropy.float().cpu()
+    group_adv = adv_lib.group_normalized(scores.rewards, args.samples, base.eps)  # (B, K) for `retained`
+    for variant in routing_lib.RELEVANCE:
+        state.cfg = dataclasses.replace(base, relevance=variant)
+        t0 = time.perf_counter()
+        routing = step_lib.route(state, rollout, scores, logprobs)
+        seconds = time.perf_counter() - t0
+        rel = routing_lib.get_relevance(variant)(routing.distances, routing.replayed)
+        add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy, group_adv,
+                                       base.w_max))
+        out += [("cost", variant, "", "passes", float(routing.replayed.sum()) / rollout.mask.shape[0]),
+                ("cost", variant, "", "replay_s", seconds), ("cost", variant, "", "logprobs_s", t_logprobs)]
+    for name in BASELINES:
+        rel = baseline_relevance(name, scores.span_mask, rollout.mask, entropy, scores.applicable,
+                                 args.seed + batch)
+        weights = routing_lib.routing_weights(rel, rollout.mask, w_max=base.w_max, clip=base.routing_clip)
+        add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
+    rollout.logits = None
+    t0 = time.perf_counter()
+    step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses
+    out.append(("cost", "gdpo", "", "step_s", t_sample + time.perf_counter() - t0))
+    return out
+
+
+def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dict[str, list[float]]],
+              variants, names: list[str]) -> tuple[list[dict], list[dict]]:
+    """(metric rows, cost rows) from the per-batch values: means over batches and the intervals."""
+    def mean(values: list[float]) -> float:
+        values = [v for v in values if v is not None and not math.isnan(v)]
+        return sum(values) / len(values) if values else float("nan")
+
+    def put(row: dict, column: str, values: list[float]) -> None:  # the mean and its interval, <column>_lo / _hi
+        row[column] = mean(values)
+        row[f"{column}_lo"], row[f"{column}_hi"] = interval95(values)
+
+    rows = []
+    for label in (*variants, *BASELINES):
+        for reward in (*names, "*"):
+            row = {"relevance": label, "reward": reward}
+            for m in ("overlap",) if reward == "*" else METRICS:
+                put(row, m, sums.get((label, reward, m), []))
+            rows.append(row)
+    gdpo = cost["gdpo"]["step_s"]
+    gdpo_row = {"relevance": "gdpo"}
+    put(gdpo_row, "passes_per_response", [0.0] * len(gdpo))
+    put(gdpo_row, "replay_s_per_batch", [0.0] * len(gdpo))
+    put(gdpo_row, "step_s", gdpo)
+    gdpo_row["step_vs_gdpo"] = 1.0
+    cost_rows = [gdpo_row]
+    for variant in variants:
+        c = cost[variant]
+        row = {"relevance": variant}
+        put(row, "passes_per_response", c["passes"])
+        put(row, "replay_s_per_batch", c["replay_s"])
+        # per batch: GDPO's step + the log-softmax + this variant's replay of the same batch
+        put(row, "step_s", [g + lp + r for g, lp, r in zip(gdpo, c["logprobs_s"], c["replay_s"], strict=True)])
+        row["step_vs_gdpo"] = row["step_s"] / mean(gdpo)
+        cost_rows.append(row)
+    return rows, cost_rows
 
 
 def _fmt(v: float) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def _cell(row: dict, column: str) -> str:
+    """"mean [lo, hi]" (the 95% interval over batches), or the mean alone where there is no interval."""
+    lo, hi = row.get(f"{column}_lo"), row.get(f"{column}_hi")
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return _fmt(row.get(column))
+    return f"{_fmt(row[column])} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
 def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
@@ -221,16 +347,19 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
     lines = [f"# Faithfulness of the relevance variants ({settings['model']})", "",
              "Produced by `mrtpo bench faithfulness` (" + ", ".join(f"{k} {v}" for k, v in settings.items()) + ").",
              "Metrics: docs/METHOD.md, \"Span agreement\" and \"Specificity\"; every applicable (sample, reward) pair "
-             "replayed; averages over batches. Baselines need no replay.", "",
+             "replayed; means over batches with the 95% t interval over batches in brackets, mean -/+ "
+             "t_{0.975,n-1} s / sqrt(n) (docs/METHOD.md, \"Intervals over batches\"; none with one batch). "
+             "Baselines need no replay.", "",
              "## Cost and overlap", "",
              "| relevance | contrastive passes / response | replay s / batch | step s (est.) | x GDPO | mean pairwise overlap |",
              "|---|---|---|---|---|---|"]
-    overlap = {r["relevance"]: r["overlap"] for r in rows if r["reward"] == "*"}
+    overlap = {r["relevance"]: r for r in rows if r["reward"] == "*"}
     for c in cost_rows:
-        lines.append(f"| {c['relevance']} | {_fmt(c['passes_per_response'])} | {_fmt(c['replay_s_per_batch'])} | "
-                     f"{_fmt(c['step_s'])} | {_fmt(c['step_vs_gdpo'])} | {_fmt(overlap.get(c['relevance'], 1.0))} |")
+        ov = _cell(overlap[c["relevance"]], "overlap") if c["relevance"] in overlap else _fmt(1.0)
+        lines.append(f"| {c['relevance']} | {_cell(c, 'passes_per_response')} | {_cell(c, 'replay_s_per_batch')} | "
+                     f"{_cell(c, 'step_s')} | {_fmt(c['step_vs_gdpo'])} | {ov} |")
     for label in BASELINES:
-        lines.append(f"| baseline: {label} | - | - | - | - | {_fmt(overlap[label])} |")
+        lines.append(f"| baseline: {label} | - | - | - | - | {_cell(overlap[label], 'overlap')} |")
     lines += ["", "GDPO step = sample + verify + update on the batch; a variant's step is estimated as GDPO's + the "
               "p_t log-softmax + its replay (every applicable pair; `replay_pairs=nonzero_adv` runs fewer).", ""]
     for reward in dict.fromkeys(r["reward"] for r in rows if r["reward"] != "*"):
@@ -238,7 +367,7 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
                   "|---" * (len(METRICS) + 1) + "|"]
         for r in rows:
             if r["reward"] == reward:
-                lines.append(f"| {r['relevance']} | " + " | ".join(_fmt(r[m]) for m in METRICS) + " |")
+                lines.append(f"| {r['relevance']} | " + " | ".join(_cell(r, m) for m in METRICS) + " |")
         lines.append("")
     return "\n".join(lines)
 
