@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from core.algos.routing import RELEVANCE
-from core.tools.bench_faithfulness import BASELINES, baseline_relevance
+from core.tools.bench_faithfulness import BASELINES, CONTROLS, baseline_relevance
 
 
 def test_baseline_relevance_hand_case():
@@ -36,15 +36,23 @@ def test_bench_writes_every_variant_and_baseline(micro_model, prompt_file, tmp_p
     assert code == 0
     rows = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-mass.csv")
     cost = pd.read_csv(tmp_path / f"faithfulness-{micro_model.name}-mass-cost.csv")
-    assert set(rows["relevance"]) == set(RELEVANCE) | set(BASELINES)
+    assert set(rows["relevance"]) == set(RELEVANCE) | set(BASELINES) | set(CONTROLS)
     assert set(cost["relevance"]) == set(RELEVANCE) | {"gdpo"}
+    # issue 42's controls beside the variants: shuffle keeps js's per-reward mass (its retained share), only the
+    # positions move; top-entropy routes every reward alike (pairwise overlap 1)
+    by = rows.set_index(["relevance", "reward"])
+    for reward in [r for r in dict.fromkeys(rows["reward"]) if r != "*"]:
+        js, sh = by.loc[("js", reward), "retained"], by.loc[("js+shuffle", reward), "retained"]
+        assert (math.isnan(js) and math.isnan(sh)) or sh == pytest.approx(js, abs=1e-5)
+    top = by.loc[("top-entropy", "*"), "overlap"]
+    assert top == pytest.approx(1.0, abs=1e-5)
+    assert "control: js+shuffle" in capsys.readouterr().out
     assert (cost.loc[cost["relevance"] != "gdpo", "passes_per_response"] > 0).all() and (cost["step_s"] > 0).all()
     oracle = rows[(rows["relevance"] == "span") & (rows["reward"] != "*")]
     auc = oracle["auc"].dropna()
     assert len(auc) and (auc == 1.0).all()  # the span mask separates its own span tokens perfectly
     lift = rows[(rows["relevance"] == "entropy") & (rows["reward"] == "*")]["overlap"].iloc[0]
     assert not math.isnan(lift) and "## " in (tmp_path / f"faithfulness-{micro_model.name}-mass.md").read_text()
-    assert "Cost and overlap" in capsys.readouterr().out
     useless = rows[(rows["relevance"] == "scatter") & (rows["reward"] != "*")]
     # no preference for its own span (with mass-keeping weights the rest of the mass spreads evenly: lift < 1)
     assert len(useless["lift"].dropna()) and (useless["lift"].dropna() < 1.0).all()

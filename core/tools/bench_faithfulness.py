@@ -41,6 +41,10 @@ METRICS = ("mass_in", "mass_in_ceiling", "lift", "lift_rotated", "mass_in_rotate
            "overlap", "auc", "auc_vs_entropy",
            "auc_satisfied", "auc_violated", "auc_control")
 BASELINES = ("random", "position", "entropy", "span", "scatter")
+# The training controls of issue 42 (docs/METHOD.md, "Controls"), measured as the trainer routes them: js's
+# weights and relevance permuted over each response's tokens (the same permutation for both), and the top-q entropy
+# routing (q = TrainConfig.entropy_q) that every reward shares. No replay beyond js's.
+CONTROLS = ("js+shuffle", "top-entropy")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -251,6 +255,8 @@ def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
     """One batch's raw values as BATCH_COLUMNS rows: ("metric", label, reward, metric, value) for every variant and
     baseline, ("cost", label, "", metric, seconds or passes) for the cost. Depends only on the settings and `batch`
     (the prompts and samples are seeded by (seed, batch)), so a resumed run computes the same values."""
+    import torch
+
     from core.algos import advantages as adv_lib
     from core.algos import routing as routing_lib
     from core.run import step as step_lib
@@ -279,6 +285,13 @@ def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
         rel = routing_lib.get_relevance(variant)(routing.distances, routing.replayed)
         add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy, group_adv,
                                        base.w_max))
+        if variant == "js":  # the shuffle control: the same permutation of js's relevance and weights
+            mask = rollout.mask
+            perm = [routing_lib.shuffle_routing(x, mask, routing_lib.shuffle_generator(args.seed, batch))
+                    for x in (torch.nan_to_num(rel.float(), nan=0.0), routing.weights)]
+            rel_sh = torch.where(scores.applicable[:, :, None], perm[0], torch.full_like(perm[0], float("nan")))
+            add("js+shuffle", relevance_metrics(rel_sh, perm[1], scores, mask, names, entropy, group_adv,
+                                                base.w_max))
         out += [("cost", variant, "", "passes", float(routing.replayed.sum()) / rollout.mask.shape[0]),
                 ("cost", variant, "", "replay_s", seconds), ("cost", variant, "", "logprobs_s", t_logprobs)]
     for name in BASELINES:
@@ -286,6 +299,12 @@ def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
                                  args.seed + batch)
         weights = routing_lib.routing_weights(rel, rollout.mask, w_max=base.w_max, clip=base.routing_clip)
         add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
+    top = routing_lib.top_entropy_tokens(entropy, rollout.mask, base.entropy_q)  # (B, T), every reward's relevance
+    weights = routing_lib.entropy_routing(entropy, rollout.mask, len(names), q=base.entropy_q, lam=base.lam,
+                                          w_max=base.w_max, clip=base.routing_clip)
+    rel = torch.where(scores.applicable[:, :, None], top[:, None, :].expand_as(weights),
+                      torch.full_like(weights, float("nan")))
+    add("top-entropy", relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
     rollout.logits = None
     t0 = time.perf_counter()
     step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses
@@ -305,7 +324,7 @@ def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dic
         row[f"{column}_lo"], row[f"{column}_hi"] = interval95(values)
 
     rows = []
-    for label in (*variants, *BASELINES):
+    for label in (*variants, *BASELINES, *CONTROLS):
         for reward in (*names, "*"):
             row = {"relevance": label, "reward": reward}
             for m in ("overlap",) if reward == "*" else METRICS:
@@ -360,6 +379,8 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
                      f"{_cell(c, 'step_s')} | {_fmt(c['step_vs_gdpo'])} | {ov} |")
     for label in BASELINES:
         lines.append(f"| baseline: {label} | - | - | - | - | {_cell(overlap[label], 'overlap')} |")
+    for label in CONTROLS:
+        lines.append(f"| control: {label} | - | - | - | - | {_cell(overlap[label], 'overlap')} |")
     lines += ["", "GDPO step = sample + verify + update on the batch; a variant's step is estimated as GDPO's + the "
               "p_t log-softmax + its replay (every applicable pair; `replay_pairs=nonzero_adv` runs fewer).", ""]
     for reward in dict.fromkeys(r["reward"] for r in rows if r["reward"] != "*"):
