@@ -1230,3 +1230,36 @@ def test_zero_credit_tokens_take_the_dark_pages_colour(tmp_path):
         assert cells and all(bg == "rgba(0, 0, 0, 0)" for bg, _ in cells), cells[:3]
         assert all(contrast(fg, background) >= 4.5 for _, fg in cells), cells[:3]
         page.screenshot(path=str(ARTIFACTS / "browser_dark_zero_credit.png"))
+
+
+OPACITIES_JS = """() => { const p = document.querySelector('.js-plotly-plot');
+    return p.data.map(t => [Array.isArray(t.meta) ? t.meta[0] : t.name, t.opacity == null ? 1 : t.opacity]); }"""
+
+
+def test_compare_hovering_a_line_dims_the_other_runs(tmp_path):
+    """Issue 46 item 6: with several runs on Compare one line hides another; hovering a line dims every other run's
+    traces and leaving it brings them back (the real plotly.js hover events, in Chromium)."""
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    names = ["hover-a", "hover-b", "hover-c"]
+    for i, n in enumerate(names):
+        write_synthetic_run(runs, n, steps=6, method="mrtpo", rewards=DEFAULT_REWARDS[:1], n_tokens=4, seed=i,
+                            with_eval=False)
+    with app_in_browser(tmp_path, "hover_isolate", runs) as (url, page):
+        page.goto(f"{url}/compare?" + urlencode([("run", n) for n in names]))
+        wait_for_script(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_timeout(1000)
+        before = page.evaluate(OPACITIES_JS)
+        assert {run for run, _ in before} == set(names) and all(o == 1 for _, o in before), before
+        point = page.locator(".js-plotly-plot .scatterlayer .trace").last.locator(".points path").nth(2)
+        box = point.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_timeout(500)
+        during = page.evaluate(OPACITIES_JS)
+        bright = {run for run, o in during if o == 1}
+        assert len(bright) == 1 and all(o == pytest.approx(0.2) for run, o in during if run not in bright), during
+        page.mouse.move(5, 5)
+        page.wait_for_timeout(500)
+        assert page.evaluate(OPACITIES_JS) == before

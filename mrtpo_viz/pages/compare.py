@@ -139,14 +139,18 @@ for title, key in keys.items():
                                height=340 if metric.per_reward or metric.by_name else 420)
     if metric.rate and fig.data:
         fig.update_yaxes(range=[-0.03, 1.03])
+    fig.update_layout(meta={"isolate": "run"}, hovermode="closest")  # hovering a line dims the other runs (ui.charts)
     drawn[full_title] = panel_of[title] = fig
 if (metric.per_reward or metric.by_name) and drawn:  # one figure of small panels, zoomed together
     many = metric.label + (" (held-out eval)" if source == "eval" else "")
     grid = figures.small_multiples(panel_of, many, cols=2, row_px=320, y_range=(-0.03, 1.03) if metric.rate else None)
+    grid.update_layout(meta={"isolate": "run"}, hovermode="closest")
     ui.chart(figures.for_display(grid), key="fig_compare_panels")
 else:
     for i, fig in enumerate(drawn.values()):
         ui.chart(figures.for_display(fig), key=f"fig_compare_{i}")
+if drawn:
+    st.caption("Hover a line to dim the other runs; double-click a run in the legend to show it alone.")
 st.download_button("Plotted series (CSV)", lambda: figures.plotted_series(drawn).to_csv(index=False).encode(),
                    "compare.csv", "text/csv", on_click="ignore", key="compare_csv")
 

@@ -171,6 +171,30 @@ function onFullScreen(plot) {
   }
 }
 
+// Hover to isolate (a figure whose layout.meta.isolate is set, e.g. Compare's): hovering a line dims every trace of
+// the other runs (a trace's meta is [run, key, kind], `figures.metric_lines`) to a fifth of its opacity; leaving it
+// gives every trace its own opacity back. The opacities are read when a hover starts, so a redraw is followed.
+const DIM = 0.2;
+function isolateOnHover(plot, Plotly) {
+  if (plot.__mrtpoIsolate) return;
+  plot.__mrtpoIsolate = true;
+  const run = (t) => (Array.isArray(t.meta) ? t.meta[0] : t.name);
+  plot.on('plotly_hover', (ev) => {
+    const meta = plot.layout && plot.layout.meta;
+    if (!meta || !meta.isolate || !ev || !ev.points || !ev.points.length) return;
+    const hovered = run(plot.data[ev.points[0].curveNumber]);
+    if (plot.__mrtpoIsolated === hovered) return;
+    if (plot.__mrtpoIsolated == null) plot.__mrtpoOpacity = plot.data.map((t) => (t.opacity == null ? 1 : t.opacity));
+    plot.__mrtpoIsolated = hovered;
+    Plotly.restyle(plot, {opacity: plot.data.map((t, i) => plot.__mrtpoOpacity[i] * (run(t) === hovered ? 1 : DIM))});
+  });
+  plot.on('plotly_unhover', () => {
+    if (plot.__mrtpoIsolated == null) return;
+    plot.__mrtpoIsolated = null;
+    Plotly.restyle(plot, {opacity: plot.__mrtpoOpacity});
+  });
+}
+
 export default function (component) {
   const {data, parentElement} = component;
   let plot = parentElement.querySelector('.mrtpo-chart');
@@ -188,8 +212,11 @@ export default function (component) {
   plot.__mrtpoHeight = layout.height || 450;
   plot.style.height = plot.__mrtpoHeight + 'px';
   if (document.fullscreenElement === plot) layout.height = window.innerHeight;
-  const draw = () => window.__mrtpoLoadPlotly(data.bundle).then((Plotly) => Plotly.react(
-    plot, figure.data || [], themed(layout, plot), {displaylogo: false, modeBarButtonsToAdd: [FULL_SCREEN]}));
+  const draw = () => window.__mrtpoLoadPlotly(data.bundle).then((Plotly) => {
+    plot.__mrtpoIsolated = null;  // a new figure: nothing dimmed
+    return Plotly.react(plot, figure.data || [], themed(layout, plot),
+                        {displaylogo: false, modeBarButtonsToAdd: [FULL_SCREEN]}).then(() => isolateOnHover(plot, Plotly));
+  });
   plot.__mrtpoDrawn = (plot.__mrtpoDrawn || Promise.resolve()).then(draw).catch((e) => {
     plot.textContent = 'This figure could not be drawn: ' + String(e);
   });
