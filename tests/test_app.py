@@ -1016,13 +1016,19 @@ def test_a_stop_or_kill_from_another_session_is_confirmed(tmp_path, monkeypatch,
             proc.kill()
 
 
-def test_curves_and_compare_draw_seed_groups_as_one_line_with_a_band(tmp_path, monkeypatch):
-    # issue 26: runs grouped by everything but the seed, mean and band, seed count in the legend
-    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
+def seed_study(runs: Path, monkeypatch) -> list[str]:
+    """Two methods x three seeds of synthetic runs in `runs` (the app's runs directory): their names."""
+    monkeypatch.setenv("MRTPO_RUNS_DIR", str(runs))
     names = [f"study-{m}-s{i}" for m in ("gdpo", "mrtpo") for i in range(3)]
     for n in names:
-        write_synthetic_run(tmp_path, n, steps=4, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
+        write_synthetic_run(runs, n, steps=4, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
                             seed=int(n[-1]))
+    return names
+
+
+def test_curves_and_compare_draw_seed_groups_as_one_line_with_a_band(tmp_path, monkeypatch):
+    # issue 26: runs grouped by everything but the seed, mean and band, seed count in the legend
+    names = seed_study(tmp_path, monkeypatch)
     query = {"run": names, "group": "std"}
     at = page("compare", tmp_path, query=query)
     fig = json.loads(charts(at)[0].proto.spec)
@@ -1109,11 +1115,7 @@ def test_long_runs_are_drawn_with_their_lines_thinned_and_exported_whole(tmp_pat
 
 def test_compare_with_seed_groups_lists_the_groups_in_steps_to_reach(tmp_path, monkeypatch):
     # issue 46, item 7: with seed groups on, "Steps to reach" lists the groups (mean and spread), not the runs
-    monkeypatch.setenv("MRTPO_RUNS_DIR", str(tmp_path))
-    names = [f"study-{m}-s{i}" for m in ("gdpo", "mrtpo") for i in range(3)]
-    for n in names:
-        write_synthetic_run(tmp_path, n, steps=4, method=n.split("-")[1], rewards=DEFAULT_REWARDS[:2], n_tokens=4,
-                            seed=int(n[-1]))
+    names = seed_study(tmp_path, monkeypatch)
     at = page("compare", tmp_path, query={"run": names, "group": "std", "targets": "0, 0.99"})
     tables = [h.proto.body for h in at.get("html") if "≥ 0.99" in h.proto.body]
     assert len(tables) == 1
