@@ -98,5 +98,6 @@ def test_token_credits_span_bars_have_3_to_1_contrast_with_the_page_on_both_them
         background, drawn = page.evaluate(SPAN_COLOURS_JS)
         assert background == "rgb({}, {}, {})".format(*colours.PAGE_BACKGROUNDS[theme]), background
         assert len(drawn) >= 3, drawn
-        low = {c: round(contrast(c, background), 2) for c in drawn if contrast(c, background) < colours.NON_TEXT_CONTRAST}
+        low = {c: round(contrast(c, background), 2) for c in drawn
+               if contrast(c, background) < colours.NON_TEXT_CONTRAST}
         assert not low, (theme, low)
