@@ -130,3 +130,47 @@ def min_distance(palette: Sequence[str], cvd: str | None = None) -> tuple[float,
 
     labs = {c: lab(c) for c in palette}
     return min((ciede2000(labs[p], labs[q]), (p, q)) for p, q in itertools.combinations(palette, 2))
+
+
+# WCAG 2.1 success criterion 1.4.11 (non-text contrast): a graphical object, such as a span bar under the tokens,
+# needs a contrast ratio of at least 3:1 against the colour it is drawn on.
+NON_TEXT_CONTRAST = 3.0
+# The page background of Streamlit 1.67's light and dark themes (the app's `stApp` element in Chromium;
+# tests/test_browser_pages.py reads them from the page).
+PAGE_BACKGROUNDS = {"light": (255, 255, 255), "dark": (23, 22, 20)}
+
+
+def relative_luminance(rgb: Sequence[float]) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour (0..255): 0.2126 R + 0.7152 G + 0.0722 B of linear light."""
+    r, g, b = (_linear(c / 255) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(rgb1: Sequence[float], rgb2: Sequence[float]) -> float:
+    """WCAG 2.x contrast ratio (L1 + 0.05) / (L2 + 0.05), L1 the lighter colour's relative luminance: 1 to 21.
+
+    >>> round(contrast_ratio((255, 255, 255), (0, 0, 0)), 1)
+    21.0
+    """
+    hi, lo = sorted((relative_luminance(rgb1), relative_luminance(rgb2)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def with_contrast(colour: str, background: Sequence[float], minimum: float = NON_TEXT_CONTRAST) -> str:
+    """`colour` ('#rrggbb') where its `contrast_ratio` against `background` (0..255) is at least `minimum`; else the
+    first of its shades that is: mixed with black (on a light background) or white (on a dark one) in sRGB, in
+    steps of 1/64, so the hue stays and only the lightness moves away from the page's.
+
+    >>> with_contrast("#0072B2", (255, 255, 255))  # passes as it is
+    '#0072B2'
+    >>> with_contrast("#F0E442", (255, 255, 255))  # yellow on white: 1.3:1, a darker yellow
+    '#9E962B'
+    """
+    rgb = hex_rgb(colour)
+    towards = 0.0 if relative_luminance(background) > 0.18 else 255.0  # 0.18: where black and white contrast alike
+    for step in range(65):
+        t = step / 64
+        mixed = tuple(round(c + (towards - c) * t) for c in rgb)
+        if contrast_ratio(mixed, background) >= minimum:
+            return colour if step == 0 else "#{:02X}{:02X}{:02X}".format(*mixed)
+    return "#{:02X}{:02X}{:02X}".format(*(int(towards),) * 3)

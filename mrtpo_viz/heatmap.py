@@ -19,6 +19,7 @@ Never imports torch or streamlit.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import unicodedata
@@ -27,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from mrtpo_viz.colours import PAGE_BACKGROUNDS, with_contrast
 
 # Qualitative colours for rewards (span bars, figure lines): 10 colours of Okabe & Ito's and Paul Tol's colour-blind-safe
 # palettes, chosen (a max-min search over those palettes, none closer than 20 to the white or the dark page) so that
@@ -44,6 +47,14 @@ REWARD_PALETTE = (
     "#CC79A7",  # reddish purple (Okabe-Ito)
     "#EE6677",  # rose red (Tol bright)
 )
+
+# The span bars' colours on the light theme where a palette colour has less than 3:1 contrast with white (WCAG's
+# non-text contrast, `colours.NON_TEXT_CONTRAST`; yellow had 1.3:1, sky blue 2.3:1, pink 1.8:1, issue 46): a shade of
+# it (mixed with black). The shades were chosen by a search over shades in steps of 1/64, only these three moved,
+# for the largest smallest CIEDE2000 distance among the ten light-theme span colours: 14.9 with normal vision (as the
+# palette itself), 6.6 as a dichromat sees them (the palette: 10.2); tests/test_colours.py holds both and the contrast.
+# On the dark theme each colour is `colours.with_contrast` of the dark page (all but one pass as they are).
+LIGHT_SPAN_SHADES = {"#F0E442": "#746E20", "#56B4E9": "#22465B", "#FFAABB": "#97656F"}
 
 NEGATIVE_RGB = (33, 102, 172)  # blue end of the diverging scale
 POSITIVE_RGB = (178, 24, 43)  # red end
@@ -94,6 +105,23 @@ def reward_colors(reward_names: Sequence[str]) -> dict[str, str]:
     `palette_colors(reward_names, REWARD_PALETTE)`: the same on every page and in every run, distinct in a view
     of at most len(REWARD_PALETTE) rewards."""
     return palette_colors(reward_names, REWARD_PALETTE)
+
+
+def span_colour(colour: str, theme: str) -> str:
+    """The colour a reward's span bar is drawn in on `theme` ("light" or "dark"): `colour` where it has 3:1
+    contrast with that theme's page, else a shade of it that has (`LIGHT_SPAN_SHADES`, `colours.with_contrast`)."""
+    if theme == "light" and colour in LIGHT_SPAN_SHADES:
+        return LIGHT_SPAN_SHADES[colour]
+    return with_contrast(colour, PAGE_BACKGROUNDS[theme])
+
+
+@functools.lru_cache(maxsize=256)
+def span_css(colour: str) -> str:
+    """A span bar's CSS colour: `colour` where it has 3:1 contrast with both themes' pages, else
+    `light-dark(<light>, <dark>)` of its `span_colour`s, which the browser resolves by the color-scheme Streamlit
+    sets for its theme (so one HTML serves both)."""
+    light, dark = span_colour(colour, "light"), span_colour(colour, "dark")
+    return colour if light == dark == colour else f"light-dark({light}, {dark})"
 
 
 def palette_colors(names: Sequence[str], palette: Sequence[str]) -> dict[str, str]:
@@ -335,7 +363,8 @@ def token_heatmap_html(
     names = [r for r in (reward_names or present) if r in present] + [
         r for r in present if r not in (reward_names or [])
     ]
-    colors = reward_colors([*(reward_names or []), *names])
+    # the span bars' and swatches' colours, legible on both themes (`span_css`)
+    colors = {r: span_css(c) for r, c in reward_colors([*(reward_names or []), *names]).items()}
     arrays = token_arrays(sample_df, names)
     ts, tokens, total = arrays["t"], arrays["token"], arrays["token_adv"]
     credit, js, weight, in_span = arrays["credit"], arrays["distance"], arrays["weight"], arrays["in_span"]

@@ -71,3 +71,33 @@ def test_at_1400_px_the_runs_tables_key_columns_are_in_view_without_scrolling(tm
         page.wait_for_timeout(1000)
         headers = page.evaluate(HEADERS_JS)
         assert headers[:len(key)] == key and len(headers) > len(key), headers
+
+
+# The page's background and the colour of every span bar and legend swatch Token credit draws, as the browser drew them.
+SPAN_COLOURS_JS = """() => [getComputedStyle(document.querySelector('[data-testid="stApp"]')).backgroundColor,
+    [...new Set([...document.querySelectorAll('.mrtpo-hm i.b[style], .mrtpo-hm .swatch')]
+        .map(e => getComputedStyle(e).backgroundColor))]]"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_token_credits_span_bars_have_3_to_1_contrast_with_the_page_on_both_themes(tmp_path, theme):
+    """Issue 46: the yellow no_comma span bar (1.3:1 on white) was faint on the light theme. Every span bar and
+    swatch Token credit draws (`heatmap.span_css`: `light-dark()`, resolved by the color-scheme Streamlit sets) has
+    WCAG's 3:1 non-text contrast with the page, whose background is the one `colours.PAGE_BACKGROUNDS` names."""
+    from test_browser import contrast
+
+    from mrtpo_viz import colours
+    from mrtpo_viz.tools.synthetic import DEFAULT_REWARDS, write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs, "demo", steps=2, rewards=tuple(DEFAULT_REWARDS), n_tokens=24)
+    with app_in_browser(tmp_path, f"span_colours_{theme}", runs, theme=theme) as (url, page):
+        page.goto(url + "/credit?run=demo")
+        wait_for_script(page)
+        page.locator(".mrtpo-hm i.b[style]").first.wait_for()
+        background, drawn = page.evaluate(SPAN_COLOURS_JS)
+        assert background == "rgb({}, {}, {})".format(*colours.PAGE_BACKGROUNDS[theme]), background
+        assert len(drawn) >= 3, drawn
+        low = {c: round(contrast(c, background), 2) for c in drawn
+               if contrast(c, background) < colours.NON_TEXT_CONTRAST}
+        assert not low, (theme, low)

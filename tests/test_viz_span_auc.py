@@ -65,10 +65,12 @@ def test_auc_figure_of_several_runs_colours_by_run_with_one_legend_entry_per_run
                              REWARDS)
     colours = figures.run_colors(["a", "b"])
     assert all(tr.line.color == colours[tr.meta[0]] for tr in fig.data)
-    assert sorted(tr.name for tr in fig.data if tr.showlegend) == ["a · AUC", "a · control", "b · AUC", "b · control"]
+    legend = sorted(tr.name for tr in fig.data if tr.showlegend)
+    assert legend == ["a · AUC", "a · control", "b · AUC", "b · control"]
 
 
 def test_auc_scope_says_what_one_point_is_computed_over():
     text = figures.auc_scope({"prompts_per_step": 4, "group_size": 8, "max_new_tokens": 48})
-    assert "one training step" in text and "up to 32 samples (4 prompts x G = 8)" in text and "48 response tokens" in text
+    assert "one training step" in text and "up to 32 samples (4 prompts x G = 8)" in text
+    assert "48 response tokens" in text
     assert "the step's samples" in figures.auc_scope({})

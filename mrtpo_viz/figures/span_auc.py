@@ -81,7 +81,8 @@ def auc_figure(metrics_by_run: Mapping[str, pd.DataFrame], reward_names: Sequenc
                     meta=[run, key, "smoothed" if smoothed else "raw"]))
         parts[n] = part
     if not any(p.data for p in parts.values()):
-        return _empty(_layout(go.Figure(), auc_title(window), "AUC"), "no span AUC metrics (GRPO/GDPO runs do no replay)")
+        return _empty(_layout(go.Figure(), auc_title(window), "AUC"),
+                      "no span AUC metrics (GRPO/GDPO runs do no replay)")
     # one run: no legend (each panel's title names its reward, the figure's title the line styles)
     fig = small_multiples(parts, auc_title(window), cols=cols, row_px=200, legend=multi, y_range=(0, 1.02))
     fig.update_layout(shapes=[dict(type="line", xref=f"x{i + 1 if i else ''} domain", yref=f"y{i + 1 if i else ''}",

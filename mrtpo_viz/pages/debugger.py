@@ -1,9 +1,10 @@
 """Verifier debugger: does each reward's credit land where its verifier looks?
 
 Per reward over steps: routing mass inside the verifier's spans and the span ROC AUC of JS with its
-control (one panel per reward, optionally smoothed, with what each point is computed over); the samples where routing and spans disagree most (each opens in Token credit); and a
-playground that runs a verifier on text the user types. The two are tabs of which only the open one runs
-(`ui.view_tabs`; link parameter view=playground).
+control (one panel per reward, optionally smoothed, and what one point is computed over); the samples
+where routing and spans disagree most (each opens in Token credit); and a playground that runs a
+verifier on text the user types. The two are tabs of which only the open one runs (`ui.view_tabs`; link
+parameter view=playground).
 """
 
 from __future__ import annotations
@@ -88,9 +89,9 @@ def run_view(target: dict) -> None:
         table = analysis.disagreement_from_index(indexes, top=25)
         st.subheader("Where routing and spans disagree most")
         st.caption(f"Over the samples of the last {int(last_n)} of the run's {len(steps)} steps with credit maps "
-                   "(set above: Table: scan the last N steps). mass_in: share of the reward's routing weight on tokens "
-                   "its verifier inspected; span_share: what uniform routing would put there. Select a row, or follow "
-                   "its link, to open the sample.")
+                   "(the field \"Table: scan the last N steps\" above). mass_in: share of the reward's routing weight "
+                   "on tokens its verifier inspected; span_share: what uniform routing would put there. Select a row, "
+                   "or follow its link, to open the sample.")
         if table.empty:
             st.info("No sample with verifier spans in these steps.")
         else:

@@ -154,9 +154,9 @@ class ChartPagePreload:
     """ASGI middleware around Streamlit (`mrtpo_viz/server/asgi.py`): the HTML page of every page (the app's
     index.html, which Streamlit serves for every page path, `is_page_path`) gets `BACKEND_BASE_JS` before its
     `</head>`, and a chart page's (`CHART_PAGES`) `head` too; the request is passed on without Accept-Encoding, so
-    that the page comes back uncompressed to edit (index.html is ~7 kB, sent once per visit). A GET of the plotly.js bundle's URL path (`ui.charts.bundle`) is answered here with the file
-    (gzipped where the browser accepts it; the version is in the path, so the browser may keep it); its presence
-    makes the pages draw with it (`ui.charts.serve_bundle`). A POST to `<root>/_mrtpo/settled`
+    that the page comes back uncompressed to edit (index.html is ~7 kB, sent once per visit). A GET of the plotly.js
+    bundle's URL path (`ui.charts.bundle`) is answered here with the file (gzipped where the browser accepts it; the
+    version is in the path, so the browser may keep it); its presence makes the pages draw with it (`ui.charts.serve_bundle`). A POST to `<root>/_mrtpo/settled`
     (`ui.warm.SETTLED_PATH`: a browser has drawn its first page, `ui.prefetch`) is answered here (204) and lets
     the warm sessions start (`ui.warm`); every other request (the websocket, static files, other pages) passes
     untouched, counted while it is answered (`ui.warm.request`)."""
