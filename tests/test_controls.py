@@ -205,3 +205,17 @@ def test_scale_matched_gdpo_trains_and_scales_the_advantages(make_cfg):
     half = step_lib.train_step(lifecycle.build_state(make_cfg(method="gdpo", reward_scales={"test:letters": 0.5})), 1)
     assert math.isfinite(half.metrics["loss/total"])
     assert half.metrics["adv/abs_mean"] == pytest.approx(0.5 * plain.metrics["adv/abs_mean"], rel=1e-5)
+
+
+def test_shuffle_of_a_later_process_takes_its_own_keys():
+    # a multi-process run: process p passes rows_before = p * b and permutes its rows as the rows after the others'
+    # in one draw, so two processes holding the same rows do not permute them alike
+    torch.manual_seed(0)
+    w = torch.rand(3, 2, 6)
+    mask = torch.ones(3, 6)
+    both = shuffle_routing(torch.cat([w, w]), torch.cat([mask, mask]), shuffle_generator(5, 2))
+    first = shuffle_routing(w, mask, shuffle_generator(5, 2))
+    second = shuffle_routing(w, mask, shuffle_generator(5, 2), rows_before=3)
+    assert torch.equal(first, both[:3]) and torch.equal(second, both[3:])
+    assert not torch.equal(first, second)  # the same rows, other permutations
+    assert torch.equal(second.sort(-1).values, w.sort(-1).values)  # each row keeps its weights

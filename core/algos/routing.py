@@ -181,7 +181,7 @@ def span_routing(span_mask: Tensor, mask: Tensor, lam: float = 1.0, w_max: float
 
 
 
-def shuffle_routing(weights: Tensor, mask: Tensor, generator: torch.Generator) -> Tensor:
+def shuffle_routing(weights: Tensor, mask: Tensor, generator: torch.Generator, rows_before: int = 0) -> Tensor:
     """The `shuffle` control (docs/METHOD.md, "Controls"): each (sample, reward) row's routing weights
     permuted uniformly at random over that response's real tokens, (B, K, T) -> (B, K, T).
 
@@ -191,10 +191,13 @@ def shuffle_routing(weights: Tensor, mask: Tensor, generator: torch.Generator) -
     weights, hence the same mass sum_t w'[k, i, t] = sum_t w[k, i, t]; only the positions change. Padding
     (mask 0) is left as it is. All rows at once: pi_{k,i} = argsort of uniform keys u[i, k, t] (drawn on the
     CPU from `generator`, +inf on padding so it sorts last), which is a uniform random permutation of the real
-    tokens (ties have probability 0).
+    tokens (ties have probability 0). `rows_before`: the rows of the step's batch held by the processes before this
+    one (a multi-process run: process p of P, b rows each, passes p * b); the keys are drawn for them too and this
+    process takes the rows after them, so every process permutes its rows independently of the others.
     """
     real = mask.bool()[:, None, :].expand_as(weights)  # (B, K, T)
-    keys = torch.rand(weights.shape, generator=generator).to(weights.device)
+    b, k, t = weights.shape
+    keys = torch.rand((rows_before + b, k, t), generator=generator)[rows_before:].to(weights.device)
     order = torch.where(real, keys, torch.full_like(keys, torch.inf)).argsort(dim=-1)  # (B, K, T) real first
     return torch.where(real, weights.gather(-1, order), weights)
 

@@ -153,7 +153,7 @@ def choose_replay_pairs(cfg: Any, group_adv: Tensor, applicable: Tensor) -> Tens
 
 def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: DistanceFn,
           entropy: Tensor | None = None, routable: Tensor | None = None, step: int = 0,
-          scales: Sequence[float] | None = None) -> Routing:
+          scales: Sequence[float] | None = None, rows_before: int = 0) -> Routing:
     """Routing weights w[k, i, t] (B, K, T) from the config's routing source (`core.choices.routing_source`,
     `core.algos.routing.ROUTING`); replay calls `distances` for the pairs `choose_replay_pairs` selects.
     `Routing(None, None)` for estimators that ignore routing (grpo, gdpo). `entropy` (B, T), the policy's
@@ -161,7 +161,8 @@ def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: 
     bool: the pairs that have a contrastive prompt (MRTPOTrainer: a reward without a contrast, or a row where its
     contrast finds nothing); replay skips the others, whose weights are then uniform (None: every pair).
     The controls (docs/METHOD.md, "Controls"): `routing=entropy` needs `entropy`; `routing_shuffle=on` permutes the
-    weights with the generator of (`routing_shuffle_seed`, `step`); `scales` (K,), GDPO's `reward_scales` in reward
+    weights with the generator of (`routing_shuffle_seed`, `step`) (`rows_before`: the batch rows of the processes
+    before this one, `shuffle_routing`); `scales` (K,), GDPO's `reward_scales` in reward
     order, become constant weights c_k on every real token, which the gdpo estimator applies after its statistics."""
     source = routing_source(cfg)
     if source is None:
@@ -181,6 +182,6 @@ def route(cfg: Any, mask: Tensor, scores: Scores, group_adv: Tensor, distances: 
         weights, d = routing_lib.get_routing(source)(inputs)
         if getattr(cfg, "routing_shuffle", "off") == "on":
             weights = routing_lib.shuffle_routing(weights, mask, routing_lib.shuffle_generator(
-                cfg.routing_shuffle_seed, step))
+                cfg.routing_shuffle_seed, step), rows_before=rows_before)
     return Routing(weights.float(), d, None if d is None else pairs & applicable,
                    None if d is None or entropy is None else entropy, None if d is None else routable)

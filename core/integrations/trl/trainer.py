@@ -432,7 +432,7 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         entropy = self._entropy(rollout) if routing_source(args) == "entropy" else None  # the `entropy` control
         routing = batch_lib.route(args, rollout.mask, scores, group_adv, self._distances(variants, rollout),
                                   entropy, routable=routable, step=self.state.global_step,
-                                  scales=self._reward_scales)
+                                  scales=self._reward_scales, rows_before=self.accelerator.process_index * b)
         times["time/replay"] = time.perf_counter() - t1
 
         t1 = time.perf_counter()
