@@ -43,6 +43,9 @@ def test_recompute_from_fixture_csv(tmp_path, capsys):
     assert "| mrtpo-js-shuffle | 3 |" in table and "0.225 | not shown |" in table
     text = rep.report(df, n_boot=200)
     assert "Key contrast" in text and "per reward kind" in text and "final values" in text and "ood" in text
+    share = rep.constraint_share(df, "heldout")  # one reward per prompt here: its score, averaged over steps
+    assert share[share["arm"] == "mrtpo-js"]["value"].tolist() == pytest.approx([0.6] * 6)
+    assert "share of a prompt's constraints satisfied" in text
     assert rep.scale_factors(df, arm="gdpo") == {"punctuation:no_comma": pytest.approx(0.5)}
     path = tmp_path / "s.csv.gz"
     df.to_csv(path, index=False)

@@ -220,7 +220,22 @@ def report(df: pd.DataFrame, arms: Sequence[str] | None = None, n_boot: int = BO
         if kind_metric_names(df, set_name):
             out += ["", f"**{label}, per reward kind** (averaged over the evaluations; secondary):", "",
                     kind_table(df, set_name, arms, n_boot=n_boot)]
+        if len(share := constraint_share(df, set_name)):
+            out += ["", f"**{label}, share of a prompt's constraints satisfied** (averaged over the evaluations; "
+                        "exploratory, not pre-registered: `constraint_share`):", "",
+                    comparison_table(share, arms, correct=False, n_boot=n_boot)]
     return "\n".join(out) + "\n"
+
+
+def constraint_share(df: pd.DataFrame, set_name: str) -> pd.DataFrame:
+    """(arm, seed, prompt) -> the mean over the prompt's rewards of its per-prompt scores `eval/reward/<k>`, averaged
+    over the evaluations: the share of a prompt's constraints its responses satisfy (scores are 0 / 1). Exploratory
+    (not in study-v4.md's plan): all-satisfied floors when some constraint is never met (study-v4.md, "Progress")."""
+    metrics = [m for names in kind_metric_names(df, set_name).values() for m in names]
+    if not metrics:
+        return pd.DataFrame(columns=["arm", "seed", "prompt", "value"])
+    frames = [per_prompt(df, set_name, m) for m in metrics]
+    return pd.concat(frames).groupby(["arm", "seed", "prompt"], as_index=False)["value"].mean()
 
 
 def scale_factors(df: pd.DataFrame, arm: str = "pilot-js") -> dict[str, float]:
