@@ -352,7 +352,7 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
              "Baselines need no replay.", ""]
     if " of " in str(settings.get("batches", "")):
         lines += [f"**Partial run: every number is from the first {settings['batches']} batches** (the rest were not "
-                  "run yet; the same command resumes from the saved batches).", ""]
+                  "run yet; the command without `--batches` resumes from the saved batches).", ""]
     lines += ["## Cost and overlap", "",
               "| relevance | contrastive passes / response | replay s / batch | step s (est.) | x GDPO | mean pairwise overlap |",
               "|---|---|---|---|---|---|"]
