@@ -116,7 +116,9 @@ def test_bench_saves_each_batch_and_resumes_to_the_same_numbers(prompt_file, tmp
     assert resumed["lift_lo"].notna().any() and resumed["overlap_hi"].notna().any()  # two batches: intervals
     # a --batches limit reports the first batches only, and says so
     assert bench.main(_tiny_argv(prompt_file, tmp_path / "resumed", "--batches", "1")) == 0
-    assert done == [2] and "batches 1 of 2" in (tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.md").read_text()
+    partial = (tmp_path / "resumed" / "faithfulness-tiny-instruct-clip.md").read_text()
+    assert done == [2] and "batches 1 of 2" in partial and "from the first 1 of 2 batches" in partial
+    assert "Partial run" not in (tmp_path / "whole" / "faithfulness-tiny-instruct-clip.md").read_text()
 
 
 def test_bench_refuses_to_resume_with_other_settings(prompt_file, tmp_path):

@@ -368,10 +368,13 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
              "Metrics: docs/METHOD.md, \"Span agreement\" and \"Specificity\"; every applicable (sample, reward) pair "
              "replayed; means over batches with the 95% t interval over batches in brackets, mean -/+ "
              "t_{0.975,n-1} s / sqrt(n) (docs/METHOD.md, \"Intervals over batches\"; none with one batch). "
-             "Baselines need no replay.", "",
-             "## Cost and overlap", "",
-             "| relevance | contrastive passes / response | replay s / batch | step s (est.) | x GDPO | mean pairwise overlap |",
-             "|---|---|---|---|---|---|"]
+             "Baselines need no replay.", ""]
+    if " of " in str(settings.get("batches", "")):
+        lines += [f"**Partial run: every number is from the first {settings['batches']} batches** (the rest were not "
+                  "run yet; the command without `--batches` resumes from the saved batches).", ""]
+    lines += ["## Cost and overlap", "",
+              "| relevance | contrastive passes / response | replay s / batch | step s (est.) | x GDPO | mean pairwise overlap |",
+              "|---|---|---|---|---|---|"]
     overlap = {r["relevance"]: r for r in rows if r["reward"] == "*"}
     for c in cost_rows:
         ov = _cell(overlap[c["relevance"]], "overlap") if c["relevance"] in overlap else _fmt(1.0)
