@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,15 @@ def test_what_is_missing_is_one_line_and_exit_2(args, env, says, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.subprocess
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an NVIDIA driver")
+def test_without_a_gpu_the_study_says_so_before_any_file(tmp_path):
+    r = _script("--results", str(tmp_path / "out"), PY=sys.executable)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "gpu_study: no NVIDIA driver here (nvidia-smi not found); --dry-run runs on the CPU"]
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_dry_run_trains_evaluates_and_writes_the_summary(tmp_path):
@@ -175,3 +185,10 @@ def test_dry_run_trains_evaluates_and_writes_the_summary(tmp_path):
         expected = [m - g for m, g in zip(by[("mrtpo", seed)], by[("gdpo", seed)], strict=True)]
         assert [float(d) for d in diffs] == pytest.approx(expected, abs=2e-3)
     assert not list(out.glob("runs/*/checkpoints"))  # deleted after evaluation
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    result = doctest.testmod(gpu_study)
+    assert result.failed == 0 and result.attempted > 0
