@@ -27,6 +27,8 @@
 #
 # --dry-run: the same pipeline on the CPU with the embedded tiny-instruct model, 2 steps of 2 prompts x 2 samples,
 # EVAL_LIMIT 3 prompts of 16 tokens (tests/test_gpu_study.py runs it with IFEval-format records of its own).
+# It starts 18 Python processes (6 timed steps, 6 trainings, 6 evaluations): 399 s on the 2-core build machine at
+# load 5-14, mostly their start-up.
 # Environment: PY (.venv-gpu/bin/python, else .venv/bin/python, else python3), RELEVANCE (js), SEEDS ("0 1 2"),
 # STEPS (0: estimate), JOBS (6: every run at once), BUDGET_S (600; 3600 with --dry-run), EVAL_RESERVE_S (180),
 # PROMPTS (8 a step), GROUP (8), NEW_TOKENS (256), LR (2e-5), EVAL_NEW_TOKENS (256), EVAL_BATCH (64), EVAL_LIMIT
@@ -44,7 +46,7 @@ while [[ $# -gt 0 ]]; do
         --dry-run) DRY=1 ;;
         --results) [[ $# -ge 2 ]] || die "--results needs a folder"; RESULTS=$2; shift ;;
         --ifeval) [[ $# -ge 2 ]] || die "--ifeval needs IFEval's input_data.jsonl"; IFEVAL=$2; shift ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (try --help)" ;;
     esac
     shift
