@@ -170,3 +170,30 @@ def test_every_column_gets_its_interval_hand_computed():
     text = markdown(rows, cost_rows, {"model": "m"})
     assert "| js | 0.200 [-1.071, 1.471] |" in text and "2.500 [0.446, 4.554]" in text
     assert "| 0.700 |" in text and "14.000 [11.402, 16.598]" in text and "0.600 [0.416, 0.784]" in text
+
+
+def test_the_lift_gap_and_its_difference_to_the_priors_pair_the_batches():
+    from core.tools.bench_faithfulness import aggregate, gap_values, markdown
+
+    nan = float("nan")
+    # js: lift 3, 4, 5 and control 1, 1, 2 -> gaps 2, 3, 3; entropy prior: lift 1.5, 2, nan, control 0.5, 0, 0
+    # -> gaps 1, 2 (batch 3 undefined); js - entropy paired on batches 1, 2: 1, 1
+    by_batch = {("js", "r", "lift"): {1: 3.0, 2: 4.0, 3: 5.0}, ("js", "r", "mass_control"): {1: 1.0, 2: 1.0, 3: 2.0},
+                ("entropy", "r", "lift"): {1: 1.5, 2: 2.0, 3: nan},
+                ("entropy", "r", "mass_control"): {1: 0.5, 2: 0.0, 3: 0.0},
+                ("position", "r", "lift"): {2: 1.0}, ("position", "r", "mass_control"): {2: 1.0}}
+    assert gap_values(by_batch, "js", "r") == [2.0, 3.0, 3.0]
+    assert gap_values(by_batch, "entropy", "r") == [1.0, 2.0]
+    assert gap_values(by_batch, "js", "r", "entropy") == [1.0, 1.0]
+    assert gap_values(by_batch, "js", "r", "position") == [3.0]  # only batch 2 has both
+    sums = {k: list(v.values()) for k, v in by_batch.items()}
+    cost = {"gdpo": {"step_s": [1.0] * 3}, "js": {"passes": [1.0] * 3, "replay_s": [1.0] * 3, "logprobs_s": [0.0] * 3}}
+    rows, cost_rows = aggregate(sums, cost, ("js",), ["r"], by_batch)
+    js = next(r for r in rows if r["relevance"] == "js" and r["reward"] == "r")
+    # gaps 2, 3, 3: mean 8/3, s = sqrt(1/3) = 0.57735, half = 4.303 * 0.57735 / sqrt 3 = 1.43433
+    assert abs(js["gap"] - 8 / 3) < 1e-12 and abs(js["gap_lo"] - (8 / 3 - 1.43433)) < 1e-4
+    assert js["gap_over_entropy"] == 1.0 and js["gap_over_entropy_lo"] == 1.0  # no spread: a point
+    assert js["gap_over_position"] == 3.0 and math.isnan(js["gap_over_position_lo"])  # one batch
+    text = markdown(rows, cost_rows, {"model": "m"})
+    assert "## Lift gap over the priors" in text and "| r | js | 2.667 [1.232, 4.101] | 1.000 [1.000, 1.000] |" in text
+    assert "| r | entropy |" not in text  # the priors are what the variants are measured against

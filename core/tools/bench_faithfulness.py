@@ -217,6 +217,7 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     folder = open_batch_dir(args)
     sums: dict[tuple[str, str, str], list[float]] = {}
     cost: dict[str, dict[str, list[float]]] = {}
+    by_batch: dict[tuple[str, str, str], dict[int, float]] = {}  # the same values by batch (the gaps pair them)
 
     spent: list[float] = []  # seconds of each batch computed by this run
     for batch in range(1, n_batches + 1):
@@ -233,7 +234,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
                 cost.setdefault(label, {}).setdefault(metric, []).append(value)
             else:
                 sums.setdefault((label, reward, metric), []).append(value)
-    rows, cost_rows = aggregate(sums, cost, routing_lib.RELEVANCE, names)
+                by_batch.setdefault((label, reward, metric), {})[batch] = value
+    rows, cost_rows = aggregate(sums, cost, routing_lib.RELEVANCE, names, by_batch)
     settings = {"model": args.model, "prompt_set": args.prompt_set, "prompts": len(state.items),
                 "samples": args.samples, "batches": n_batches, "responses_per_batch": args.batch_prompts * args.samples,
                 "max_new_tokens": args.max_new_tokens, "routing_clip": args.routing_clip, "seed": args.seed,
@@ -312,9 +314,31 @@ def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
     return out
 
 
+GAP_PRIORS = ("entropy", "position")  # the priors a variant's gap must beat (issue 43's goal)
+GAP_COLUMNS = ("gap", *(f"gap_over_{p}" for p in GAP_PRIORS))
+
+
+def gap_values(by_batch: dict[tuple[str, str, str], dict[int, float]], label: str, reward: str,
+               prior: str | None = None) -> list[float]:
+    """Per batch b, the lift gap g_b = lift_b - mass_control_b of (`label`, `reward`), or with `prior` the paired
+    difference g_b - g_b(prior) (docs/METHOD.md, "Intervals over batches"); batches where a term is undefined are
+    left out."""
+    def gaps(name: str) -> dict[int, float]:
+        lift, ctl = by_batch.get((name, reward, "lift"), {}), by_batch.get((name, reward, "mass_control"), {})
+        return {b: lift[b] - ctl[b] for b in lift if b in ctl and not math.isnan(lift[b] - ctl[b])}
+
+    own = gaps(label)
+    if prior is None:
+        return list(own.values())
+    other = gaps(prior)
+    return [own[b] - other[b] for b in own if b in other]
+
+
 def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dict[str, list[float]]],
-              variants, names: list[str]) -> tuple[list[dict], list[dict]]:
-    """(metric rows, cost rows) from the per-batch values: means over batches and the intervals."""
+              variants, names: list[str], by_batch: dict[tuple[str, str, str], dict[int, float]] | None = None
+              ) -> tuple[list[dict], list[dict]]:
+    """(metric rows, cost rows) from the per-batch values: means over batches and the intervals; with `by_batch`
+    (the values by batch) also the lift gap and its paired differences to the priors (`GAP_COLUMNS`)."""
     def mean(values: list[float]) -> float:
         values = [v for v in values if v is not None and not math.isnan(v)]
         return sum(values) / len(values) if values else float("nan")
@@ -329,6 +353,10 @@ def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dic
             row = {"relevance": label, "reward": reward}
             for m in ("overlap",) if reward == "*" else METRICS:
                 put(row, m, sums.get((label, reward, m), []))
+            if by_batch is not None and reward != "*":
+                put(row, "gap", gap_values(by_batch, label, reward))
+                for prior in GAP_PRIORS:
+                    put(row, f"gap_over_{prior}", gap_values(by_batch, label, reward, prior))
             rows.append(row)
     gdpo = cost["gdpo"]["step_s"]
     gdpo_row = {"relevance": "gdpo"}
@@ -386,6 +414,17 @@ def markdown(rows: list[dict], cost_rows: list[dict], settings: dict) -> str:
         lines.append(f"| control: {label} | - | - | - | - | {_cell(overlap[label], 'overlap')} |")
     lines += ["", "GDPO step = sample + verify + update on the batch; a variant's step is estimated as GDPO's + the "
               "p_t log-softmax + its replay (every applicable pair; `replay_pairs=nonzero_adv` runs fewer).", ""]
+    if any("gap" in r for r in rows):
+        lines += ["## Lift gap over the priors", "",
+                  "gap = lift - mass_control per batch; gap - prior: the paired difference per batch to the entropy "
+                  "or position prior's gap (docs/METHOD.md, \"Intervals over batches\"). Credit is reward-specific "
+                  "beyond the priors where all three intervals lie above 0.", "",
+                  "| reward | relevance | " + " | ".join(GAP_COLUMNS) + " |", "|---|---" + "|---" * len(GAP_COLUMNS) + "|"]
+        for r in rows:
+            if r["reward"] != "*" and "gap" in r and r["relevance"] not in GAP_PRIORS:
+                lines.append(f"| {r['reward']} | {r['relevance']} | "
+                             + " | ".join(_cell(r, c) for c in GAP_COLUMNS) + " |")
+        lines.append("")
     for reward in dict.fromkeys(r["reward"] for r in rows if r["reward"] != "*"):
         lines += [f"## {reward}", "", "| relevance | " + " | ".join(METRICS) + " |",
                   "|---" * (len(METRICS) + 1) + "|"]
