@@ -1130,9 +1130,9 @@ def test_span_bars_sit_under_their_own_line_of_tokens(tmp_path):
 CUT_LEGENDS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => [
     (p.querySelector('.gtitle') || {}).textContent, p._fullLayout.legend._height, p._fullLayout.legend._effHeight])
     .filter(([, need, shown]) => need > shown + 1)"""
-# {trace name: line colour} of the first figure.
+# {trace name: line colour} of the first figure's lines (a gap's markers are drawn without a line: issue 46).
 FIRST_FIGURE_COLOURS_JS = """() => Object.fromEntries(document.querySelector('.js-plotly-plot')._fullData
-    .map(d => [d.name, d.line && d.line.color]))"""
+    .filter(d => (d.mode || '').includes('lines')).map(d => [d.name, d.line && d.line.color]))"""
 # The x range of every x axis of the first figure (its small multiples), and how many there are.
 X_RANGES_JS = """() => { const l = document.querySelector('.js-plotly-plot')._fullLayout;
     return Object.keys(l).filter(k => /^xaxis\\d*$/.test(k)).map(k => l[k].range.map(v => Math.round(v))); }"""

@@ -12,8 +12,8 @@ page's URL path and query) whose messages are dropped and which is closed once i
 
 A warm starts once the browser has drawn its page: the first page of a browser's session says so when it has settled
 (`ui.prefetch` posts to SETTLED_PATH), and the warm waits for the modules that browser loads next (no HTTP request for
-AFTER_WORD_S); without that word (a later page of the session), once the server has had no HTTP request and no
-browser's script run for FALLBACK_S. No warm page runs while a browser's script run is under way,
+AFTER_WORD_S), or, should the word not come, once the server has had no HTTP request and no browser's script run
+for FIRST_FALLBACK_S; without that word (a later page of the session), after FALLBACK_S. No warm page runs while a browser's script run is under way,
 and one that starts meanwhile stops it (the page is warmed again later). Started when the page's script ended, the
 warm made the page being opened slower: 0.1-0.25 s for cold Runs and Launch at once (its files came from a server
 whose one Python thread the warm held), ~0.1 s for cold chart pages 0.3 s after (the warm's CPU against the
@@ -52,6 +52,10 @@ WAIT_S = 60.0  # the longest a warm session's script may take before it is close
 SETTLED_PATH = "_mrtpo/settled"  # a browser posts here (relative to the app's root URL) when its first page is drawn
 AFTER_WORD_S = 0.3  # after that word, a warm starts once the server has had no request for this long
 FALLBACK_S = 1.0  # without it, a warm starts once the server had no request and no browser's script run this long
+# The first page of a session waits this long for the word before falling back: since the pages name the server's
+# base (`server.serve.BACKEND_BASE_JS`), a browser makes no failing health requests, and a second without any HTTP
+# request came while it still drew its page, so the 1 s fallback started the warm before the word (and slowed it).
+FIRST_FALLBACK_S = 5.0
 GIVE_UP_S = 60.0  # the pages not warmed after waiting this long for quiet are left cold
 MAX_TRIES = 3  # runs of a warm page that a browser's script run may interrupt before it is left cold
 _MAX_DONE = 512
@@ -212,7 +216,7 @@ def _warm_pages(loop: asyncio.AbstractEventLoop, pages: Sequence[str], query: st
     first = True
     while todo:
         page, tries = todo.pop(0)
-        if not quiet(since if first else None):
+        if not quiet(since, FIRST_FALLBACK_S) if first else not quiet(None):
             left = {page, *(p for p, _ in todo)}
             _LOG.debug("warm: the server was never quiet; %s left cold", ", ".join(sorted(left)))
             with _lock:  # a later page run may try again
