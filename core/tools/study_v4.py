@@ -170,12 +170,19 @@ def run_one(arm: str, seed: int, out: Path, csv: Csv, steps: int, eval_prompts: 
         rc = _child(score_command(path, parts, arm, seed, eval_prompts), log)
         if rc != 0:
             return f"{name}: scoring failed (exit {rc}); see {log}"
-    frames = [pd.read_csv(f, keep_default_na=False) for f in sorted(parts.glob("step-*.csv"))]
-    done = pd.DataFrame([[arm, seed, steps, "run", "", rep.DONE, 1.0]], columns=rep.CSV_COLUMNS)
-    csv.append(pd.concat([*frames, train_rows(path, arm, seed), done], ignore_index=True))
+    evaluations = append_scored(csv, parts, arm, seed, steps, train_rows(path, arm, seed))
     shutil.rmtree(path / "checkpoints", ignore_errors=True)
+    return f"{name}: in the CSV ({evaluations} evaluations) after {time.monotonic() - t0:.0f} s"
+
+
+def append_scored(csv: Csv, parts: Path, arm: str, seed: int, step: int, extra: pd.DataFrame | None = None) -> int:
+    """Append a run's scored steps (its part files), `extra` rows and its `run/complete` row to the CSV in one write,
+    then delete the part files; returns how many steps were scored."""
+    frames = [pd.read_csv(f, keep_default_na=False) for f in sorted(parts.glob("step-*.csv"))]
+    done = pd.DataFrame([[arm, seed, step, "run", "", rep.DONE, 1.0]], columns=rep.CSV_COLUMNS)
+    csv.append(pd.concat([*frames, *([] if extra is None else [extra]), done], ignore_index=True))
     shutil.rmtree(parts, ignore_errors=True)
-    return f"{name}: in the CSV ({len(frames)} evaluations) after {time.monotonic() - t0:.0f} s"
+    return len(frames)
 
 
 def initial_one(seed: int, out: Path, csv: Csv, eval_prompts: int) -> str:
@@ -189,10 +196,7 @@ def initial_one(seed: int, out: Path, csv: Csv, eval_prompts: int) -> str:
                 out / "logs" / f"{fields['run_name']}.log")
     if rc != 0:
         return f"initial-s{seed}: scoring failed (exit {rc})"
-    rows = pd.read_csv(parts / "step-0.csv", keep_default_na=False)
-    done = pd.DataFrame([[rep.INITIAL, seed, 0, "run", "", rep.DONE, 1.0]], columns=rep.CSV_COLUMNS)
-    csv.append(pd.concat([rows, done], ignore_index=True))
-    shutil.rmtree(parts, ignore_errors=True)
+    append_scored(csv, parts, rep.INITIAL, seed, 0)
     return f"initial-s{seed}: in the CSV"
 
 
