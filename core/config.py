@@ -99,6 +99,8 @@ class TrainConfig:
     """mrtpo only: where each reward's credit goes; replay (contrastive JS), span (verifier spans, an oracle) or uniform (= gdpo)"""
     relevance: str = DEFAULT_RELEVANCE
     """mrtpo replay only: token relevance; js (JS distance to the prompt without the constraint), swap (JS to the prompt with the constraint's keyword/phrase/operands swapped), logp (|log-prob change| of the sampled token); *_specific: minus the other rewards' mean; auto: swap for the families whose argument the policy reads (mrtpo bench contrast), remove for the rest"""
+    auto_evidence: str = ""
+    """mrtpo relevance auto only: whose measurements pick each family's variant (core/evidence/NAME.json, core.auto_evidence); empty: the model's own evidence when one is shipped, else tiny-multi; a run records the name it used"""
     sharpen: float = 1.0
     """exponent on the normalised relevance u before mixing; 1.0 leaves it as measured, >1 concentrates credit"""
     lam: float = 1.0
@@ -188,6 +190,10 @@ class TrainConfig:
             message = rule(self)
             if message:
                 raise ConfigError(name, message)
+        if self.method == "mrtpo" and self.relevance == "auto" and not self.auto_evidence:
+            from core import auto_evidence
+
+            self.auto_evidence = auto_evidence.for_model(self.model)  # recorded in config.json
 
     # ---- reward-dependent checks ----
     def validate_against(self, reward_names: list[str]) -> None:
@@ -305,6 +311,15 @@ def _custom_check(v: str | None, cfg: TrainConfig) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", v):
         return f"{v!r} is neither a .py file nor a module name like my_pkg.verifiers"
     return ""
+
+
+def _auto_evidence_check(v: Any, cfg: Any) -> str | None:
+    """"" (the model's evidence, else tiny-multi) or a shipped evidence name (core/evidence/NAME.json)."""
+    from core import auto_evidence
+
+    if v and v not in auto_evidence.names():
+        return f"no auto evidence {v!r}; shipped: {', '.join(auto_evidence.names())} (or leave it empty)"
+    return None
 
 
 def _choice(valid: tuple[str, ...]):
@@ -454,6 +469,7 @@ _CHECKS: list[tuple[str, Any]] = [
     ("method", _choice(FIELD_CHOICES["method"])),
     ("routing", _choice(FIELD_CHOICES["routing"])),
     ("relevance", _choice(FIELD_CHOICES["relevance"])),
+    ("auto_evidence", _auto_evidence_check),
     ("sharpen", _at_least(0.0, "use 1.0 to keep the relevance as measured", strict=True)),
     ("lam", _lam_check),
     ("w_max", _at_least(1.0, "weights have mean 1, so a cap below 1 would clip every token")),

@@ -246,7 +246,9 @@ def verifier_routes(names: Sequence[str], source: str | None) -> dict[str, dict]
 
 # Kinds of contrastive prompt x^-k: remove constraint k's part, swap its argument, or auto: swap for the families in
 # AUTO_SWAP_FAMILIES and remove for the rest (module docstring).
-CONTRASTS = ("remove", "swap", "auto")
+CONTRASTS = ("remove", "swap", "auto", "neutral", "placebo", "opposite", "key")
+# The kinds whose rewrite of constraint k's part is `core.contrast_kinds.rewrite` (its module table).
+REWRITES = ("neutral", "placebo", "opposite", "key")
 # The families whose argument the embedded tiny-multi reads: `mrtpo bench contrast` (docs/results/contrast-tiny-multi.md)
 # measured that swapping their argument moves the argument's probability about as much as removing the sentence
 # (ratio ~1). Forbidden words (0.003) and required keywords (~0.1) fail: the policy does not read which word, so a
@@ -275,16 +277,22 @@ def constraint_part(item: Any, k: int) -> Span | None:
     return None
 
 
-def verifier_contrastive(item: Any, k: int, contrast: str = "remove") -> str:
+def verifier_contrastive(item: Any, k: int, contrast: str = "remove", auto: Mapping[str, str] | None = None) -> str:
     """`item.prompt()` with constraint k's part removed (`contrast="remove"`), or with its argument swapped for
-    another value of the same kind (`"swap"`; removed when the family has none), or `"auto"`: swapped for a family
-    in `AUTO_SWAP_FAMILIES`, removed otherwise (the section's comment above)."""
+    another value of the same kind (`"swap"`; removed when the family has none), or `"auto"`: the contrast
+    `auto[family]` (default: swapped for a family in `AUTO_SWAP_FAMILIES`, removed otherwise; the section's comment
+    above), or rewritten by `core.contrast_kinds.rewrite` (`REWRITES`: neutral, placebo, opposite, key; removed
+    where the rewrite has nothing to do)."""
     _check_index(item, k)
     if contrast not in CONTRASTS:
         raise ValueError(f"unknown contrast {contrast!r}; valid: {', '.join(CONTRASTS)}")
     if contrast == "auto":
-        contrast = "swap" if item.constraints[k].family in AUTO_SWAP_FAMILIES else "remove"
-    swap = _swapper(item, k) if contrast == "swap" else None
+        family = item.constraints[k].family
+        contrast = (auto.get(family, "remove") if auto is not None
+                    else "swap" if family in AUTO_SWAP_FAMILIES else "remove")
+        if contrast not in CONTRASTS or contrast == "auto":
+            raise ValueError(f"auto maps {family} to {contrast!r}, not a contrast ({', '.join(CONTRASTS)})")
+    swap = _swapper(item, k) if contrast == "swap" else _rewriter(item, k, contrast) if contrast in REWRITES else None
     if item.text is None:
         kept = []
         for text_, owners in item._pieces():
@@ -303,6 +311,15 @@ def _swapper(item: Any, k: int):
     """text -> constraint k's counterfactual of that text (None: nothing to swap), seeded per item and k."""
     c = item.constraints[k]
     return lambda text_: c.counterfactual(text_, random.Random(f"{item.key}/{k}/{c.family}"))
+
+
+def _rewriter(item: Any, k: int, contrast: str):
+    """text -> constraint k's part rewritten by `contrast` (`core.contrast_kinds.rewrite`; None: nothing to do),
+    seeded per item, k and the contrast."""
+    from core import contrast_kinds
+
+    c = item.constraints[k]
+    return lambda text_: contrast_kinds.rewrite(contrast, text_, c, random.Random(f"{item.key}/{k}/{contrast}"))
 
 
 # Finding the constraint's sentence in a free-form (IFEval) prompt

@@ -150,7 +150,7 @@ def test_every_column_gets_its_interval_hand_computed():
     # mass_in over 2 finite batches: 0.1, 0.3 -> 0.2 -/+ 12.706 * 0.141421 / sqrt(2) = 0.2 -/+ 1.2706
     sums = {("js", "r", "lift"): [1.0, 2.0, 3.0, 4.0], ("js", "r", "mass_in"): [0.1, nan, 0.3, nan],
             ("js", "r", "auc"): [0.7], ("js", "*", "overlap"): [0.5, 0.7, 0.5, 0.7]}
-    # GDPO step 10, 12, 10, 12 s; js replays 1, 1, 3, 3 s after a 1 s log-softmax: step 12, 14, 14, 16 s
+    # GDPO step 10, 12, 10, 12 s (mean 11); js replays 1, 1, 3, 3 s after a 1 s log-softmax: step 13, 13, 15, 15 s
     cost = {"gdpo": {"step_s": [10.0, 12.0, 10.0, 12.0]},
             "js": {"passes": [2.0] * 4, "replay_s": [1.0, 1.0, 3.0, 3.0], "logprobs_s": [1.0] * 4}}
     rows, cost_rows = aggregate(sums, cost, ("js",), ["r"])
@@ -164,12 +164,12 @@ def test_every_column_gets_its_interval_hand_computed():
     star = next(r for r in rows if r["relevance"] == "js" and r["reward"] == "*")
     assert abs(star["overlap_lo"] - 0.41629) < 1e-4
     step = next(c for c in cost_rows if c["relevance"] == "js")
-    # step 14, s = sqrt(8 / 3) = 1.63299, half = 3.182 * 1.63299 / 2 = 2.59809; x GDPO = 14 / 11
-    assert step["step_s"] == 14.0 and abs(step["step_s_lo"] - 11.40191) < 1e-4
+    # step 14, s = sqrt(4 / 3) = 1.15470, half = 3.182 * 1.15470 / 2 = 1.83712; x GDPO = 14 / 11
+    assert step["step_s"] == 14.0 and abs(step["step_s_lo"] - 12.16288) < 1e-4
     assert abs(step["step_vs_gdpo"] - 14 / 11) < 1e-12 and step["passes_per_response_lo"] == 2.0
     text = markdown(rows, cost_rows, {"model": "m"})
     assert "| js | 0.200 [-1.071, 1.471] |" in text and "2.500 [0.446, 4.554]" in text
-    assert "| 0.700 |" in text and "14.000 [11.402, 16.598]" in text and "0.600 [0.416, 0.784]" in text
+    assert "| 0.700 |" in text and "14.000 [12.163, 15.837]" in text and "0.600 [0.416, 0.784]" in text
 
 
 def test_the_lift_gap_and_its_difference_to_the_priors_pair_the_batches():
@@ -197,3 +197,55 @@ def test_the_lift_gap_and_its_difference_to_the_priors_pair_the_batches():
     text = markdown(rows, cost_rows, {"model": "m"})
     assert "## Lift gap over the priors" in text and "| r | js | 2.667 [1.232, 4.101] | 1.000 [1.000, 1.000] |" in text
     assert "| r | entropy |" not in text  # the priors are what the variants are measured against
+
+
+def test_a_batch_saved_without_some_labels_gets_only_those_from_the_same_samples(prompt_file, tmp_path, monkeypatch):
+    """A saved batch lacking labels (variants added since) is sampled again and gets just those rows, equal to what
+    an uninterrupted run computes; a batch whose samples would differ (its check label tampered with) is refused."""
+    from core.tools import bench_faithfulness as bench
+
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "whole")) == 0
+    whole = pd.read_csv(tmp_path / "whole" / "faithfulness-tiny-instruct-clip.csv")
+    folder = tmp_path / "whole" / "faithfulness-tiny-instruct-clip-batches"
+    for path in folder.glob("batch-*.csv"):  # as if saved before `placebo` and `top-entropy` existed
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        df[~df["relevance"].isin(["placebo", "top-entropy"])].to_csv(path, index=False)
+    asked: list = []
+    real = bench.run_batch
+
+    def recording(args, base, state, gdpo, batch, only=None):
+        asked.append((batch, None if only is None else sorted(only)))
+        return real(args, base, state, gdpo, batch, only=only)
+
+    monkeypatch.setattr(bench, "run_batch", recording)
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "whole")) == 0
+    assert asked == [(1, ["placebo", "top-entropy"]), (2, ["placebo", "top-entropy"])]
+    again = pd.read_csv(tmp_path / "whole" / "faithfulness-tiny-instruct-clip.csv")
+    cols = [c for c in whole.columns if c not in ("step_s", "step_s_lo", "step_s_hi")]
+    pd.testing.assert_frame_equal(again[cols], whole[cols], atol=1e-6)
+    # the check label's saved value tampered with: the batch is not the same samples any more, and it says so
+    path = folder / "batch-0001.csv"
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    df.loc[(df["relevance"] == "span") & (df["metric"] == "mass_in"), "value"] += 0.5
+    df[df["relevance"] != "placebo"].to_csv(path, index=False)
+    with pytest.raises(SystemExit, match="batch 1 sampled again differs"):
+        bench.main(_tiny_argv(prompt_file, tmp_path / "whole"))
+
+
+def test_variants_sharing_a_pass_run_it_once(prompt_file, tmp_path, monkeypatch):
+    """Per batch each (contrast, distance) pass runs once: js, js_specific and placebo's removal share one."""
+    from core.run import step as step_lib
+    from core.tools import bench_faithfulness as bench
+
+    calls: list = []
+    real = step_lib.contrast_distances
+
+    def counting(state, rollout, logprobs, chosen, contrast, distance="js"):
+        calls.append((contrast, distance))
+        return real(state, rollout, logprobs, chosen, contrast, distance)
+
+    monkeypatch.setattr(step_lib, "contrast_distances", counting)
+    assert bench.main(_tiny_argv(prompt_file, tmp_path / "once", "--batches", "1")) == 0
+    assert len(calls) == len(set(calls))
+    assert set(calls) == {("remove", "js"), ("swap", "js"), ("remove", "logp"), ("neutral", "js"),
+                          ("placebo", "js"), ("opposite", "js"), ("key", "js")}

@@ -28,9 +28,11 @@ def test_logp_distance_hand_case():
 
 def test_every_variant_names_a_known_contrast_and_distance():
     for name, variant in routing_lib.RELEVANCE.items():
-        assert variant.contrast in CONTRASTS and variant.distance in routing_lib.DISTANCES, name
+        assert set(variant.contrasts) <= set(CONTRASTS) and variant.distance in routing_lib.DISTANCES, name
         assert variant.pairwise == (not name.endswith("_specific")), name
-    assert set(routing_lib.RELEVANCE) == {"js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto"}
+        assert (variant.merge is None) == (len(variant.contrasts) == 1), name
+    assert set(routing_lib.RELEVANCE) == {"js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto",
+                                          "neutral", "opposite", "key", "placebo", "average"}
 
 
 def test_specific_variants_subtract_the_other_rewards_mean():

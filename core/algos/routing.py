@@ -259,14 +259,38 @@ def logp_distance(logp_tok: Tensor, logq_tok: Tensor) -> Tensor:
 DISTANCES = ("js", "logp")
 
 
+def placebo_merge(ds: list[Tensor]) -> Tensor:
+    """`placebo`: the removal distance less the placebo's, floored at 0 (docs/METHOD.md, "Relevance variants"):
+        d[k,i,t] = max(0, d_remove[k,i,t] - d_placebo[k,i,t])
+    with d_placebo the distance between x and x with a neutral sentence of constraint k's length added after it, so
+    what any sentence of that length at that place does (position and length sensitivity) cancels. NaN stays NaN."""
+    d_remove, d_placebo = ds
+    return (d_remove - d_placebo).clamp(min=0.0)
+
+
+def mean_merge(ds: list[Tensor]) -> Tensor:
+    """`average`: the mean of the contrasts' distances, d = (1 / C) sum_c d_c (docs/METHOD.md, "Relevance
+    variants"). NaN where any is NaN."""
+    return torch.stack(ds).mean(0)
+
+
 @dataclass(frozen=True)
 class Relevance:
     """One relevance variant (docs/METHOD.md, "Relevance variants")."""
 
-    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced; "auto": per family
+    contrast: str  # "remove": x^-k leaves out constraint k's part; "swap": its argument replaced; ... (CONTRASTS)
     distance: str  # one of DISTANCES
     combine: Callable[[Tensor, Tensor], Tensor]
     pairwise: bool
+    # More contrastive prompts after `contrast` (one more pass each) and how their distances merge into one d
+    # (B, K, T) before `combine`: fn([d_contrast, d_extra_1, ...]) -> d.
+    extra: tuple[str, ...] = ()
+    merge: Callable[[list[Tensor]], Tensor] | None = None
+
+    @property
+    def contrasts(self) -> tuple[str, ...]:
+        """Every contrastive prompt the variant replays, one pass per (sample, reward) each."""
+        return (self.contrast, *self.extra)
 
     def __call__(self, d: Tensor, applicable: Tensor) -> Tensor:
         return self.combine(d, applicable)
@@ -279,8 +303,17 @@ RELEVANCE: dict[str, Relevance] = {
     "swap_specific": Relevance("swap", "js", specific_relevance, pairwise=False),
     "logp": Relevance("remove", "logp", js_relevance, pairwise=True),
     "logp_specific": Relevance("remove", "logp", specific_relevance, pairwise=False),
-    # swap for the families whose argument the policy reads (core.contrast.AUTO_SWAP_FAMILIES), remove for the rest
+    # per family, the variant its evidence names (core.evidence; default: swap for the families whose argument the
+    # policy reads, core.contrast.AUTO_SWAP_FAMILIES, js for the rest)
     "auto": Relevance("auto", "js", js_relevance, pairwise=True),
+    # the newer contrastive prompts (core.contrast_kinds): content replaced by a same-length neutral text, the
+    # constraint's opposite, its key words removed; the placebo-corrected removal; the mean of five contrasts
+    "neutral": Relevance("neutral", "js", js_relevance, pairwise=True),
+    "opposite": Relevance("opposite", "js", js_relevance, pairwise=True),
+    "key": Relevance("key", "js", js_relevance, pairwise=True),
+    "placebo": Relevance("remove", "js", js_relevance, pairwise=True, extra=("placebo",), merge=placebo_merge),
+    "average": Relevance("remove", "js", js_relevance, pairwise=True, extra=("swap", "neutral", "opposite", "key"),
+                         merge=mean_merge),
 }
 # Variants whose relevance[k, i] depends on d[k, i] alone (`Relevance.pairwise`).
 PAIRWISE_RELEVANCE = frozenset(name for name, r in RELEVANCE.items() if r.pairwise)

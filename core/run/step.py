@@ -226,23 +226,70 @@ def routable_pairs(state: TrainState, rollout: Rollout) -> Tensor | None:
                           for k in range(len(state.reward_names))] for item in rollout.items], dtype=torch.bool)
 
 
+def contrast_distances(state: TrainState, rollout: Rollout, logprobs: tf_lib.ResponseLogprobs | None, chosen: Tensor,
+                       contrast: str, distance: str = "js") -> Tensor:
+    """(B, K, T) distances d between the passes under x and under the contrastive prompt of kind `contrast`
+    (`contrastive_prompt_ids`) for the pairs `chosen` (NaN elsewhere), reusing p_t from `logprobs`."""
+    cfg, dev = state.cfg, state.device
+    with torch.no_grad(), state.replay_autocast():
+        d = tf_lib.contrastive_distances(
+            state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen, contrast),
+            rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,
+            logp_full=None if logprobs is None else logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
+            distance=distance, token_logp=None if logprobs is None else logprobs.token_logp,
+        )  # (B, K, T)
+    return d.float().cpu()
+
+
+def auto_variants(state: TrainState) -> list[str]:
+    """Per reward (state.reward_names order), the variant `auto` routes it with: its family's in the run's evidence
+    (`core.auto_evidence`, TrainConfig.auto_evidence)."""
+    from core import auto_evidence
+
+    evidence = auto_evidence.load(state.cfg.auto_evidence or auto_evidence.for_model(state.cfg.model))
+    return [auto_evidence.variant_for(evidence, name) for name in state.reward_names]
+
+
+def relevance_distances(state: TrainState, rollout: Rollout, logprobs: tf_lib.ResponseLogprobs | None,
+                        chosen: Tensor, relevance: str, passes: dict | None = None) -> Tensor:
+    """(B, K, T) distance d of relevance variant `relevance` for the pairs `chosen` (docs/METHOD.md, "Relevance
+    variants"): one pass per contrast of the variant (`Relevance.contrasts`), merged by its `merge`; for `auto`, each
+    reward's columns from the variant its evidence names (`auto_variants`). `passes` caches the passes by (contrast,
+    distance, pairs) across calls on the same rollout (the benchmark measures every variant on one batch), with each
+    pass's seconds under ("seconds", contrast, distance, pairs)."""
+    if relevance == "auto":
+        chosen_variants = auto_variants(state)
+        d = None
+        for name in dict.fromkeys(chosen_variants):
+            cols = torch.tensor([v == name for v in chosen_variants])
+            pairs = chosen if passes is not None else chosen & cols[None, :]  # cached: the whole passes serve
+            d_v = relevance_distances(state, rollout, logprobs, pairs, name, passes)
+            d = d_v if d is None else torch.where(cols[None, :, None], d_v, d)
+        return d
+    variant = routing_lib.get_relevance(relevance)
+    ds = []
+    for contrast in variant.contrasts:
+        key = (contrast, variant.distance, bytes(chosen.numpy().tobytes()))
+        if passes is None or key not in passes:
+            t0 = time.perf_counter()
+            found = contrast_distances(state, rollout, logprobs, chosen, contrast, variant.distance)
+            if passes is None:
+                ds.append(found)
+                continue
+            passes[key], passes[("seconds", *key)] = found, time.perf_counter() - t0
+        ds.append(passes[key])
+    return ds[0] if variant.merge is None else variant.merge(ds)
+
+
 def route(state: TrainState, rollout: Rollout, scores: Scores, logprobs: tf_lib.ResponseLogprobs | None,
-          step: int = 0) -> Routing:
+          step: int = 0, passes: dict | None = None) -> Routing:
     """Routing weights w[k, i, t] from the config's routing source (`core.run.batch.route`); replay runs the
     contrastive passes here for the pairs `core.run.batch.choose_replay_pairs` selects, reusing p_t from
-    `logprobs`."""
-    cfg, dev = state.cfg, state.device
-    variant = routing_lib.get_relevance(cfg.relevance)
+    `logprobs` (and the passes already in `passes`: `relevance_distances`)."""
+    cfg = state.cfg
 
     def distances(chosen: Tensor) -> Tensor:
-        with torch.no_grad(), state.replay_autocast():
-            d = tf_lib.contrastive_distances(
-                state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen, variant.contrast),
-                rollout.response_ids.to(dev), rollout.mask.to(dev), cfg.replay_chunk,
-                logp_full=None if logprobs is None else logprobs.logp_full, pad_token_id=pad_token_id(state.tokenizer),
-                distance=variant.distance, token_logp=None if logprobs is None else logprobs.token_logp,
-            )  # (B, K, T)
-        return d.float().cpu()
+        return relevance_distances(state, rollout, logprobs, chosen, cfg.relevance, passes)
 
     group_adv = adv_lib.group_normalized(scores.rewards, cfg.group_size, cfg.eps)  # (B, K)
     entropy = None if logprobs is None else logprobs.entropy.float().cpu()

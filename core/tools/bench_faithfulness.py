@@ -12,15 +12,19 @@ same metrics for five baselines that need no replay: `random` (uniform noise), `
 tokens), `entropy` (the policy's next-token entropy, the same for every reward), `span` (the verifier span mask
 itself, the oracle) and `scatter` (a useless router: each reward on one distinct token outside its own span, which
 scores low overlap and control). Routing weights use
-`--routing-clip` (default: the trainer's, `clip`). Cost: contrastive passes per response and seconds of replay per batch,
-next to one GDPO step (sample + verify + update) on the same batch. Every column is the mean over batches with its
+`--routing-clip` (default: the trainer's, `clip`). Each (contrast, distance) pass runs once per batch and serves every
+variant reading it. Cost: contrastive passes per response and seconds of replay per batch (a variant's: the seconds of
+the passes it reads, what it costs alone), next to one GDPO step (sample + verify + update) on the same batch
+(`--no-gdpo-step` skips that update; a variant's step is then timed with the mean GDPO step of the batches that ran it). Every column is the mean over batches with its
 95% t interval over batches (docs/METHOD.md, "Intervals over batches").
 Writes `faithfulness-<model>-<routing_clip>.md` and `.csv` under `--out` and prints the Markdown.
 
 Each finished batch's raw values are saved at once to `faithfulness-<model>-<routing_clip>-batches/batch-NNNN.csv`
 under `--out` (beside `settings.json`, the settings that fix the samples); a re-run with the same settings skips the
 saved batches (different settings are refused), and the reports are computed from the saved batches. `--batches N`
-stops after the first N batches (and reports those).
+stops after the first N batches (and reports those). A saved batch that lacks labels added since (new variants) gets them: its samples are drawn
+again (the same seeds), the `span` baseline is recomputed and must equal the saved values, and only the missing
+labels' rows are appended.
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"weights above w_max: mass (redistributed) or clip (lost); default {TrainConfig.routing_clip}, "
                         "the trainer's")
     p.add_argument("--out", default="docs/results", help="folder of the Markdown and CSV report")
+    p.add_argument("--no-gdpo-step", action="store_true",
+                   help="skip the GDPO update that times the cost columns on the batches computed now (a third of a "
+                        "CPU batch); their costs then use the mean GDPO step of the batches that measured it")
     p.add_argument("--batches", type=int, default=None,
                    help="stop after the first N batches and report them (default: all); the saved ones are skipped")
     return p
@@ -220,12 +227,21 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     by_batch: dict[tuple[str, str, str], dict[int, float]] = {}  # the same values by batch (the gaps pair them)
 
     spent: list[float] = []  # seconds of each batch computed by this run
+    wanted = labels()
     for batch in range(1, n_batches + 1):
-        if batch_path(folder, batch).exists():
+        saved = load_batch(folder, batch) if batch_path(folder, batch).exists() else None
+        missing = [x for x in wanted if saved is not None and x not in {r[1] for r in saved}]
+        if saved is not None and not missing:
             print(f"batch {batch}/{n_batches}: saved in {folder}, skipped", file=sys.stderr, flush=True)
         else:
             t0 = time.perf_counter()
-            save_batch(folder, batch, run_batch(args, base, state, gdpo, batch))
+            if saved is None:
+                rows = run_batch(args, base, state, gdpo, batch)
+            else:  # a batch saved before these labels existed: the same samples again, only the missing labels
+                print(f"batch {batch}/{n_batches}: saved without {', '.join(missing)}; adding them", file=sys.stderr,
+                      flush=True)
+                rows = saved + same_samples(saved, run_batch(args, base, state, gdpo, batch, only=missing), batch)
+            save_batch(folder, batch, rows)
             spent.append(time.perf_counter() - t0)
             left = sum(not batch_path(folder, b).exists() for b in range(batch + 1, n_batches + 1))
             print(progress_line(batch, n_batches, spent, left), file=sys.stderr, flush=True)
@@ -253,10 +269,61 @@ def progress_line(batch: int, n_batches: int, spent: list[float], left: int) -> 
     return f"batch {batch}/{n_batches}: {spent[-1]:.0f} s, ETA {eta:.0f} s ({at}), {left} to go"
 
 
-def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
+CHECK_LABEL = "span"  # the baseline recomputed with any missing labels: its values must equal the saved ones
+
+
+def labels() -> list[str]:
+    """Every label a batch holds: the relevance variants, the baselines, the controls."""
+    from core.algos import routing as routing_lib
+
+    return [*routing_lib.RELEVANCE, *BASELINES, *CONTROLS]
+
+
+def same_samples(saved: list[tuple], new: list[tuple], batch: int) -> list[tuple]:
+    """`new` without its `CHECK_LABEL` rows, after checking them against the saved ones (SystemExit when a value
+    differs by more than 1e-5: the batch's samples were not drawn again alike, and the labels would not pair)."""
+    old = {(r[1], r[2], r[3]): r[4] for r in saved if r[1] == CHECK_LABEL}
+    for kind, label, reward, metric, value in new:
+        if label == CHECK_LABEL and (label, reward, metric) in old:
+            was = old[(label, reward, metric)]
+            if not (math.isnan(was) and math.isnan(value)) and not abs(was - value) <= 1e-5:
+                raise SystemExit(f"mrtpo bench faithfulness: batch {batch} sampled again differs from the saved one "
+                                 f"({label} {reward} {metric}: saved {was}, now {value}); remove its file to redo it")
+    return [r for r in new if r[1] != CHECK_LABEL]
+
+
+def variant_passes(state, name: str) -> list[tuple[str, str]]:
+    """The (contrast, distance) passes variant `name` replays (for `auto`: those of the variants its evidence
+    names, `core.run.step.auto_variants`)."""
+    from core.algos import routing as routing_lib
+    from core.run import step as step_lib
+
+    names = step_lib.auto_variants(state) if name == "auto" else [name]
+    out = []
+    for n in dict.fromkeys(names):
+        v = routing_lib.get_relevance(n)
+        out += [(c, v.distance) for c in v.contrasts if (c, v.distance) not in out]
+    return out
+
+
+def variant_pass_count(state, name: str, replayed) -> float:
+    """Contrastive passes per response of variant `name`: the replayed pairs times the contrasts each reward's
+    variant replays, over the responses."""
+    from core.algos import routing as routing_lib
+    from core.run import step as step_lib
+
+    per_reward = step_lib.auto_variants(state) if name == "auto" else [name] * replayed.shape[1]
+    n = [len(routing_lib.get_relevance(v).contrasts) for v in per_reward]
+    return float(sum(float(replayed[:, k].sum()) * n[k] for k in range(replayed.shape[1]))) / replayed.shape[0]
+
+
+def run_batch(args, base: TrainConfig, state, gdpo, batch: int, only: list[str] | None = None) -> list[tuple]:
     """One batch's raw values as BATCH_COLUMNS rows: ("metric", label, reward, metric, value) for every variant and
     baseline, ("cost", label, "", metric, seconds or passes) for the cost. Depends only on the settings and `batch`
-    (the prompts and samples are seeded by (seed, batch)), so a resumed run computes the same values."""
+    (the prompts and samples are seeded by (seed, batch)), so a resumed run computes the same values. `only`: just
+    these labels (and `CHECK_LABEL`), no GDPO step. Each (contrast, distance) pass runs once per batch and serves
+    every variant that reads it; a variant's replay seconds are the sum of its passes' seconds (what it costs
+    alone)."""
     import torch
 
     from core.algos import advantages as adv_lib
@@ -265,6 +332,7 @@ def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
 
     names = state.reward_names
     out: list[tuple] = []
+    todo = set(labels() if only is None else [*only, CHECK_LABEL])
 
     def add(label: str, per_reward: dict[str, dict[str, float]]) -> None:
         for reward, values in per_reward.items():
@@ -279,38 +347,46 @@ def run_batch(args, base: TrainConfig, state, gdpo, batch: int) -> list[tuple]:
     t_logprobs = time.perf_counter() - t0
     entropy = logprobs.entropy.float().cpu()
     group_adv = adv_lib.group_normalized(scores.rewards, args.samples, base.eps)  # (B, K) for `retained`
+    passes: dict = {}
     for variant in routing_lib.RELEVANCE:
+        if variant not in todo and not (variant == "js" and "js+shuffle" in todo):
+            continue
         state.cfg = dataclasses.replace(base, relevance=variant)
-        t0 = time.perf_counter()
-        routing = step_lib.route(state, rollout, scores, logprobs)
-        seconds = time.perf_counter() - t0
+        routing = step_lib.route(state, rollout, scores, logprobs, passes=passes)
+        seconds = sum(v for key, v in passes.items() if key[0] == "seconds" and key[1:3] in variant_passes(state, variant))
         rel = routing_lib.get_relevance(variant)(routing.distances, routing.replayed)
-        add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy, group_adv,
-                                       base.w_max))
-        if variant == "js":  # the shuffle control: the same permutation of js's relevance and weights
+        if variant in todo:
+            add(variant, relevance_metrics(rel, routing.weights, scores, rollout.mask, names, entropy, group_adv,
+                                           base.w_max))
+            out += [("cost", variant, "", "passes", variant_pass_count(state, variant, routing.replayed)),
+                    ("cost", variant, "", "replay_s", seconds), ("cost", variant, "", "logprobs_s", t_logprobs)]
+        if variant == "js" and "js+shuffle" in todo:  # the shuffle control: one permutation of js's relevance, weights
             mask = rollout.mask
             perm = [routing_lib.shuffle_routing(x, mask, routing_lib.shuffle_generator(args.seed, batch))
                     for x in (torch.nan_to_num(rel.float(), nan=0.0), routing.weights)]
             rel_sh = torch.where(scores.applicable[:, :, None], perm[0], torch.full_like(perm[0], float("nan")))
             add("js+shuffle", relevance_metrics(rel_sh, perm[1], scores, mask, names, entropy, group_adv,
                                                 base.w_max))
-        out += [("cost", variant, "", "passes", float(routing.replayed.sum()) / rollout.mask.shape[0]),
-                ("cost", variant, "", "replay_s", seconds), ("cost", variant, "", "logprobs_s", t_logprobs)]
     for name in BASELINES:
+        if name not in todo:
+            continue
         rel = baseline_relevance(name, scores.span_mask, rollout.mask, entropy, scores.applicable,
                                  args.seed + batch)
         weights = routing_lib.routing_weights(rel, rollout.mask, w_max=base.w_max, clip=base.routing_clip)
         add(name, relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
-    top = routing_lib.top_entropy_tokens(entropy, rollout.mask, base.entropy_q)  # (B, T), every reward's relevance
-    weights = routing_lib.entropy_routing(entropy, rollout.mask, len(names), q=base.entropy_q, lam=base.lam,
-                                          w_max=base.w_max, clip=base.routing_clip)
-    rel = torch.where(scores.applicable[:, :, None], top[:, None, :].expand_as(weights),
-                      torch.full_like(weights, float("nan")))
-    add("top-entropy", relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv, base.w_max))
+    if "top-entropy" in todo:
+        top = routing_lib.top_entropy_tokens(entropy, rollout.mask, base.entropy_q)  # (B, T), every reward's
+        weights = routing_lib.entropy_routing(entropy, rollout.mask, len(names), q=base.entropy_q, lam=base.lam,
+                                              w_max=base.w_max, clip=base.routing_clip)
+        rel = torch.where(scores.applicable[:, :, None], top[:, None, :].expand_as(weights),
+                          torch.full_like(weights, float("nan")))
+        add("top-entropy", relevance_metrics(rel, weights, scores, rollout.mask, names, entropy, group_adv,
+                                             base.w_max))
     rollout.logits = None
-    t0 = time.perf_counter()
-    step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses
-    out.append(("cost", "gdpo", "", "step_s", t_sample + time.perf_counter() - t0))
+    if only is None and not getattr(args, "no_gdpo_step", False):
+        t0 = time.perf_counter()
+        step_lib.train_step(gdpo, batch, rollout=rollout)  # verify + update of GDPO on the same responses
+        out.append(("cost", "gdpo", "", "step_s", t_sample + time.perf_counter() - t0))
     return out
 
 
@@ -358,7 +434,7 @@ def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dic
                 for prior in GAP_PRIORS:
                     put(row, f"gap_over_{prior}", gap_values(by_batch, label, reward, prior))
             rows.append(row)
-    gdpo = cost["gdpo"]["step_s"]
+    gdpo = cost.get("gdpo", {}).get("step_s", [])
     gdpo_row = {"relevance": "gdpo"}
     put(gdpo_row, "passes_per_response", [0.0] * len(gdpo))
     put(gdpo_row, "replay_s_per_batch", [0.0] * len(gdpo))
@@ -366,12 +442,14 @@ def aggregate(sums: dict[tuple[str, str, str], list[float]], cost: dict[str, dic
     gdpo_row["step_vs_gdpo"] = 1.0
     cost_rows = [gdpo_row]
     for variant in variants:
-        c = cost[variant]
+        c = cost.get(variant)
+        if not c:
+            continue
         row = {"relevance": variant}
         put(row, "passes_per_response", c["passes"])
         put(row, "replay_s_per_batch", c["replay_s"])
-        # per batch: GDPO's step + the log-softmax + this variant's replay of the same batch
-        put(row, "step_s", [g + lp + r for g, lp, r in zip(gdpo, c["logprobs_s"], c["replay_s"], strict=True)])
+        # per batch: GDPO's mean step (over the batches that timed it) + the log-softmax + this variant's replay
+        put(row, "step_s", [mean(gdpo) + lp + r for lp, r in zip(c["logprobs_s"], c["replay_s"], strict=True)])
         row["step_vs_gdpo"] = row["step_s"] / mean(gdpo)
         cost_rows.append(row)
     return rows, cost_rows
