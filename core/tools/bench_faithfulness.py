@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"weights above w_max: mass (redistributed) or clip (lost); default {TrainConfig.routing_clip}, "
                         "the trainer's")
     p.add_argument("--out", default="docs/results", help="folder of the Markdown and CSV report")
+    p.add_argument("--auto-evidence", default="tiny-multi",
+                   help="whose evidence the `auto` variant's per-family choice comes from (core/evidence/NAME.json; "
+                        "default tiny-multi, the embedded model's)")
     p.add_argument("--no-gdpo-step", action="store_true",
                    help="skip the GDPO update that times the cost columns on the batches computed now (a third of a "
                         "CPU batch); their costs then use the mean GDPO step of the batches that measured it")
@@ -78,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
 
 # The settings that fix a batch's samples and values: a resumed run must have the same ones.
 SAVED_SETTINGS = ("model", "prompt_set", "prompts", "samples", "batch_prompts", "max_new_tokens", "replay_chunk",
-                  "replay_dtype", "seed", "device", "routing_clip")
+                  "replay_dtype", "seed", "device", "routing_clip", "auto_evidence")
+# A setting added after batches were saved without it: what those batches were computed with.
+SAVED_DEFAULTS = {"auto_evidence": "tiny-multi"}
 BATCH_COLUMNS = ("kind", "relevance", "reward", "metric", "value")
 
 
@@ -95,6 +100,7 @@ def open_batch_dir(args) -> Path:
     path = folder / "settings.json"
     if path.exists():
         saved = json.loads(path.read_text())
+        saved = {**SAVED_DEFAULTS, **saved}
         diff = [f"{k}: saved {saved.get(k)!r}, now {now[k]!r}" for k in SAVED_SETTINGS if saved.get(k) != now[k]]
         if diff:
             raise SystemExit(f"mrtpo bench faithfulness: {folder} holds batches saved with other settings ("
@@ -214,7 +220,7 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
                        prompts_per_step=args.batch_prompts, max_new_tokens=args.max_new_tokens,
                        replay_chunk=args.replay_chunk, replay_dtype=args.replay_dtype, seed=args.seed,
                        device=args.device, replay_pairs="all", routing_clip=args.routing_clip,
-                       runs_dir="runs", checkpoint_every=0, steps=1)
+                       runs_dir="runs", checkpoint_every=0, steps=1, auto_evidence=args.auto_evidence)
     state = lifecycle.build_state(base)
     state.items = state.items[: args.prompts]
     gdpo = lifecycle.build_state(dataclasses.replace(base, method="gdpo"))
@@ -254,7 +260,8 @@ def run(args) -> tuple[list[dict], list[dict], dict]:
     rows, cost_rows = aggregate(sums, cost, routing_lib.RELEVANCE, names, by_batch)
     settings = {"model": args.model, "prompt_set": args.prompt_set, "prompts": len(state.items),
                 "samples": args.samples, "batches": n_batches, "responses_per_batch": args.batch_prompts * args.samples,
-                "max_new_tokens": args.max_new_tokens, "routing_clip": args.routing_clip, "seed": args.seed,
+                "max_new_tokens": args.max_new_tokens, "routing_clip": args.routing_clip,
+                "auto_evidence": args.auto_evidence, "seed": args.seed,
                 "threads": torch.get_num_threads()}
     if n_batches < n_all:
         settings["batches"] = f"{n_batches} of {n_all}"
@@ -283,7 +290,7 @@ def same_samples(saved: list[tuple], new: list[tuple], batch: int) -> list[tuple
     """`new` without its `CHECK_LABEL` rows, after checking them against the saved ones (SystemExit when a value
     differs by more than 1e-5: the batch's samples were not drawn again alike, and the labels would not pair)."""
     old = {(r[1], r[2], r[3]): r[4] for r in saved if r[1] == CHECK_LABEL}
-    for kind, label, reward, metric, value in new:
+    for _kind, label, reward, metric, value in new:
         if label == CHECK_LABEL and (label, reward, metric) in old:
             was = old[(label, reward, metric)]
             if not (math.isnan(was) and math.isnan(value)) and not abs(was - value) <= 1e-5:
