@@ -510,11 +510,23 @@ _CHECKS: list[tuple[str, Any]] = [
 ]
 _CHECK_OF = dict(_CHECKS)
 # Rules between fields, checked once every field is fine: (the field the message belongs to, rule).
+def _trl_one_pass(relevance: str) -> str:
+    """MRTPOTrainer replays one contrastive prompt per reward (core.integrations.trl.config.one_pass_error)."""
+    from core.algos.routing import RELEVANCE
+
+    variant = RELEVANCE.get(relevance)
+    if variant is None or len(variant.contrasts) == 1:
+        return ""
+    return (f"{relevance} merges {len(variant.contrasts)} contrastive passes per reward; the trl backend replays "
+            "one: use backend builtin or a one-pass variant")
+
+
 _RULES: list[tuple[str, Any]] = [
     ("max_new_tokens", _context_rule),
     ("nproc", _nproc_rule),
     ("routing_shuffle", lambda c: "" if c.routing_shuffle == "off" or c.method == "mrtpo" else
      f"shuffles routing weights, which method {c.method} does not use; set method mrtpo or routing_shuffle off"),
+    ("relevance", lambda c: "" if c.backend != "trl" or c.method != "mrtpo" else _trl_one_pass(c.relevance)),
     ("reward_scales", lambda c: "" if not c.reward_scales or c.method == "gdpo" else
      f"scales GDPO's per-reward advantages (the scale-matched control); set method gdpo, not {c.method}, "
      "or leave reward_scales empty"),

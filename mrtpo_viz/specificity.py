@@ -34,9 +34,20 @@ VARIANTS: dict[str, tuple[str, str, bool]] = {
     "logp": ("remove", "logp", False),
     "logp_specific": ("remove", "logp", True),
     "auto": ("auto", "js", False),
+    "neutral": ("neutral", "js", False),
+    "opposite": ("opposite", "js", False),
+    "key": ("key", "js", False),
+    # merged variants: d is already their passes merged (contrasts joined by "+"), recomputable only as themselves
+    "placebo": ("remove+placebo", "js", False),
+    "average": ("remove+swap+neutral+opposite+key", "js", False),
 }
 CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the prompt with the constraint's argument swapped",
-                 "auto": "the prompt with the argument swapped where the policy reads it, else without the constraint"}
+                 "auto": "the prompt each family's evidence names (swap, removal, ...)",
+                 "neutral": "the prompt with the constraint replaced by a neutral text of its length",
+                 "opposite": "the prompt with the opposite constraint",
+                 "key": "the prompt without the constraint's key words",
+                 "remove+placebo": "the prompts without the constraint and with a neutral sentence added (placebo)",
+                 "remove+swap+neutral+opposite+key": "five contrastive prompts (average)"}
 DISTANCE_TEXT = {"js": "the JS distance of the full next-token distributions",
                  "logp": "the sampled token's log-prob change"}
 

@@ -64,7 +64,9 @@ def test_variant_table_mirrors_the_trainer_registry():
     assert set(sp.VARIANTS) == set(routing.RELEVANCE)
     for name, (contrast, distance, specific) in sp.VARIANTS.items():
         r = routing.RELEVANCE[name]
-        assert (r.contrast, r.distance, r.combine is routing.specific_relevance) == (contrast, distance, specific)
+        assert ("+".join(r.contrasts), r.distance, r.combine is routing.specific_relevance) == (contrast, distance,
+                                                                                               specific)
+    assert set(sp.CONTRAST_TEXT) >= {c for c, _, _ in sp.VARIANTS.values()}
 
 
 def test_computable_variants_follow_the_stored_contrast_and_distance():

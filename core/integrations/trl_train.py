@@ -56,7 +56,8 @@ def trl_args(cfg: TrainConfig, output_dir: str, use_cpu: bool, processes: int) -
     """The MRTPOConfig of a TrainConfig run: `grpo_fields` plus the method's fields."""
     return MRTPOConfig(
         **grpo_fields(cfg, output_dir, use_cpu, processes),
-        method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, sharpen=cfg.sharpen, lam=cfg.lam,
+        method=cfg.method, routing=cfg.routing, relevance=cfg.relevance, auto_evidence=cfg.auto_evidence,
+        sharpen=cfg.sharpen, lam=cfg.lam,
         w_max=cfg.w_max, family_weights=dict(cfg.reward_weights) or None, eps=cfg.eps,
         routing_clip=cfg.routing_clip, routing_shuffle=cfg.routing_shuffle,
         routing_shuffle_seed=cfg.routing_shuffle_seed, entropy_q=cfg.entropy_q,

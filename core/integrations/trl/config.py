@@ -12,9 +12,22 @@ from core.config import DEFAULT_RELEVANCE, ConfigError, field_error
 # ----------------------------------------------------------------------------------------------- config
 
 # MRTPOConfig fields that mean what the TrainConfig field of the same name means (checked the same way).
-SHARED_FIELDS = ("method", "routing", "relevance", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
+SHARED_FIELDS = ("method", "routing", "relevance", "auto_evidence", "sharpen", "lam", "w_max", "eps", "replay_chunk", "replay_pairs",
                  "routing_clip", "routing_shuffle", "routing_shuffle_seed", "entropy_q", "replay_dtype", "run_name", "checkpoint_every", "keep_checkpoints", "credit_samples",
                  "credit_every", "eval_samples", "eval_prompts")
+
+
+def one_pass_error(relevance: str) -> str:
+    """Why MRTPOTrainer cannot replay relevance `relevance` ("" when it can): it replays one contrastive prompt per
+    (row, reward), and a variant that merges several passes (placebo, average) needs more."""
+    from core.algos.routing import RELEVANCE
+
+    variant = RELEVANCE.get(relevance)
+    if variant is None or len(variant.contrasts) == 1:
+        return ""
+    return (f"{relevance} merges {len(variant.contrasts)} contrastive passes per reward "
+            f"({', '.join(variant.contrasts)}); MRTPOTrainer replays one prompt per reward: use a one-pass variant "
+            "(js, swap, neutral, opposite, key, ...) or the built-in trainer (mrtpo train)")
 
 
 def zero_stage(deepspeed: dict | str | None) -> int:
@@ -101,6 +114,9 @@ class MRTPOConfig(GRPOConfig):
                                                               "JS), span (verifier spans, an oracle) or uniform (= GDPO)"})
     relevance: str = field(default=DEFAULT_RELEVANCE, metadata={"help": "token relevance for replay routing: js, js_specific, "
                                                           "swap, swap_specific, logp, logp_specific or auto"})
+    auto_evidence: str = field(default="", metadata={"help": "relevance auto: whose measurements pick each family's "
+                                                            "variant (core/evidence/NAME.json); empty: the model's "
+                                                            "own when shipped, else tiny-multi"})
     sharpen: float = field(default=1.0, metadata={"help": "exponent on the normalised relevance u (1: as measured)"})
     lam: float = field(default=1.0, metadata={"help": "routing strength in [0, 1]: w = clip((1 - lam) + lam u, 0, w_max)"})
     w_max: float = field(default=5.0, metadata={"help": "upper clip of a routing weight (>= 1)"})
@@ -189,6 +205,9 @@ class MRTPOConfig(GRPOConfig):
             if self.method != "gdpo":
                 raise ConfigError("reward_scales", f"scales GDPO's per-reward advantages; set method gdpo, not "
                                                    f"{self.method}, or leave reward_scales empty")
+        message = one_pass_error(self.relevance)
+        if message:
+            raise ConfigError("relevance", message)
         if self.routing_shuffle == "on" and self.method != "mrtpo":
             raise ConfigError("routing_shuffle", f"method {self.method} does not route; set method mrtpo")
         if self.family_weights is not None:

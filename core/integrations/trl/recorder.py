@@ -190,7 +190,8 @@ class RunRecorder:
         return {
             **unknown,
             "model": str(getattr(model.config, "_name_or_path", "") or type(model).__name__),
-            "method": args.method, "routing": args.routing, "relevance": args.relevance, "sharpen": args.sharpen,
+            "method": args.method, "routing": args.routing, "relevance": args.relevance,
+            "auto_evidence": args.auto_evidence, "sharpen": args.sharpen,
             "lam": args.lam, "w_max": args.w_max, "reward_weights": dict(args.family_weights or {}), "eps": args.eps,
             "routing_clip": args.routing_clip, "routing_shuffle": args.routing_shuffle,
             "routing_shuffle_seed": args.routing_shuffle_seed, "entropy_q": args.entropy_q,

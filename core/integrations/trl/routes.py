@@ -103,9 +103,41 @@ def _declared(names: Sequence[str], funcs: Sequence[Callable], contrasts: Mappin
     return out
 
 
+def contrast_of(relevance_contrast: str | Mapping[str, str], name: str) -> str:
+    """The kind of contrastive prompt reward `name` is replayed with: the relevance variant's, or, per reward
+    (`auto`: `MRTPOTrainer` resolves it from the evidence), the mapping's (remove for a name it lacks)."""
+    return relevance_contrast if isinstance(relevance_contrast, str) else relevance_contrast.get(name, "remove")
+
+
+def relevance_contrasts(args: Any, names: Sequence[str], model: Any) -> str | dict[str, str]:
+    """The kind of contrastive prompt each reward is replayed with under `args.relevance`: the variant's own, or for
+    `auto` per reward the contrast of the variant its family's evidence names (`core.auto_evidence`; the evidence is
+    `args.auto_evidence`, else the model's own when shipped, else tiny-multi, and is written back to
+    `args.auto_evidence` so the run records it). ConfigError where the evidence picks a variant that merges several
+    passes (MRTPOTrainer replays one prompt per reward)."""
+    from core import auto_evidence
+    from core.algos.routing import get_relevance
+
+    if args.relevance != "auto":
+        return get_relevance(args.relevance).contrast
+    model_name = model if isinstance(model, str) else str(getattr(getattr(model, "config", None), "_name_or_path", ""))
+    args.auto_evidence = args.auto_evidence or auto_evidence.for_model(model_name)
+    evidence = auto_evidence.load(args.auto_evidence)
+    out = {}
+    for name in names:
+        picked = auto_evidence.variant_for(evidence, name)
+        variant = get_relevance(picked)
+        if len(variant.contrasts) > 1:
+            raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}, which merges "
+                                               f"{len(variant.contrasts)} contrastive passes; MRTPOTrainer replays one "
+                                               "prompt per reward: use the built-in trainer or another relevance")
+        out[name] = variant.contrast
+    return out
+
+
 def plan_routes(names: Sequence[str], funcs: Sequence[Callable], contrasts: Mapping[str, Contrast] | None,
                 rows: Sequence[Mapping], prompt_rows: Sequence[PromptRow], source: str | None,
-                relevance_contrast: str = "remove") -> list[RewardRoute]:
+                relevance_contrast: str | Mapping[str, str] = "remove") -> list[RewardRoute]:
     """Every reward's route, checked on every dataset row (module docstring). `source`: the routing source
     (`core.choices.routing_source`: replay, span, or None when the method does not route)."""
     message = duplicate_names_error(names)
@@ -124,7 +156,7 @@ def plan_routes(names: Sequence[str], funcs: Sequence[Callable], contrasts: Mapp
         elif source == "replay":
             for i, (row, prow) in enumerate(zip(rows, prompt_rows, strict=True)):
                 try:
-                    found = route.contrastive(row, prow, relevance_contrast, names, declared)
+                    found = route.contrastive(row, prow, contrast_of(relevance_contrast, name), names, declared)
                 except ContrastError as exc:
                     raise ConfigError("reward_contrasts", f"{name}: row {i}: {exc}") from None
                 route.rows_found += found is not None

@@ -65,7 +65,7 @@ from core.integrations.trl.recorder import (
     gather_to_main,
     logger,
 )
-from core.integrations.trl.routes import RewardRoute, plan_routes
+from core.integrations.trl.routes import RewardRoute, contrast_of, plan_routes, relevance_contrasts
 from core.run import batch as batch_lib
 from core.run.batch import Rollout, Scores
 from core.run.lifecycle import SignalGuard
@@ -196,9 +196,9 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
         reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         names = [reward_func_name(f) for f in reward_funcs]
         raw_rows = [dict(r) for r in train_dataset]
-        relevance_contrast = routing_lib.get_relevance(args.relevance).contrast
+        self._relevance_contrast = relevance_contrasts(args, names, model)
         self.routes: list[RewardRoute] = plan_routes(names, reward_funcs, args.reward_contrasts, raw_rows, rows,
-                                                     routing_source(args), relevance_contrast)
+                                                     routing_source(args), self._relevance_contrast)
         if args.family_weights is not None:
             message = reward_weights_error(args.family_weights, names)
             if message:
@@ -369,10 +369,10 @@ class MRTPOTrainer(RunRecorder, GRPOTrainer):
             if len(self._rows) > 100_000:
                 self._rows.clear()
             prow = prompt_row(row)
-            relevance_contrast = routing_lib.get_relevance(self.args.relevance).contrast
             contrasts = [r.contrast for r in self.routes]
             found = self._rows[key] = (prow, [
-                route.contrastive(row, prow, relevance_contrast, self.reward_names, contrasts) if route.replays
+                route.contrastive(row, prow, contrast_of(self._relevance_contrast, route.name), self.reward_names,
+                                  contrasts) if route.replays
                 else None for route in self.routes])
         return found
 
