@@ -30,11 +30,11 @@ from core.run.schema import (
 from core.run.store_checks import (
     CONFIG_FIELDS,
     STATUS_FIELDS,
-    _step_of,  # noqa: F401  (core/tools/upgrade_run.py)
     check_config,
     check_credit,
     check_metrics_row,
     check_status,
+    step_of,  # noqa: F401  (core/tools/upgrade_run.py)
     valid_positions,
     valid_step,
 )

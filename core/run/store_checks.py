@@ -27,7 +27,7 @@ from core.run.store_files import (
 )
 
 
-def _step_of(path: Path) -> int | None:
+def step_of(path: Path) -> int | None:
     m = re.match(r"^step_(\d+)$", path.stem)
     return int(m.group(1)) if m else None
 

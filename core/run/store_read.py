@@ -27,10 +27,10 @@ from core.run.schema import (
 )
 from core.run.store_checks import (
     _read_jsonl,
-    _step_of,
     check_config,
     check_credit,
     check_status,
+    step_of,
     valid_positions,
     valid_step,
 )
@@ -187,7 +187,7 @@ class RunStore:
             return []
         last = self.last_step()
         return sorted(s for f in folder.glob("step_*.parquet")
-                      if (s := _step_of(f)) is not None and s <= last and not f.is_symlink())
+                      if (s := step_of(f)) is not None and s <= last and not f.is_symlink())
 
     def credit_version(self, step: int) -> str:
         """The `mrtpo_schema_version` the step's credit file was written in ("" when it is missing or unreadable,
@@ -327,7 +327,7 @@ class RunStore:
         folder = self.path / "checkpoints"
         if not folder.is_dir():
             return []
-        return sorted((p for p in folder.iterdir() if p.is_dir() and _step_of(p) is not None), key=_step_of)
+        return sorted((p for p in folder.iterdir() if p.is_dir() and step_of(p) is not None), key=step_of)
 
     def latest_checkpoint(self) -> tuple[int, Path] | None:
         """The newest complete checkpoint (one with trainer_state.json) as (step, folder), or None. Raises
@@ -344,7 +344,7 @@ class RunStore:
                 raise RunStoreError(f"{state_file} is unreadable ({exc.__class__.__name__}); delete the folder "
                                     f"{ckpt.name} to resume from an older checkpoint") from None
             step = valid_step(data.get("step")) if isinstance(data, dict) else None
-            if step is None or step != _step_of(ckpt):
+            if step is None or step != step_of(ckpt):
                 raise RunStoreError(f"{state_file} has no valid step for {ckpt.name}; delete that folder to "
                                     "resume from an older checkpoint")
             if best is None or step > best[0]:

@@ -24,7 +24,7 @@ from core.run.schema import (
 )
 from core.run.store_checks import (
     _read_jsonl,
-    _step_of,
+    step_of,
 )
 from core.run.store_files import (
     RunStoreError,
@@ -174,7 +174,7 @@ class RunWriter:
             kept = [row for row in _read_jsonl(metrics)[0] if int(row.get("step", 0)) <= step]
             atomic_write_bytes(metrics, "".join(json_line(r) + "\n" for r in kept).encode())
         for f in (self.path / "credit").glob("step_*.parquet"):
-            if _step_of(f) is not None and _step_of(f) > step:
+            if step_of(f) is not None and step_of(f) > step:
                 f.unlink(missing_ok=True)
 
     def checkpoint_dir(self, step: int) -> Path:

@@ -35,14 +35,14 @@ def score(run_dir: Path, parts: Path, arm: str, seed: int, eval_prompts: int, in
     from core.prompt_sets import load_prompts
     from core.run.step import held_out_rewards
     from core.run.store import RunStore
-    from core.run.store_read import _step_of
+    from core.run.store_read import step_of
 
     torch.set_num_threads(1)
     store = RunStore(run_dir)
     cfg = TrainConfig.from_json(run_dir / "config.json")
     names = load_prompts(cfg)[1]
     sets = {name: load_prompts(cfg, str(path))[0][:eval_prompts] for name, path in SETS.items()}
-    todo = [(0, cfg.model)] if initial else [(_step_of(c), str(c)) for c in store.checkpoints()]
+    todo = [(0, cfg.model)] if initial else [(step_of(c), str(c)) for c in store.checkpoints()]
     parts.mkdir(parents=True, exist_ok=True)
     for step, weights in todo:
         part = parts / f"step-{step}.csv"

@@ -42,10 +42,10 @@ from core.run.store import (
     DiskFull,
     RunStore,
     RunWriter,
-    _step_of,
     atomic_write_bytes,
     atomic_write_json,
     credit_path,
+    step_of,
     writer_lock_held,
 )
 
@@ -142,7 +142,7 @@ def upgrade_run(path: str | Path, progress: bool = False) -> Upgraded:
     # every map in credit/, also one past the last metrics step (a step killed before its metrics line): the
     # config's schema_version says what every file is
     steps = sorted(s for f in (path / "credit").glob("step_*.parquet")
-                   if (s := _step_of(f)) is not None and not f.is_symlink()) if (path / "credit").is_dir() else []
+                   if (s := step_of(f)) is not None and not f.is_symlink()) if (path / "credit").is_dir() else []
     out = Upgraded(rewritten=[], current=[], failed={})
     lock_file = path / WRITER_LOCK
     # A run without a lock file (a shipped run) gets one marked as this command's, removed at the end; one a killed
