@@ -165,3 +165,50 @@ def test_real_tiny_model_chunking_and_empty_responses(tiny_instruct):
     assert torch.all(many[2, 0] == 0)  # an empty response: all padding, 0
     assert torch.isnan(many[1, 1]).all() and torch.isnan(many[2, 1]).all()
     assert torch.all(many[1, 0, 2:] == 0) and torch.all(many[1, 0, :2] > 0)
+
+
+class Recording(torch.nn.Module):
+    """Delegates to a transformers model and records the width of every forward's input embeddings."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.widths = model, []
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
+
+    def forward(self, inputs_embeds, attention_mask=None, position_ids=None, use_cache=False, cache=None,
+                logits_to_keep=0):
+        self.widths.append(inputs_embeds.shape[1])
+        return self.model(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=use_cache, cache=cache, logits_to_keep=logits_to_keep)
+
+
+def test_prefix_cache_runs_the_derivative_pass_from_the_first_constraint_token(tiny_instruct):
+    model, x, (x_minus_0, x_minus_1) = tiny_instruct
+    rec = Recording(model)
+    resp = torch.tensor([[5, 6, 7, 8, 9]])
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    s, _ = constraint_token_range(x, x_minus_0)
+    assert s > 5
+    cached = gradxinput_relevance(rec, [x], [[x_minus_0]], resp, mask)
+    assert rec.widths == [s, len(x) + 5 - s]  # the prefix [0, s) without AD, then the rest with it
+    rec.widths.clear()
+    whole = gradxinput_relevance(rec, [x], [[x_minus_0]], resp, mask, prefix_cache=False)
+    assert rec.widths == [len(x) + 5]
+    assert torch.allclose(cached, whole, atol=1e-5) and cached.abs().max() > 1e-3
+    # a chunk of rows with different constraints and prompt lengths: cut at the earliest constraint column
+    rec.widths.clear()
+    prompts = [x, x_minus_1]
+    contrastive = [[x_minus_1], [x_minus_1[:9] + x_minus_1[12:]]]
+    resp2 = resp.expand(2, -1).contiguous()
+    mask2 = torch.ones(2, 5, dtype=torch.bool)
+    cached = gradxinput_relevance(rec, prompts, contrastive, resp2, mask2)
+    pad = len(x) - len(x_minus_1)
+    cut = min(constraint_token_range(x, x_minus_1)[0], pad + 9)
+    assert rec.widths == [cut, len(x) + 5 - cut]
+    whole = gradxinput_relevance(model, prompts, contrastive, resp2, mask2, prefix_cache=False)
+    assert torch.allclose(cached, whole, atol=1e-5)
+    for i in range(2):  # and each row equals the row run alone
+        alone = gradxinput_relevance(model, [prompts[i]], [contrastive[i]], resp, mask)
+        assert torch.allclose(cached[i], alone[0], atol=1e-5)

@@ -16,9 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.autograd.forward_ad as fwad
 from torch import Tensor
 
-from core.algos.forward_passes import _accepts_logits_to_keep, chunk_ranges, teacher_forced_batch
+from core.algos.forward_passes import (
+    _accepts_logits_to_keep,
+    _cache_kwarg,
+    _output_cache,
+    chunk_ranges,
+    teacher_forced_batch,
+)
 
 
 def constraint_token_range(prompt_ids: Sequence[int], contrastive_ids: Sequence[int]) -> tuple[int, int] | None:
@@ -52,14 +59,37 @@ def _forward_ad_attention():
 
 
 def _row_logp(model: torch.nn.Module, embeds: Tensor, attention_mask: Tensor, position_ids: Tensor,
-              response_ids: Tensor, keep: dict) -> Tensor:
+              response_ids: Tensor, keep: dict, **cache_kwargs) -> Tensor:
     """(n, t) float32 log p(y_t | x, y_<t) of the teacher-forced response ids from input embeddings (n, P + t, d)."""
     t = response_ids.shape[1]
-    out = model(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
-                **keep)
+    kwargs = {"use_cache": False, **keep, **cache_kwargs}
+    out = model(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
     logits = out.logits[:, -(t + 1):-1, :].float()  # row t predicts response token t
     logp = torch.log_softmax(logits, dim=-1)
     return torch.gather(logp, -1, response_ids.long().unsqueeze(-1)).squeeze(-1)
+
+
+def _log_prob_jvp(model: torch.nn.Module, embeds: Tensor, tangent: Tensor, attention_mask: Tensor,
+                  position_ids: Tensor, response_ids: Tensor, keep: dict, cut: int) -> Tensor:
+    """(n, t) d/dalpha log p(y_t) by forward-mode AD: the JVP of the token log-probs in the input embeddings
+    `embeds` (n, L, d) along `tangent` (n, L, d). With `cut` > 0 (every tangent is 0 on columns < cut) those
+    columns run first, without AD, into a KV cache (their states do not depend on alpha: the model is causal),
+    and the derivative pass runs on columns >= cut only; `cut` = 0, or a model without a KV cache, runs all."""
+    cache_kw = _cache_kwarg(model) if cut > 0 else None
+    cache_kwargs: dict = {}
+    start = 0
+    with torch.no_grad(), _forward_ad_attention():  # no_grad: no backward graph over the parameters
+        if cache_kw is not None:
+            out = model(inputs_embeds=embeds[:, :cut], attention_mask=attention_mask[:, :cut],
+                        position_ids=position_ids[:, :cut], use_cache=True)
+            cache = _output_cache(out)
+            if cache is not None:
+                cache_kwargs, start = {cache_kw: cache, "use_cache": True}, cut
+        with fwad.dual_level():
+            dual = fwad.make_dual(embeds[:, start:], tangent[:, start:])
+            logp = _row_logp(model, dual, attention_mask, position_ids[:, start:], response_ids, keep, **cache_kwargs)
+            deriv = fwad.unpack_dual(logp).tangent
+    return torch.zeros_like(logp) if deriv is None else deriv
 
 
 def gradxinput_relevance(
@@ -70,6 +100,7 @@ def gradxinput_relevance(
     resp_mask: Tensor,
     pad_token_id: int = 0,
     chunk_size: int = 8,
+    prefix_cache: bool = True,
 ) -> Tensor:
     """Relevance a[i, k, t] (B, K, T) by gradient x input over the constraint sentence's tokens
     (docs/METHOD.md, "Relevance variants", "Gradient x input (`gradxinput`)"):
@@ -79,13 +110,18 @@ def gradxinput_relevance(
     e_j the input embedding of prompt token j, S_ik = `constraint_token_range(prompts_ids[i],
     contrastive_ids[i][k])`. All t come from ONE forward-mode derivative per (i, k): with the constraint
     tokens' embeddings scaled, e_j -> (1 + alpha) e_j for j in S_ik, d/dalpha log p(y_t) at alpha = 0 is
-    exactly the sum above (chain rule), i.e. a Jacobian-vector product (`torch.func.jvp`) of the token
-    log-probs in the embeddings with tangent e_j on S_ik and 0 elsewhere. `chunk_size` (i, k) rows run per
-    forward pass (rows are independent, so one JVP with every row's tangent gives every row's derivative),
-    each chunk cut to its longest response. The embeddings are detached: no gradient reaches the model's
+    exactly the sum above (chain rule), i.e. the Jacobian-vector product of the token log-probs in the input
+    embeddings along the tangent e_j on S_ik, 0 elsewhere (forward-mode AD, `torch.autograd.forward_ad`, with
+    SDPA on its math backend: the fused kernels have no forward derivative). `chunk_size` (i, k) rows run per
+    pass (rows are independent, so one JVP with every row's tangent gives every row's derivative), each
+    chunk cut to its longest response, left-padded as `teacher_forced_batch` does it. With `prefix_cache`
+    the chunk's columns before its earliest constraint token (tangent 0, states independent of alpha) run
+    first without AD into a KV cache, and the derivative pass covers the rest (exact; a model without a KV
+    cache runs whole). The embeddings are detached and no backward runs: no gradient reaches the model's
     parameters (their .grad is untouched). NaN on the whole row where `contrastive_ids[i][k]` is None
     (the reward does not apply) or S_ik is None (x^-k lacks nothing of x); 0 on padding (`resp_mask` 0).
-    The model runs as the caller left it (train/eval mode, autocast); log-softmax is taken in float32.
+    The model runs as the caller left it (train/eval mode, autocast: under bf16 autocast the tangent is
+    bf16 too); log-softmax is taken in float32.
     """
     b, t = response_ids.shape
     if len(prompts_ids) != b:
@@ -121,16 +157,13 @@ def gradxinput_relevance(
         for row, (i, _, s, e) in enumerate(chunk):
             off = p_max - len(prompts_ids[i])
             scale[row, off + s: off + e] = 1.0
+        cut = min(p_max - len(prompts_ids[i]) + s for i, _, s, _ in chunk)  # columns < cut: tangent 0
         with torch.no_grad():
             embeds = embedding(input_ids).detach()  # (n, P + t_c, d)
         tangent = embeds * scale.to(embeds.dtype)[..., None]  # e_j on S_ik, 0 elsewhere
         keep = {"logits_to_keep": t_c + 1} if keep_kw else {}
-
-        def logp_of(x: Tensor, attention_mask=attention_mask, position_ids=position_ids, resp=resp, keep=keep):
-            return _row_logp(model, x, attention_mask, position_ids, resp, keep)
-
-        with torch.no_grad(), _forward_ad_attention():  # no_grad: no backward graph over the parameters
-            _, deriv = torch.func.jvp(logp_of, (embeds,), (tangent,))  # (n, t_c)
+        deriv = _log_prob_jvp(model, embeds, tangent, attention_mask, position_ids, resp, keep,
+                              cut if prefix_cache else 0)
         deriv = deriv.float().abs().masked_fill(~resp_m, 0.0)
         kk = torch.tensor([k for _, k, _, _ in chunk], dtype=torch.long, device=device)
         a[idx, kk, :t_c] = deriv
