@@ -55,7 +55,7 @@ def run(model_name: str, tokens: int, repeats: int, threads: int, rows: int = 1)
     from core.model import encode_prompt, load_policy
 
     torch.set_num_threads(threads)
-    model, tokenizer, _ = load_policy(model_name, "cpu")
+    model, tokenizer, info = load_policy(model_name, "cpu")
     model.eval()
     pad = tokenizer.pad_token_id or 0
     x = encode_prompt(tokenizer, " ".join((TASK,) + CONSTRAINTS))
@@ -65,7 +65,8 @@ def run(model_name: str, tokens: int, repeats: int, threads: int, rows: int = 1)
     resp = torch.randint(3, model.config.vocab_size, (1, tokens), generator=g).expand(rows, -1).contiguous()
     mask = torch.ones(rows, tokens, dtype=torch.bool)
     print(f"model {model_name}: prompt {len(x)} tokens, constraint tokens [{s}, {e}), response {tokens} tokens, "
-          f"{rows} row(s) per call, {threads} thread(s); peak RSS after load {_peak_mib():.0f} MiB")
+          f"{rows} row(s) per call, {threads} thread(s); peak RSS after load {_peak_mib():.0f} MiB"
+          + (" (this load converted the GGUF file: the peaks include the conversion)" if info.converted else ""))
     results = []
 
     def nograd():
