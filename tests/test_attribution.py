@@ -212,3 +212,24 @@ def test_prefix_cache_runs_the_derivative_pass_from_the_first_constraint_token(t
     for i in range(2):  # and each row equals the row run alone
         alone = gradxinput_relevance(model, [prompts[i]], [contrastive[i]], resp, mask)
         assert torch.allclose(cached[i], alone[0], atol=1e-5)
+
+
+def test_inference_mode_gives_the_same_numbers(tiny_instruct):
+    """Forward AD is off in inference mode (the derivative would silently vanish): the function leaves it."""
+    model, x, (x_minus_0, _) = tiny_instruct
+    resp = torch.tensor([[10, 11, 12]])
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    want = gradxinput_relevance(model, [x], [[x_minus_0]], resp, mask)
+    with torch.inference_mode():
+        got = gradxinput_relevance(model, [x], [[x_minus_0]], resp.clone(), mask.clone())
+    assert torch.allclose(got, want, atol=1e-6) and want.abs().max() > 1e-3
+
+
+def test_bench_prints_every_pass(capsys):
+    from core.tools import bench_gradxinput
+
+    assert bench_gradxinput.main(["--model", "tiny-instruct", "--tokens", "3", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in ("nograd", "nograd_math", "gradxinput", "gradxinput_whole", "reverse_one_t"):
+        assert any(line.startswith(name + " ") for line in out.splitlines()), name
+    assert bench_gradxinput.main(["--model", "tiny-instruct", "--rows", "0"]) == 2

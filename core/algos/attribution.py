@@ -89,7 +89,9 @@ def _log_prob_jvp(model: torch.nn.Module, embeds: Tensor, tangent: Tensor, atten
             dual = fwad.make_dual(embeds[:, start:], tangent[:, start:])
             logp = _row_logp(model, dual, attention_mask, position_ids[:, start:], response_ids, keep, **cache_kwargs)
             deriv = fwad.unpack_dual(logp).tangent
-    return torch.zeros_like(logp) if deriv is None else deriv
+    if deriv is None:  # the tangent did not reach the log-probs: forward AD was off
+        raise RuntimeError("forward-mode AD produced no derivative for the response log-probs")
+    return deriv
 
 
 def gradxinput_relevance(
@@ -123,6 +125,14 @@ def gradxinput_relevance(
     The model runs as the caller left it (train/eval mode, autocast: under bf16 autocast the tangent is
     bf16 too); log-softmax is taken in float32.
     """
+    with torch.inference_mode(False):  # inference mode switches forward AD off: run outside it
+        return _gradxinput(model, prompts_ids, contrastive_ids, response_ids, resp_mask, pad_token_id, chunk_size,
+                           prefix_cache)
+
+
+def _gradxinput(model, prompts_ids, contrastive_ids, response_ids, resp_mask, pad_token_id, chunk_size,
+                prefix_cache) -> Tensor:
+    """`gradxinput_relevance` in normal (not inference) mode."""
     b, t = response_ids.shape
     if len(prompts_ids) != b:
         raise ValueError(f"{len(prompts_ids)} prompts for {b} response rows")
