@@ -123,7 +123,7 @@ def gradxinput_relevance(
     parameters (their .grad is untouched). NaN on the whole row where `contrastive_ids[i][k]` is None
     (the reward does not apply) or S_ik is None (x^-k lacks nothing of x); 0 on padding (`resp_mask` 0).
     The model runs as the caller left it (train/eval mode, autocast: under bf16 autocast the tangent is
-    bf16 too); log-softmax is taken in float32.
+    bf16 too), outside inference mode (which switches forward AD off); log-softmax is taken in float32.
     """
     with torch.inference_mode(False):  # inference mode switches forward AD off: run outside it
         return _gradxinput(model, prompts_ids, contrastive_ids, response_ids, resp_mask, pad_token_id, chunk_size,
