@@ -147,20 +147,38 @@ def convert_smollm2(gguf: Path, out_dir: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def smollm2_folder(convert: bool = True) -> tuple[Path, bool]:
-    """(cached fp32 folder, converted_now). Converts on first use or when the wheel's file changed."""
-    gguf = smollm2_gguf_path()
-    out = cache_dir() / SMOLLM2_CACHE_NAME
+def _smollm2_cached(out: Path, gguf: Path) -> bool:
     stamp_file = out / "mrtpo_source.json"
     if _is_model_folder(out) and stamp_file.is_file():
         try:
-            if json.loads(stamp_file.read_text()) == _smollm2_source_stamp(gguf):
-                return out, False
+            return json.loads(stamp_file.read_text()) == _smollm2_source_stamp(gguf)
         except (OSError, ValueError):
-            pass
+            return False
+    return False
+
+
+def smollm2_folder(convert: bool = True) -> tuple[Path, bool]:
+    """(cached fp32 folder, converted_now). Converts on first use or when the wheel's file changed. Processes
+    starting together (two benchmarks, a trainer beside them) convert once: the conversion holds an exclusive lock
+    on `<cache>/<name>.lock` and the cache is checked again once it is held, so no process replaces the folder while
+    another one reads it."""
+    import fcntl
+
+    gguf = smollm2_gguf_path()
+    out = cache_dir() / SMOLLM2_CACHE_NAME
+    if _smollm2_cached(out, gguf):
+        return out, False
     if not convert:
         raise ModelLoadError(f"no converted smollm2 model in {out}")
-    convert_smollm2(gguf, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if _smollm2_cached(out, gguf):  # another process converted it while this one waited
+                return out, False
+            convert_smollm2(gguf, out)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return out, True
 
 
