@@ -29,7 +29,7 @@ from pathlib import Path
 FOLDER = Path(__file__).parent / "evidence"
 DEFAULT = "tiny-multi"
 # The variants `auto` may pick for a family: pairwise ones on the JS distance, which the built-in trainer replays.
-CANDIDATES = ("js", "swap", "neutral", "opposite", "key", "placebo", "average")
+CANDIDATES = ("js", "swap", "neutral", "opposite", "key", "placebo", "average", "gradxinput")
 PRIORS = ("entropy", "position")
 
 

@@ -17,7 +17,7 @@ ROUTINGS = ("replay", "span", "uniform", "entropy")
 # Estimators that spread credit by routing weights; the others (grpo, gdpo) give every token the same advantage.
 ROUTED_ESTIMATORS = ("mrtpo",)
 RELEVANCES = ("js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto", "neutral", "opposite",
-              "key", "placebo", "average")
+              "key", "placebo", "average", "gradxinput")
 # The relevance a run uses unless told otherwise (TrainConfig and MRTPOConfig): js, the one that learns. In study v2
 # (docs/results/study-v2) MRTPO js beat GDPO on held-out all-satisfied on all 5 seeds (mean over evaluations +0.020,
 # paired t 95% [+0.009, +0.030]); swap_specific (the default from issue 12 to 28) did not ([-0.013, +0.056], one seed

@@ -515,6 +515,8 @@ def _trl_one_pass(relevance: str) -> str:
     from core.algos.routing import RELEVANCE
 
     variant = RELEVANCE.get(relevance)
+    if variant is not None and variant.distance == "gradxinput":
+        return "gradxinput needs a differentiated pass; the trl backend replays without one: use backend builtin"
     if variant is None or len(variant.contrasts) == 1:
         return ""
     return (f"{relevance} merges {len(variant.contrasts)} contrastive passes per reward; the trl backend replays "

@@ -40,6 +40,7 @@ VARIANTS: dict[str, tuple[str, str, bool]] = {
     # merged variants: d is already their passes merged (contrasts joined by "+"), recomputable only as themselves
     "placebo": ("remove+placebo", "js", False),
     "average": ("remove+swap+neutral+opposite+key", "js", False),
+    "gradxinput": ("remove", "gradxinput", False),
 }
 CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the prompt with the constraint's argument swapped",
                  "auto": "the prompt each family's evidence names (swap, removal, ...)",
@@ -49,7 +50,8 @@ CONTRAST_TEXT = {"remove": "the prompt without the constraint", "swap": "the pro
                  "remove+placebo": "the prompts without the constraint and with a neutral sentence added (placebo)",
                  "remove+swap+neutral+opposite+key": "five contrastive prompts (average)"}
 DISTANCE_TEXT = {"js": "the JS distance of the full next-token distributions",
-                 "logp": "the sampled token's log-prob change"}
+                 "logp": "the sampled token's log-prob change",
+                 "gradxinput": "the gradient x input of the constraint's tokens"}
 
 # Rewards whose span definition makes a metric meaningless for one outcome (docs/METHOD.md, "Specificity").
 WHOLE_TEXT_SPAN = ("change_case:english_lowercase", "change_case:english_capital")
@@ -303,8 +305,8 @@ def computable_variants(cfg: Mapping) -> tuple[list[str], dict[str, str]]:
         if c != contrast:
             need.append(f"a pass on {CONTRAST_TEXT[c]}")
         if dist != distance:
-            need.append(DISTANCE_TEXT[dist] + (" (full distributions are not stored)" if dist == "js"
-                                               else " (token log-probs are not stored)"))
+            need.append(DISTANCE_TEXT[dist] + {"js": " (full distributions are not stored)",
+                                               "logp": " (token log-probs are not stored)"}.get(dist, " (another pass)"))
         why[name] = "needs " + " and ".join(need)
     return ok, why
 

@@ -248,4 +248,4 @@ def test_variants_sharing_a_pass_run_it_once(prompt_file, tmp_path, monkeypatch)
     assert bench.main(_tiny_argv(prompt_file, tmp_path / "once", "--batches", "1")) == 0
     assert len(calls) == len(set(calls))
     assert set(calls) == {("remove", "js"), ("swap", "js"), ("remove", "logp"), ("neutral", "js"),
-                          ("placebo", "js"), ("opposite", "js"), ("key", "js")}
+                          ("placebo", "js"), ("opposite", "js"), ("key", "js"), ("remove", "gradxinput")}

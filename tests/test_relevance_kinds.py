@@ -212,6 +212,7 @@ def test_mrtpo_config_refuses_a_variant_of_several_passes_and_resolves_auto_per_
 
     assert "placebo merges 2 contrastive passes" in one_pass_error("placebo")
     assert one_pass_error("average").startswith("average merges 5") and one_pass_error("opposite") == ""
+    assert one_pass_error("gradxinput").startswith("gradxinput differentiates the policy")
     args = SimpleNamespace(relevance="auto", auto_evidence="")
     out = relevance_contrasts(args, ["task:arithmetic", "punctuation:no_comma"], "some/tiny-instruct")
     assert out == {"task:arithmetic": "swap", "punctuation:no_comma": "remove"} and args.auto_evidence == "tiny-multi"
@@ -220,7 +221,7 @@ def test_mrtpo_config_refuses_a_variant_of_several_passes_and_resolves_auto_per_
     bad = auto_evidence.FOLDER / "test-two-pass.json"
     bad.write_text(json.dumps({"model": "m", "default": "placebo", "families": {}}))
     try:
-        with pytest.raises(ConfigError, match="picks placebo for a, which merges 2"):
+        with pytest.raises(ConfigError, match="picks placebo for a, which needs 2 contrastive"):
             relevance_contrasts(SimpleNamespace(relevance="auto", auto_evidence="test-two-pass"), ["a"], "m")
     finally:
         bad.unlink()
@@ -233,3 +234,19 @@ def test_train_config_refuses_a_several_pass_variant_on_the_trl_backend():
         TrainConfig(backend="trl", relevance="placebo")
     assert TrainConfig(backend="trl", relevance="opposite").relevance == "opposite"
     assert TrainConfig(backend="builtin", relevance="average").relevance == "average"
+    with pytest.raises(ConfigError, match="gradxinput needs a differentiated pass"):
+        TrainConfig(backend="trl", relevance="gradxinput")
+
+
+def test_gradxinput_variant_is_the_attribution_of_the_removed_tokens(batch):
+    from core.algos.attribution import gradxinput_relevance
+    from core.run import step as step_lib
+
+    state, rollout, scores, logprobs = batch
+    chosen = scores.applicable.bool()
+    d = step_lib.relevance_distances(state, rollout, logprobs, chosen, "gradxinput")
+    ids = step_lib.contrastive_prompt_ids(state, rollout, chosen, "remove")
+    want = gradxinput_relevance(state.model, rollout.prompt_ids, ids, rollout.response_ids, rollout.mask)
+    ok = ~torch.isnan(want)
+    assert ok.any() and torch.allclose(d[ok], want[ok], atol=1e-5) and (d[ok] >= 0).all()
+    assert all(p.grad is None for p in state.model.parameters())

@@ -32,7 +32,7 @@ def test_every_variant_names_a_known_contrast_and_distance():
         assert variant.pairwise == (not name.endswith("_specific")), name
         assert (variant.merge is None) == (len(variant.contrasts) == 1), name
     assert set(routing_lib.RELEVANCE) == {"js", "js_specific", "swap", "swap_specific", "logp", "logp_specific", "auto",
-                                          "neutral", "opposite", "key", "placebo", "average"}
+                                          "neutral", "opposite", "key", "placebo", "average", "gradxinput"}
 
 
 def test_specific_variants_subtract_the_other_rewards_mean():

@@ -256,7 +256,10 @@ def logp_distance(logp_tok: Tensor, logq_tok: Tensor) -> Tensor:
 
 # name -> how a per-token distance is computed from the two passes: "js" on the full next-token
 # distributions (`js_distance`), "logp" on the sampled token's log-probs only (`logp_distance`).
-DISTANCES = ("js", "logp")
+DISTANCES = ("js", "logp", "gradxinput")
+# The distances of two teacher-forced passes (`core.algos.teacher_forcing.contrastive_distances`); `gradxinput` is
+# an attribution of the constraint's tokens in one differentiated pass (`core.algos.attribution`).
+PASS_DISTANCES = ("js", "logp")
 
 
 def placebo_merge(ds: list[Tensor]) -> Tensor:
@@ -314,6 +317,8 @@ RELEVANCE: dict[str, Relevance] = {
     "placebo": Relevance("remove", "js", js_relevance, pairwise=True, extra=("placebo",), merge=placebo_merge),
     "average": Relevance("remove", "js", js_relevance, pairwise=True, extra=("swap", "neutral", "opposite", "key"),
                          merge=mean_merge),
+    # gradient x input of the constraint's tokens (those x^-k of `remove` lacks) on each response token's log-prob
+    "gradxinput": Relevance("remove", "gradxinput", js_relevance, pairwise=True),
 }
 # Variants whose relevance[k, i] depends on d[k, i] alone (`Relevance.pairwise`).
 PAIRWISE_RELEVANCE = frozenset(name for name, r in RELEVANCE.items() if r.pairwise)

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from core.algos.forward_passes import chunk_ranges, teacher_forced_chunks
-from core.algos.routing import DISTANCES, js_distance, logp_distance
+from core.algos.routing import PASS_DISTANCES, js_distance, logp_distance
 
 
 def replay_precision(device_type: str, replay_dtype: str, run_context: contextlib.AbstractContextManager):
@@ -168,8 +168,8 @@ def contrastive_distances(
     sampled tokens' log-probs: `token_logp` (B, T) when given (else gathered from `logp_full`, else from
     the full-prompt rows, of which only the gathered (T_i,) values are kept).
     """
-    if distance not in DISTANCES:
-        raise ValueError(f"unknown distance {distance!r}; valid: {', '.join(DISTANCES)}")
+    if distance not in PASS_DISTANCES:
+        raise ValueError(f"unknown distance {distance!r}; valid: {', '.join(PASS_DISTANCES)}")
     if distance == "logp" and token_logp is None and logp_full is not None:
         token_logp = torch.gather(logp_full, -1, response_ids.to(logp_full.device).long().unsqueeze(-1)).squeeze(-1)
     have_full = logp_full is not None if distance == "js" else token_logp is not None

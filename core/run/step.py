@@ -231,6 +231,14 @@ def contrast_distances(state: TrainState, rollout: Rollout, logprobs: tf_lib.Res
     """(B, K, T) distances d between the passes under x and under the contrastive prompt of kind `contrast`
     (`contrastive_prompt_ids`) for the pairs `chosen` (NaN elsewhere), reusing p_t from `logprobs`."""
     cfg, dev = state.cfg, state.device
+    if distance == "gradxinput":  # one forward-mode derivative per pair, not a no-gradient pass
+        from core.algos.attribution import gradxinput_relevance
+
+        with state.replay_autocast():
+            d = gradxinput_relevance(state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen,
+                                     contrast), rollout.response_ids.to(dev), rollout.mask.to(dev),
+                                     pad_token_id=pad_token_id(state.tokenizer), chunk_size=cfg.replay_chunk)
+        return d.float().cpu()
     with torch.no_grad(), state.replay_autocast():
         d = tf_lib.contrastive_distances(
             state.model, rollout.prompt_ids, contrastive_prompt_ids(state, rollout, chosen, contrast),

@@ -23,6 +23,9 @@ def one_pass_error(relevance: str) -> str:
     from core.algos.routing import RELEVANCE
 
     variant = RELEVANCE.get(relevance)
+    if variant is not None and variant.distance == "gradxinput":
+        return ("gradxinput differentiates the policy through the constraint's tokens, which MRTPOTrainer's "
+                "no-gradient replay does not do: use the built-in trainer (mrtpo train) or a pass variant")
     if variant is None or len(variant.contrasts) == 1:
         return ""
     return (f"{relevance} merges {len(variant.contrasts)} contrastive passes per reward "

@@ -127,10 +127,11 @@ def relevance_contrasts(args: Any, names: Sequence[str], model: Any) -> str | di
     for name in names:
         picked = auto_evidence.variant_for(evidence, name)
         variant = get_relevance(picked)
-        if len(variant.contrasts) > 1:
-            raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}, which merges "
-                                               f"{len(variant.contrasts)} contrastive passes; MRTPOTrainer replays one "
-                                               "prompt per reward: use the built-in trainer or another relevance")
+        if len(variant.contrasts) > 1 or variant.distance not in ("js", "logp"):
+            raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}, which needs "
+                                               f"{len(variant.contrasts)} contrastive pass(es) of distance "
+                                               f"{variant.distance}; MRTPOTrainer replays one no-gradient prompt per "
+                                               "reward: use the built-in trainer or another relevance")
         out[name] = variant.contrast
     return out
 
