@@ -34,3 +34,8 @@ def test_look_reads_the_shipped_smollm2_demo_run():
     assert all(r["pairs"] > 0 and 0 <= r["head3"] <= 1 and -1 <= r["rho_t"] <= 1 for r in rows)
     text = markdown(rows)
     assert text.count("\n") == len(rows) + 1 and "| smollm2-135m-mrtpo-demo | js | keywords:existence |" in text
+
+
+def test_a_folder_without_credit_maps_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="has no stored credit maps"):
+        look(str(tmp_path))

@@ -60,6 +60,8 @@ def look(folder: str, steps: list[int] | None = None, top: int = 8) -> list[dict
 
     store = RunStore(folder)
     chosen = steps or store.credit_steps()
+    if not chosen:
+        raise SystemExit(f"distance_look: {folder} has no stored credit maps (is it a run folder?)")
     df = pd.concat([store.credit(s) for s in chosen], ignore_index=True)
     cfg = store.config()
     rows = []
