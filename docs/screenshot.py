@@ -190,7 +190,8 @@ def pick_all(page, names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "img"))
-    parser.add_argument("--run", default="smollm2-135m-mrtpo-demo", help="a run in sample_data/runs/")
+    parser.add_argument("--run", default="smollm2-135m-mrtpo-demo",
+                        help="a run in sample_data/runs/ (or in --compare-dir)")
     parser.add_argument("--step", type=int, default=None)
     parser.add_argument("--sample", type=int, default=None)
     parser.add_argument("--theme", choices=("light", "dark"), default="light", help="Streamlit theme base")
@@ -207,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown pages {sorted(unknown)}" if unknown else "compare needs --compare-dir")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    store = RunStore(ROOT / "sample_data" / "runs" / args.run)
+    shipped = ROOT / "sample_data" / "runs" / args.run
+    listed = Path(args.compare_dir) / args.run if args.compare_dir else None
+    store = RunStore(listed if listed is not None and listed.is_dir() else shipped)  # --run may be one of DIR's
     step, sample = (args.step, args.sample) if args.step is not None and args.sample is not None else pick_sample(store)
     print(f"run {args.run}, step {step}, sample {sample}, theme {args.theme}")
     compare_runs = sorted(p.name for p in Path(args.compare_dir).iterdir()
