@@ -234,17 +234,17 @@ def test_a_batch_saved_without_some_labels_gets_only_those_from_the_same_samples
 
 def test_variants_sharing_a_pass_run_it_once(prompt_file, tmp_path, monkeypatch):
     """Per batch each (contrast, distance) pass runs once: js, js_specific and placebo's removal share one."""
-    from core.run import step as step_lib
+    from core.run import replay as replay_lib
     from core.tools import bench_faithfulness as bench
 
     calls: list = []
-    real = step_lib.contrast_distances
+    real = replay_lib.contrast_distances
 
     def counting(state, rollout, logprobs, chosen, contrast, distance="js"):
         calls.append((contrast, distance))
         return real(state, rollout, logprobs, chosen, contrast, distance)
 
-    monkeypatch.setattr(step_lib, "contrast_distances", counting)
+    monkeypatch.setattr(replay_lib, "contrast_distances", counting)
     assert bench.main(_tiny_argv(prompt_file, tmp_path / "once", "--batches", "1")) == 0
     assert len(calls) == len(set(calls))
     assert set(calls) == {("remove", "js"), ("swap", "js"), ("remove", "logp"), ("neutral", "js"),

@@ -165,36 +165,36 @@ def batch():
 
 
 def test_merged_variants_are_their_passes_merged(batch):
-    from core.run import step as step_lib
+    from core.run import replay as replay_lib
 
     state, rollout, scores, logprobs = batch
     chosen = scores.applicable.bool()
     passes: dict = {}
-    remove = step_lib.relevance_distances(state, rollout, logprobs, chosen, "js", passes)
-    placebo_pass = step_lib.contrast_distances(state, rollout, logprobs, chosen, "placebo")
-    placebo = step_lib.relevance_distances(state, rollout, logprobs, chosen, "placebo", passes)
+    remove = replay_lib.relevance_distances(state, rollout, logprobs, chosen, "js", passes)
+    placebo_pass = replay_lib.contrast_distances(state, rollout, logprobs, chosen, "placebo")
+    placebo = replay_lib.relevance_distances(state, rollout, logprobs, chosen, "placebo", passes)
     ok = ~torch.isnan(remove)
     assert torch.allclose(placebo[ok], (remove - placebo_pass).clamp(min=0)[ok], atol=1e-6)
-    average = step_lib.relevance_distances(state, rollout, logprobs, chosen, "average", passes)
+    average = replay_lib.relevance_distances(state, rollout, logprobs, chosen, "average", passes)
     each = [passes[(c, "js", bytes(chosen.numpy().tobytes()))] for c in ("remove", "swap", "neutral", "opposite", "key")]
     assert torch.allclose(average[ok], torch.stack(each).mean(0)[ok], atol=1e-6)
     # without a cache the same numbers (up to the order of the batched passes)
-    alone = step_lib.relevance_distances(state, rollout, logprobs, chosen, "placebo")
+    alone = replay_lib.relevance_distances(state, rollout, logprobs, chosen, "placebo")
     assert torch.allclose(alone[ok], placebo[ok], atol=1e-5)
     assert torch.isnan(placebo[~ok]).all()
 
 
 def test_auto_takes_each_rewards_columns_from_its_evidence_variant(batch, monkeypatch):
-    from core.run import step as step_lib
+    from core.run import replay as replay_lib
 
     state, rollout, scores, logprobs = batch
     chosen = scores.applicable.bool()
     names = state.reward_names
     picks = ["opposite" if j % 2 else "js" for j in range(len(names))]
-    monkeypatch.setattr(step_lib, "auto_variants", lambda s: picks)
-    auto = step_lib.relevance_distances(state, rollout, logprobs, chosen, "auto")
+    monkeypatch.setattr(replay_lib, "auto_variants", lambda s: picks)
+    auto = replay_lib.relevance_distances(state, rollout, logprobs, chosen, "auto")
     for j, v in enumerate(picks):
-        own = step_lib.relevance_distances(state, rollout, logprobs, chosen, v)
+        own = replay_lib.relevance_distances(state, rollout, logprobs, chosen, v)
         ok = ~torch.isnan(own[:, j])
         assert torch.allclose(auto[:, j][ok], own[:, j][ok], atol=1e-5) and torch.isnan(auto[:, j][~ok]).all(), v
 
@@ -240,11 +240,12 @@ def test_train_config_refuses_a_several_pass_variant_on_the_trl_backend():
 
 def test_gradxinput_variant_is_the_attribution_of_the_removed_tokens(batch):
     from core.algos.attribution import gradxinput_relevance
+    from core.run import replay as replay_lib
     from core.run import step as step_lib
 
     state, rollout, scores, logprobs = batch
     chosen = scores.applicable.bool()
-    d = step_lib.relevance_distances(state, rollout, logprobs, chosen, "gradxinput")
+    d = replay_lib.relevance_distances(state, rollout, logprobs, chosen, "gradxinput")
     ids = step_lib.contrastive_prompt_ids(state, rollout, chosen, "remove")
     want = gradxinput_relevance(state.model, rollout.prompt_ids, ids, rollout.response_ids, rollout.mask)
     ok = ~torch.isnan(want)

@@ -301,11 +301,11 @@ def same_samples(saved: list[tuple], new: list[tuple], batch: int) -> list[tuple
 
 def variant_passes(state, name: str) -> list[tuple[str, str]]:
     """The (contrast, distance) passes variant `name` replays (for `auto`: those of the variants its evidence
-    names, `core.run.step.auto_variants`)."""
+    names, `core.run.replay.auto_variants`)."""
     from core.algos import routing as routing_lib
-    from core.run import step as step_lib
+    from core.run import replay as replay_lib
 
-    names = step_lib.auto_variants(state) if name == "auto" else [name]
+    names = replay_lib.auto_variants(state) if name == "auto" else [name]
     out = []
     for n in dict.fromkeys(names):
         v = routing_lib.get_relevance(n)
@@ -317,9 +317,9 @@ def variant_pass_count(state, name: str, replayed) -> float:
     """Contrastive passes per response of variant `name`: the replayed pairs times the contrasts each reward's
     variant replays, over the responses."""
     from core.algos import routing as routing_lib
-    from core.run import step as step_lib
+    from core.run import replay as replay_lib
 
-    per_reward = step_lib.auto_variants(state) if name == "auto" else [name] * replayed.shape[1]
+    per_reward = replay_lib.auto_variants(state) if name == "auto" else [name] * replayed.shape[1]
     n = [len(routing_lib.get_relevance(v).contrasts) for v in per_reward]
     return float(sum(float(replayed[:, k].sum()) * n[k] for k in range(replayed.shape[1]))) / replayed.shape[0]
 
