@@ -62,6 +62,17 @@ def variant_for(evidence: Mapping, family: str) -> str:
     return evidence.get("families", {}).get(family, evidence.get("default", "js"))
 
 
+def describe(name: str, rewards) -> str:
+    """The start line of an `auto` run: whose evidence it uses and the variant per reward.
+
+    >>> describe("tiny-multi", ["task:arithmetic", "punctuation:no_comma"])
+    'relevance auto: the tiny-multi evidence (core/evidence/tiny-multi.json): task:arithmetic -> swap, punctuation:no_comma -> js'
+    """
+    evidence = load(name)
+    picks = ", ".join(f"{r} -> {variant_for(evidence, r)}" for r in rewards)
+    return f"relevance auto: the {name} evidence (core/evidence/{name}.json): {picks}"
+
+
 def _finite(v) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 

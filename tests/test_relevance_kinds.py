@@ -251,3 +251,17 @@ def test_gradxinput_variant_is_the_attribution_of_the_removed_tokens(batch):
     ok = ~torch.isnan(want)
     assert ok.any() and torch.allclose(d[ok], want[ok], atol=1e-5) and (d[ok] >= 0).all()
     assert all(p.grad is None for p in state.model.parameters())
+
+
+@pytest.mark.train
+def test_an_auto_run_says_and_records_whose_evidence_it_used(tmp_path, capsys):
+    from core.cli import main
+    from core.run.store import RunStore
+
+    code = main(["train", "--steps", "1", "--runs-dir", str(tmp_path), "--run-name", "a", "--device", "cpu",
+                 "--relevance", "auto", "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "8"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "relevance auto: the tiny-multi evidence (core/evidence/tiny-multi.json): " in out
+    assert "task:arithmetic -> swap" in out and "punctuation:no_comma -> js" in out
+    assert RunStore(tmp_path / "a").config()["auto_evidence"] == "tiny-multi"

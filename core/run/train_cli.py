@@ -254,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     if (rank is None and cfg.nproc == 1) or rank == 0:  # the process that writes the run: one process, or process 0
         print(resources.disk_line(cfg, len(rewards)), flush=True)  # beside the memory check load_prompts ran
+        if cfg.method == "mrtpo" and cfg.relevance == "auto":
+            from core import auto_evidence
+
+            print(auto_evidence.describe(cfg.auto_evidence, rewards), flush=True)
 
     if cfg.backend == "trl":
         if cfg.nproc > 1 and rank is None:
