@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-model study (issue 43), on one GPU within BUDGET_S (600) seconds of wall time: GDPO against MRTPO
-# (relevance RELEVANCE, default js: the best real-English relevance in docs/results/faithfulness-smollm2-135m-clip.md)
+# (relevance RELEVANCE, default auto: per family the best real-English variant, core/evidence/smollm2-135m.json)
 # on SmolLM2-135M-Instruct with sample_data/prompts/ifeval-style.jsonl, 3 seeds; then `mrtpo eval` of every final
 # policy on IFEval's own 541 prompts and on held-out IFEval-style prompts; everything into one folder.
 #
@@ -62,7 +62,7 @@ if [[ -z "${PY:-}" ]]; then
 fi
 "$PY" -c 'import torch, transformers' 2>/dev/null \
     || die "$PY cannot import torch and transformers (set PY, or make .venv-gpu: bash examples/gpu_check.sh)"
-RELEVANCE=${RELEVANCE:-js}
+RELEVANCE=${RELEVANCE:-auto}
 SEEDS=${SEEDS:-"0 1 2"}
 STEPS=${STEPS:-0}
 JOBS=${JOBS:-6}
