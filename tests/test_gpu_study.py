@@ -173,7 +173,8 @@ def test_dry_run_trains_evaluates_and_writes_the_summary(tmp_path):
         assert steps == "2 (completed)" and float(train_s) > 0
         config = json.loads((out / "runs" / f"{arm}-s{seed}" / "config.json").read_text())
         assert config["method"] == arm and config["seed"] == int(seed) and config["model"] == "tiny-instruct"
-        assert config["relevance"] == "js" and config["steps"] == 2
+        assert config["relevance"] == ("auto" if arm == "mrtpo" else "js") and config["steps"] == 2
+        assert config["auto_evidence"] == ("tiny-multi" if arm == "mrtpo" else "")  # tiny-instruct: no own evidence
         ife = json.loads((out / "eval" / f"{arm}-s{seed}" / "ifeval.json").read_text())
         held = json.loads((out / "eval" / f"{arm}-s{seed}" / "heldout.json").read_text())
         assert ife["n_prompts"] == 3 and ife["scoring"] == "reference" and held["scoring"] == "project"
