@@ -28,8 +28,10 @@ from pathlib import Path
 
 FOLDER = Path(__file__).parent / "evidence"
 DEFAULT = "tiny-multi"
-# The variants `auto` may pick for a family: pairwise ones on the JS distance, which the built-in trainer replays.
-CANDIDATES = ("js", "swap", "neutral", "opposite", "key", "placebo", "average", "gradxinput")
+# The variants `auto` may pick for a family: the pairwise ones (a reward's relevance from its own distance alone;
+# `*_specific` reads the other rewards' distances of the same variant, which auto does not compute), each run by the
+# built-in trainer.
+CANDIDATES = ("js", "swap", "logp", "neutral", "opposite", "key", "placebo", "average", "gradxinput")
 PRIORS = ("entropy", "position")
 
 

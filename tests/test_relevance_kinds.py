@@ -265,3 +265,14 @@ def test_an_auto_run_says_and_records_whose_evidence_it_used(tmp_path, capsys):
     assert "relevance auto: the tiny-multi evidence (core/evidence/tiny-multi.json): " in out
     assert "task:arithmetic -> swap" in out and "punctuation:no_comma -> js" in out
     assert RunStore(tmp_path / "a").config()["auto_evidence"] == "tiny-multi"
+
+
+def test_the_shipped_smollm2_evidence_is_what_its_faithfulness_reports_give():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "docs" / "results"
+    csvs = [str(root / f"faithfulness-smollm2-135m-clip-{s}.csv") for s in ("default", "ifeval-style")]
+    shipped = auto_evidence.load("smollm2-135m")
+    assert shipped["families"] == auto_evidence.evidence_from_csvs("smollm2-135m", csvs)["families"]
+    assert auto_evidence.for_model("smollm2-135m") == "smollm2-135m"
+    assert set(shipped["families"].values()) <= set(auto_evidence.CANDIDATES)

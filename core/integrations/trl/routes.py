@@ -127,7 +127,7 @@ def relevance_contrasts(args: Any, names: Sequence[str], model: Any) -> str | di
     for name in names:
         picked = auto_evidence.variant_for(evidence, name)
         variant = get_relevance(picked)
-        if len(variant.contrasts) > 1 or variant.distance not in ("js", "logp"):
+        if len(variant.contrasts) > 1 or variant.distance != "js":  # its replay computes one distance, js
             raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}, which needs "
                                                f"{len(variant.contrasts)} contrastive pass(es) of distance "
                                                f"{variant.distance}; MRTPOTrainer replays one no-gradient prompt per "
