@@ -36,6 +36,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "w_max": {"label": "w_max (weight cap)", "step": 0.5, "advanced": True},
     "routing_clip": {"label": "Weight above w_max", "advanced": True},
     "sharpen": {"label": "Sharpen (exponent on u)", "step": 0.5, "advanced": True},
+    "auto_evidence": {"label": "auto: whose evidence (empty: the model's own, else tiny-multi)", "max_chars": 64,
+                      "advanced": True},
     "eps": {"step": 1e-4, "format": "%.1e", "advanced": True},
     "verifier_time_limit": {"label": "Custom verifier time limit (s)", "step": 1.0, "advanced": True},
     "temperature": {"step": 0.1, "advanced": True},
