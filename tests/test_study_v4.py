@@ -125,3 +125,12 @@ def test_the_larger_machine_script_dry_runs(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "mrtpo-js-shuffle-s5: to run" in out.stdout and "with 3 jobs" in out.stdout
     assert "study command exit 0" in out.stdout
+
+
+def test_a_resumed_runs_extra_checkpoint_is_not_an_evaluation():
+    """A run stopped at step 45 and resumed has a checkpoint there, which is scored; the endpoint averages the
+    pre-registered evaluations (multiples of 10) only."""
+    df = fixture()
+    extra = pd.DataFrame([["gdpo", 0, 45, "heldout", p, rep.ALL, 0.95] for p in ("a", "b")], columns=rep.CSV_COLUMNS)
+    held = rep.per_prompt(pd.concat([df, extra], ignore_index=True), "heldout")
+    assert held[(held["arm"] == "gdpo") & (held["seed"] == 0)]["value"].tolist() == pytest.approx([0.2, 0.2])

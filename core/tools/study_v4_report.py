@@ -59,11 +59,30 @@ def prompt_rows(rewards: Sequence[Sequence[float]], keys: Sequence[str], names: 
     return out
 
 
+def on_grid(steps: pd.Series) -> pd.Series:
+    """Whether each evaluated step of one run is on its checkpoint grid: a multiple of the most frequent gap between
+    its consecutive evaluated steps (10 in the study: steps 10, 20, ..., 150). A run stopped and resumed also has the
+    checkpoint it stopped at (e.g. 45), which the scorer scores too; the pre-registered endpoint leaves it out. A run
+    with one evaluated step keeps it.
+
+    >>> on_grid(pd.Series([10, 20, 30, 40, 45, 50, 60])).tolist()
+    [True, True, True, True, False, True, True]
+    """
+    uniq = sorted(set(int(s) for s in steps))
+    if len(uniq) < 2:
+        return pd.Series(True, index=steps.index)
+    gaps = pd.Series([b - a for a, b in zip(uniq, uniq[1:])])
+    every = int(gaps.mode().min())  # ties: the finer grid
+    return steps.astype(int) % every == 0
+
+
 def per_prompt(df: pd.DataFrame, set_name: str, metric: str = ALL, final: bool = False) -> pd.DataFrame:
-    """(arm, seed, prompt) -> the metric averaged over the run's evaluations (steps >= 1), or at its last step
-    (`final`). Only runs the CSV holds whole (their `DONE` row)."""
+    """(arm, seed, prompt) -> the metric averaged over the run's pre-registered evaluations (steps >= 1 on its
+    checkpoint grid, `on_grid`), or at its last step (`final`). Only runs the CSV holds whole (their `DONE` row)."""
     done = df[df["metric"] == DONE][["arm", "seed"]].drop_duplicates()
     rows = df[(df["set"] == set_name) & (df["metric"] == metric) & (df["prompt"] != "") & (df["step"] >= 1)]
+    if len(rows):
+        rows = rows[rows.groupby(["arm", "seed"])["step"].transform(on_grid).astype(bool)]
     rows = rows.merge(done, on=["arm", "seed"])
     if final:
         last = rows.groupby(["arm", "seed"])["step"].transform("max")
