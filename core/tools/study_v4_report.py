@@ -71,7 +71,7 @@ def on_grid(steps: pd.Series) -> pd.Series:
     uniq = sorted(set(int(s) for s in steps))
     if len(uniq) < 2:
         return pd.Series(True, index=steps.index)
-    gaps = pd.Series([b - a for a, b in zip(uniq, uniq[1:])])
+    gaps = pd.Series([b - a for a, b in zip(uniq[:-1], uniq[1:], strict=True)])
     every = int(gaps.mode().min())  # ties: the finer grid
     return steps.astype(int) % every == 0
 
