@@ -40,11 +40,35 @@ def names() -> list[str]:
     return sorted(p.stem for p in FOLDER.glob("*.json"))
 
 
+# Folder names a preset's model is loaded from (core.model's converted cache), by preset: a model given as that
+# folder (MRTPOTrainer reads the name from the loaded model) gets the preset's evidence.
+FOLDER_PRESETS = {"smollm2-135m-instruct": "smollm2-135m"}
+
+
 def for_model(model: str) -> str:
-    """The evidence a run of `model` uses by default: the model's own file (by preset name or folder name) when one
-    is shipped, else `DEFAULT` (tiny-multi)."""
+    """The evidence a run of `model` uses by default: the model's own file (by preset name or folder name, the
+    preset's converted folder included) when one is shipped, else `DEFAULT` (tiny-multi).
+
+    >>> for_model("/root/.cache/mrtpo/smollm2-135m-instruct"), for_model("tiny-instruct")
+    ('smollm2-135m', 'tiny-multi')
+    """
     name = Path(str(model)).name
+    name = FOLDER_PRESETS.get(name, name)
     return name if name in names() else DEFAULT
+
+
+def one_pass_error(name: str) -> str:
+    """Why a replay of one js pass per reward (MRTPOTrainer's) cannot run `auto` under evidence `name` ("" when it
+    can): a variant it picks merges passes or uses another distance."""
+    from core.algos.routing import RELEVANCE
+
+    evidence = load(name)
+    bad = sorted({v for v in (*evidence.get("families", {}).values(), evidence.get("default", "js"))
+                  if len(RELEVANCE[v].contrasts) > 1 or RELEVANCE[v].distance != "js"})
+    if not bad:
+        return ""
+    return (f"the {name} evidence picks {', '.join(bad)} for some families, which MRTPOTrainer's one js pass per "
+            "reward cannot run: use backend builtin, auto_evidence tiny-multi, or another relevance")
 
 
 def load(name: str) -> dict:

@@ -194,6 +194,12 @@ class TrainConfig:
             from core import auto_evidence
 
             self.auto_evidence = auto_evidence.for_model(self.model)  # recorded in config.json
+        if self.method == "mrtpo" and self.relevance == "auto" and self.backend == "trl":
+            from core import auto_evidence
+
+            message = auto_evidence.one_pass_error(self.auto_evidence)
+            if message:
+                raise ConfigError("auto_evidence", message)
 
     # ---- reward-dependent checks ----
     def validate_against(self, reward_names: list[str]) -> None:

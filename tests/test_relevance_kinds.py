@@ -218,6 +218,10 @@ def test_mrtpo_config_refuses_a_variant_of_several_passes_and_resolves_auto_per_
     assert out == {"task:arithmetic": "swap", "punctuation:no_comma": "remove"} and args.auto_evidence == "tiny-multi"
     assert contrast_of(out, "other") == "remove" and contrast_of("key", "other") == "key"
     assert relevance_contrasts(SimpleNamespace(relevance="neutral", auto_evidence=""), ["a"], "m") == "neutral"
+    # SmolLM2's own evidence picks logp for keywords:existence: TRL's js replay cannot run it, and says so
+    with pytest.raises(ConfigError, match='smollm2-135m picks logp for keywords:existence.*auto_evidence="tiny-multi"'):
+        relevance_contrasts(SimpleNamespace(relevance="auto", auto_evidence=""), ["keywords:existence"],
+                            "/cache/smollm2-135m")
     bad = auto_evidence.FOLDER / "test-two-pass.json"
     bad.write_text(json.dumps({"model": "m", "default": "placebo", "families": {}}))
     try:
@@ -276,3 +280,14 @@ def test_the_shipped_smollm2_evidence_is_what_its_faithfulness_reports_give():
     assert shipped["families"] == auto_evidence.evidence_from_csvs("smollm2-135m", csvs)["families"]
     assert auto_evidence.for_model("smollm2-135m") == "smollm2-135m"
     assert set(shipped["families"].values()) <= set(auto_evidence.CANDIDATES)
+
+
+def test_the_trl_backend_refuses_auto_when_the_models_evidence_needs_the_built_in_trainer():
+    from core.config import ConfigError, TrainConfig
+
+    assert auto_evidence.for_model("/somewhere/smollm2-135m-instruct") == "smollm2-135m"  # the converted folder
+    with pytest.raises(ConfigError, match="smollm2-135m evidence picks gradxinput, logp"):
+        TrainConfig(model="smollm2-135m", backend="trl", relevance="auto")
+    assert TrainConfig(model="smollm2-135m", backend="trl", relevance="auto",
+                       auto_evidence="tiny-multi").auto_evidence == "tiny-multi"
+    assert TrainConfig(model="smollm2-135m", relevance="auto").auto_evidence == "smollm2-135m"

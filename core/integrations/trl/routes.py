@@ -131,7 +131,8 @@ def relevance_contrasts(args: Any, names: Sequence[str], model: Any) -> str | di
             raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}, which needs "
                                                f"{len(variant.contrasts)} contrastive pass(es) of distance "
                                                f"{variant.distance}; MRTPOTrainer replays one no-gradient prompt per "
-                                               "reward: use the built-in trainer or another relevance")
+                                               "reward: use the built-in trainer, auto_evidence=\"tiny-multi\" or another "
+                                               "relevance")
         out[name] = variant.contrast
     return out
 
