@@ -57,14 +57,20 @@ def for_model(model: str) -> str:
     return name if name in names() else DEFAULT
 
 
+def one_pass_reason(variant: str) -> str:
+    """Why MRTPOTrainer's replay, one no-gradient js pass per reward, cannot route a reward whose family's evidence
+    picks `variant` ("" when it can; `core.algos.routing.one_pass_reason` with distance js, auto's own)."""
+    from core.algos import routing
+
+    return routing.one_pass_reason(variant, distance=routing.RELEVANCE["auto"].distance)
+
+
 def one_pass_error(name: str) -> str:
     """Why a replay of one js pass per reward (MRTPOTrainer's) cannot run `auto` under evidence `name` ("" when it
     can): a variant it picks merges passes or uses another distance."""
-    from core.algos.routing import RELEVANCE
-
     evidence = load(name)
     bad = sorted({v for v in (*evidence.get("families", {}).values(), evidence.get("default", "js"))
-                  if len(RELEVANCE[v].contrasts) > 1 or RELEVANCE[v].distance != "js"})
+                  if one_pass_reason(v)})
     if not bad:
         return ""
     return (f"the {name} evidence picks {', '.join(bad)} for some families, which MRTPOTrainer's one js pass per "

@@ -517,16 +517,12 @@ _CHECKS: list[tuple[str, Any]] = [
 _CHECK_OF = dict(_CHECKS)
 # Rules between fields, checked once every field is fine: (the field the message belongs to, rule).
 def _trl_one_pass(relevance: str) -> str:
-    """MRTPOTrainer replays one contrastive prompt per reward (core.integrations.trl.config.one_pass_error)."""
-    from core.algos.routing import RELEVANCE
+    """MRTPOTrainer replays one no-gradient contrastive prompt per reward (`core.algos.routing.one_pass_reason`)."""
+    from core.algos.routing import RELEVANCE, one_pass_reason
 
-    variant = RELEVANCE.get(relevance)
-    if variant is not None and variant.distance == "gradxinput":
-        return "gradxinput needs a differentiated pass; the trl backend replays without one: use backend builtin"
-    if variant is None or len(variant.contrasts) == 1:
-        return ""
-    return (f"{relevance} merges {len(variant.contrasts)} contrastive passes per reward; the trl backend replays "
-            "one: use backend builtin or a one-pass variant")
+    reason = one_pass_reason(relevance) if relevance in RELEVANCE else ""
+    return (f"{reason}; the trl backend replays one no-gradient pass per reward: use backend builtin or a one-pass "
+            "variant") if reason else ""
 
 
 _RULES: list[tuple[str, Any]] = [

@@ -225,20 +225,42 @@ def test_mrtpo_config_refuses_a_variant_of_several_passes_and_resolves_auto_per_
     bad = auto_evidence.FOLDER / "test-two-pass.json"
     bad.write_text(json.dumps({"model": "m", "default": "placebo", "families": {}}))
     try:
-        with pytest.raises(ConfigError, match="picks placebo for a, which needs 2 contrastive"):
+        with pytest.raises(ConfigError, match=r"picks placebo for a: placebo merges 2 contrastive passes per reward \(remove, placebo\)"):
             relevance_contrasts(SimpleNamespace(relevance="auto", auto_evidence="test-two-pass"), ["a"], "m")
     finally:
         bad.unlink()
 
 
+def test_one_rule_says_which_variants_one_no_gradient_pass_runs():
+    """The trl backend's config rule, MRTPOConfig's and auto's per-family check all read
+    `routing.one_pass_reason`: one contrast, a pass distance (and js for auto)."""
+    from core import auto_evidence
+    from core.algos.routing import RELEVANCE, one_pass_reason
+    from core.config import _trl_one_pass
+
+    runs_once = {n for n, v in RELEVANCE.items() if len(v.contrasts) == 1 and v.distance in ("js", "logp")}
+    assert {"js", "swap", "logp", "neutral", "opposite", "key", "auto"} <= runs_once
+    assert not runs_once & {"placebo", "average", "gradxinput"}
+    for name in RELEVANCE:
+        assert (one_pass_reason(name) == "") == (name in runs_once), name
+        assert (_trl_one_pass(name) == "") == (name in runs_once), name
+        if name != "auto":
+            js_once = name in runs_once and RELEVANCE[name].distance == "js"
+            assert (auto_evidence.one_pass_reason(name) == "") == js_once, name
+    assert one_pass_reason("logp", distance="js") == "logp uses distance logp, not js"
+    assert one_pass_reason("average") == "average merges 5 contrastive passes per reward (remove, swap, neutral, opposite, key)"
+    with pytest.raises(ValueError, match="unknown relevance"):
+        one_pass_reason("nope")
+
+
 def test_train_config_refuses_a_several_pass_variant_on_the_trl_backend():
     from core.config import ConfigError, TrainConfig
 
-    with pytest.raises(ConfigError, match="placebo merges 2 contrastive passes per reward; the trl backend"):
+    with pytest.raises(ConfigError, match=r"placebo merges 2 contrastive passes per reward \(remove, placebo\); the trl backend"):
         TrainConfig(backend="trl", relevance="placebo")
     assert TrainConfig(backend="trl", relevance="opposite").relevance == "opposite"
     assert TrainConfig(backend="builtin", relevance="average").relevance == "average"
-    with pytest.raises(ConfigError, match="gradxinput needs a differentiated pass"):
+    with pytest.raises(ConfigError, match="gradxinput differentiates the policy.*the trl backend replays one no-gradient pass"):
         TrainConfig(backend="trl", relevance="gradxinput")
 
 

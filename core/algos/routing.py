@@ -324,6 +324,27 @@ RELEVANCE: dict[str, Relevance] = {
 PAIRWISE_RELEVANCE = frozenset(name for name, r in RELEVANCE.items() if r.pairwise)
 
 
+def one_pass_reason(name: str, distance: str | None = None) -> str:
+    """Why one no-gradient contrastive pass per (sample, reward), all of one distance, cannot compute variant `name`
+    ("" when it can). This is the replay MRTPOTrainer runs (docs/TRL.md). `distance`: the one distance that pass
+    must give (`auto` under TRL: js), else any of PASS_DISTANCES. `auto` itself is resolved per reward by the caller.
+
+    >>> one_pass_reason("swap"), one_pass_reason("logp"), one_pass_reason("logp", distance="js")
+    ('', '', 'logp uses distance logp, not js')
+    >>> one_pass_reason("placebo")
+    'placebo merges 2 contrastive passes per reward (remove, placebo)'
+    """
+    variant = get_relevance(name)
+    if variant.distance not in PASS_DISTANCES:
+        return f"{name} differentiates the policy through the constraint's tokens (no no-gradient pass gives it)"
+    if len(variant.contrasts) > 1:
+        return (f"{name} merges {len(variant.contrasts)} contrastive passes per reward "
+                f"({', '.join(variant.contrasts)})")
+    if distance is not None and variant.distance != distance:
+        return f"{name} uses distance {variant.distance}, not {distance}"
+    return ""
+
+
 def get_relevance(name: str) -> Relevance:
     """The relevance variant `name` (callable as `(d, applicable) -> relevance`); unknown names raise with
     the valid ones."""

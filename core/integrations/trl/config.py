@@ -18,19 +18,13 @@ SHARED_FIELDS = ("method", "routing", "relevance", "auto_evidence", "sharpen", "
 
 
 def one_pass_error(relevance: str) -> str:
-    """Why MRTPOTrainer cannot replay relevance `relevance` ("" when it can): it replays one contrastive prompt per
-    (row, reward), and a variant that merges several passes (placebo, average) needs more."""
-    from core.algos.routing import RELEVANCE
+    """Why MRTPOTrainer cannot replay relevance `relevance` ("" when it can): it replays one no-gradient contrastive
+    prompt per (row, reward) (`core.algos.routing.one_pass_reason`)."""
+    from core.algos.routing import RELEVANCE, one_pass_reason
 
-    variant = RELEVANCE.get(relevance)
-    if variant is not None and variant.distance == "gradxinput":
-        return ("gradxinput differentiates the policy through the constraint's tokens, which MRTPOTrainer's "
-                "no-gradient replay does not do: use the built-in trainer (mrtpo train) or a pass variant")
-    if variant is None or len(variant.contrasts) == 1:
-        return ""
-    return (f"{relevance} merges {len(variant.contrasts)} contrastive passes per reward "
-            f"({', '.join(variant.contrasts)}); MRTPOTrainer replays one prompt per reward: use a one-pass variant "
-            "(js, swap, neutral, opposite, key, ...) or the built-in trainer (mrtpo train)")
+    reason = one_pass_reason(relevance) if relevance in RELEVANCE else ""
+    return (f"{reason}; MRTPOTrainer replays one no-gradient prompt per reward: use a one-pass variant (js, swap, "
+            "neutral, opposite, key, ...) or the built-in trainer (mrtpo train)") if reason else ""
 
 
 def zero_stage(deepspeed: dict | str | None) -> int:

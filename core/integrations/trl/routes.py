@@ -127,12 +127,11 @@ def relevance_contrasts(args: Any, names: Sequence[str], model: Any) -> str | di
     for name in names:
         picked = auto_evidence.variant_for(evidence, name)
         variant = get_relevance(picked)
-        if len(variant.contrasts) > 1 or variant.distance != "js":  # its replay computes one distance, js
-            raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}, which needs "
-                                               f"{len(variant.contrasts)} contrastive pass(es) of distance "
-                                               f"{variant.distance}; MRTPOTrainer replays one no-gradient prompt per "
-                                               "reward: use the built-in trainer, auto_evidence=\"tiny-multi\" or another "
-                                               "relevance")
+        reason = auto_evidence.one_pass_reason(picked)
+        if reason:
+            raise ConfigError("auto_evidence", f"{args.auto_evidence} picks {picked} for {name}: {reason}; "
+                                               "MRTPOTrainer replays one no-gradient js prompt per reward: use the "
+                                               "built-in trainer, auto_evidence=\"tiny-multi\" or another relevance")
         out[name] = variant.contrast
     return out
 
