@@ -299,15 +299,20 @@ def same_samples(saved: list[tuple], new: list[tuple], batch: int) -> list[tuple
     return [r for r in new if r[1] != CHECK_LABEL]
 
 
-def variant_passes(state, name: str) -> list[tuple[str, str]]:
-    """The (contrast, distance) passes variant `name` replays (for `auto`: those of the variants its evidence
-    names, `core.run.replay.auto_variants`)."""
-    from core.algos import routing as routing_lib
+def reward_variants(state, name: str) -> list[str]:
+    """The variant each reward of `state` is routed by under variant `name`: `name` itself, or for `auto` the
+    variant its family's evidence names (`core.run.replay.auto_variants`)."""
     from core.run import replay as replay_lib
 
-    names = replay_lib.auto_variants(state) if name == "auto" else [name]
+    return replay_lib.auto_variants(state) if name == "auto" else [name] * len(state.reward_names)
+
+
+def variant_passes(state, name: str) -> list[tuple[str, str]]:
+    """The (contrast, distance) passes variant `name` replays, over every reward's variant (`reward_variants`)."""
+    from core.algos import routing as routing_lib
+
     out = []
-    for n in dict.fromkeys(names):
+    for n in dict.fromkeys(reward_variants(state, name)):
         v = routing_lib.get_relevance(n)
         out += [(c, v.distance) for c in v.contrasts if (c, v.distance) not in out]
     return out
@@ -315,12 +320,10 @@ def variant_passes(state, name: str) -> list[tuple[str, str]]:
 
 def variant_pass_count(state, name: str, replayed) -> float:
     """Contrastive passes per response of variant `name`: the replayed pairs times the contrasts each reward's
-    variant replays, over the responses."""
+    variant replays (`reward_variants`), over the responses."""
     from core.algos import routing as routing_lib
-    from core.run import replay as replay_lib
 
-    per_reward = replay_lib.auto_variants(state) if name == "auto" else [name] * replayed.shape[1]
-    n = [len(routing_lib.get_relevance(v).contrasts) for v in per_reward]
+    n = [len(routing_lib.get_relevance(v).contrasts) for v in reward_variants(state, name)]
     return float(sum(float(replayed[:, k].sum()) * n[k] for k in range(replayed.shape[1]))) / replayed.shape[0]
 
 
