@@ -46,6 +46,10 @@ def test_recompute_from_fixture_csv(tmp_path, capsys):
     share = rep.constraint_share(df, "heldout")  # one reward per prompt here: its score, averaged over steps
     assert share[share["arm"] == "mrtpo-js"]["value"].tolist() == pytest.approx([0.6] * 6)
     assert "share of a prompt's constraints satisfied" in text
+    # the exploratory key contrast per kind: js minus shuffle, 0.1 - (0.1, 0.0, 0.2) by seed = 0, +0.1, -0.1
+    by_kind = rep.kind_table(df, "heldout", ["mrtpo-js"], baseline="mrtpo-js-shuffle", n_boot=200)
+    assert "| style | mrtpo-js | 3 | +0.000 | [-0.248, +0.248] |" in by_kind and "Key contrast per reward kind, held-out" in text
+    assert by_kind.split("\n")[-1] in text
     assert rep.scale_factors(df, arm="gdpo") == {"punctuation:no_comma": pytest.approx(0.5)}
     path = tmp_path / "s.csv.gz"
     df.to_csv(path, index=False)
