@@ -6,7 +6,9 @@ credit page passes the string to `st.html`.
 
 Every piece of text that comes from a run (token text, prompt, reward names) is HTML-escaped, so a
 token such as `<script>` shows as text. Whitespace inside tokens is made visible: a newline shows
-as `↵` followed by a line break, a tab as `⇥`, and a token made only of spaces shows `·` per space.
+as `↵` followed by a line break, a tab as `⇥`, and a token made only of spaces shows `·` per space; a
+combining mark with no character before it in its token (a byte-level vocabulary has many) sits on a dim `◌`,
+and every token cell is at least one character wide, so no token is a zero-width box.
 
 Colours: a diverging scale centred at 0 (blue < 0 < red, the page's own colour at exactly 0: `diverging_css`), symmetric around 0
 with half-width `scale`; `scale` is the largest |value| shown unless the caller fixes it (to
@@ -65,6 +67,7 @@ BAR_SLOT_PX = 4  # a span bar's slot under a token: 3 px of bar and 1 px above i
 BAR_GAP_PX = 6  # the space between the last bar slot of a line of tokens and the next line
 
 EMPTY_TOKEN = "∅"  # how a token that decodes to no text (the end-of-sequence token) is drawn
+MARK_BASE = "◌"  # what a combining mark with nothing before it in its token is drawn on (Unicode's dotted circle)
 
 # Colours that work on Streamlit's light and dark themes: text outside the token cells inherits the page's
 # colour; a token cell sets its own (dark on light cells, white on dark ones) because its background is the
@@ -77,7 +80,8 @@ _CSS = """
 .mrtpo-hm .row-label { font-family: sans-serif; font-size: 12px; font-weight: 600; margin: 2px 0; }
 .mrtpo-hm .tokens { display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 10px; }
 .mrtpo-hm .tok { display: inline-flex; flex-direction: column; margin: 0; position: relative; outline: none; }
-.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: inherit; cursor: default; }
+.mrtpo-hm .tok-text { white-space: pre; padding: 1px 0; border-radius: 2px; color: inherit; cursor: default;
+  min-width: 1ch; }
 .mrtpo-hm .dk { color: #fff; }
 .mrtpo-hm .ws { color: #888; }
 .mrtpo-hm i.b { display: block; height: 3px; margin-top: 1px; }
@@ -205,14 +209,24 @@ def visible_token_html(token: str) -> tuple[str, bool]:
 
     Newlines become `↵` (and the caller breaks the line), tabs `⇥`, carriage returns `␍`, other control and
     invisible format characters their escape (`\x0f`, `\u200b`); a token made only of spaces shows a dim `·`
-    per space so it is not an invisible box.
+    per space so it is not an invisible box. Combining marks (Unicode category M*) with no character of the
+    token before them to combine with sit on a dim `◌` (MARK_BASE), as Unicode charts draw them: alone they
+    have no width.
     """
     if token == "":
         return f'<span class="ws">{EMPTY_TOKEN}</span>', False
     if token.strip(" ") == "":
         return f'<span class="ws">{"·" * len(token)}</span>', False
     parts = []
+    based = False  # a character drawn as itself precedes: a combining mark sits on it
     for ch in token:
+        if unicodedata.category(ch).startswith("M") and not based:
+            if parts and parts[-1].startswith(f'<span class="ws">{MARK_BASE}'):  # one ◌ for a run of marks
+                parts[-1] = parts[-1].removesuffix("</span>") + f"{html.escape(ch)}</span>"
+            else:
+                parts.append(f'<span class="ws">{MARK_BASE}{html.escape(ch)}</span>')
+            continue
+        based = ch not in "\n\t\r" and unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")
         if ch == "\n":
             parts.append('<span class="ws">↵</span>')
         elif ch == "\t":

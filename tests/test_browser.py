@@ -1113,6 +1113,40 @@ BAR_DISTANCES_JS = """() => {
     return out; }"""
 
 
+# Tokens a byte-level vocabulary holds that draw no glyph of their own: a lone combining mark, several, a
+# variation selector, a zero-width joiner and an unassigned code point.
+NO_GLYPH_TOKENS = ["\u0352", "\u0301\u0302", "\ufe0f", "\u200d", "\U000e0100", "\u0378", "ok"]
+
+
+def test_every_token_cell_and_span_bar_has_a_width_in_a_real_browser():
+    """CI, stop 56: a span bar under the token "\u0352" (a combining mark alone) had no width, so the token and its
+    bar were not drawn. Every token of the heatmap, and every bar under one, now has a width."""
+    require(chromium_path() is not None, "Chromium is not installed (looked for /usr/bin/chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed in this environment")
+    import pandas as pd
+
+    from mrtpo_viz.heatmap import token_heatmap_html
+
+    rows = [dict(step=1, sample=0, prompt="p", response="".join(NO_GLYPH_TOKENS), reward=r, score=1.0, t=t,
+                 token=tok, distance=0.1, weight=1.0, credit=0.5 * t, in_span=True, token_adv=1.0)
+            for r in ("a", "b") for t, tok in enumerate(NO_GLYPH_TOKENS)]
+    page_html = token_heatmap_html(pd.DataFrame(rows), "a", reward_names=["a", "b"])
+    with sync_playwright() as pw:
+        browser = open_browser(pw)
+        page = browser.new_page()
+        page.set_content(f"<html><body>{page_html}</body></html>")
+        widths = page.evaluate("() => [...document.querySelectorAll('.mrtpo-hm .tok')].map("
+                               "e => e.getBoundingClientRect().width)")
+        assert len(widths) == len(NO_GLYPH_TOKENS) and min(widths) > 0, widths
+        bars = page.locator('.mrtpo-hm i.b[style*="background"]')
+        assert bars.count() == 2 * len(NO_GLYPH_TOKENS)
+        assert all(bars.nth(i).is_visible() for i in range(bars.count()))
+        browser.close()
+
+
 def test_span_bars_sit_under_their_own_line_of_tokens(tmp_path):
     """Issue 26 bug 7: with 10 rewards each token had 10 bar slots under it (40 px) and wrapped lines were 4 px apart,
     so a bar in a late slot sat nearer the next line's tokens than its own. Every bar is now nearer its own line."""

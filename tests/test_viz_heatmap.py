@@ -79,6 +79,14 @@ def test_whitespace_is_visible():
     assert '<span class="br"></span>' in html  # the newline token breaks the line
 
 
+def test_a_combining_mark_with_nothing_before_it_sits_on_a_dotted_circle():
+    # CI, stop 56: the tiny model sampled the token "\u0352" (a combining mark alone): its cell had no width
+    assert visible_token_html("\u0352")[0] == '<span class="ws">◌\u0352</span>'
+    assert visible_token_html("\u0301\u0302a\u0303")[0] == '<span class="ws">◌\u0301\u0302</span>a\u0303'
+    assert visible_token_html("e\u0301")[0] == "e\u0301"  # a mark after its letter is drawn on it
+    assert visible_token_html("\n\u0301")[0] == '<span class="ws">↵</span><span class="ws">◌\u0301</span>'
+
+
 def test_one_cell_per_token_coloured_by_the_chosen_reward():
     df = sample_frame()
     html = token_heatmap_html(df, REWARDS[0], scale=2.0)
