@@ -50,6 +50,8 @@ def test_recompute_from_fixture_csv(tmp_path, capsys):
     by_kind = rep.kind_table(df, "heldout", ["mrtpo-js"], baseline="mrtpo-js-shuffle", n_boot=200)
     assert "| style | mrtpo-js | 3 | +0.000 | [-0.248, +0.248] |" in by_kind and "Key contrast per reward kind, held-out" in text
     assert by_kind.split("\n")[-1] in text
+    assert rep.kept_mass(df, ["gdpo", "mrtpo-js"]) == {"gdpo": pytest.approx(0.5), "mrtpo-js": pytest.approx(0.5)}
+    assert "Advantage mass kept" in text and "mrtpo-js-shuffle 0.500" in text
     assert rep.scale_factors(df, arm="gdpo") == {"punctuation:no_comma": pytest.approx(0.5)}
     path = tmp_path / "s.csv.gz"
     df.to_csv(path, index=False)

@@ -235,6 +235,9 @@ def report(df: pd.DataFrame, arms: Sequence[str] | None = None, n_boot: int = BO
                         f"The same contrast on the share of a prompt's constraints satisfied, {label}:", "",
                         comparison_table(constraint_share(df, set_name), ["mrtpo-js"], baseline="mrtpo-js-shuffle",
                                          correct=False, n_boot=n_boot)]
+    if kept := kept_mass(df, arms):
+        out += ["", "Advantage mass kept (mean `span/<k>/retained` over steps, seeds and rewards): "
+                + ", ".join(f"{a} {v:.3f}" for a, v in kept.items()) + "."]
     if {"mrtpo-js", "gdpo-scaled"} <= set(arms):
         out += ["", "**mrtpo-js minus gdpo-scaled** (held-out; no correction):", "",
                 comparison_table(held, ["mrtpo-js"], baseline="gdpo-scaled", correct=False, n_boot=n_boot)]
@@ -266,6 +269,13 @@ def constraint_share(df: pd.DataFrame, set_name: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["arm", "seed", "prompt", "value"])
     frames = [per_prompt(df, set_name, m) for m in metrics]
     return pd.concat(frames).groupby(["arm", "seed", "prompt"], as_index=False)["value"].mean()
+
+
+def kept_mass(df: pd.DataFrame, arms: Sequence[str]) -> dict[str, float]:
+    """arm -> the mean over its steps, seeds and rewards of `span/<k>/retained` (the share of reward k's advantage
+    mass its routed weights keep, docs/METHOD.md `retained_mass`): what the shuffle and scaled controls match."""
+    rows = df[df["arm"].isin(arms) & (df["set"] == "train") & df["metric"].str.match(r"^span/.+/retained$")]
+    return {a: float(v) for a, v in rows.groupby("arm")["value"].mean().items()}
 
 
 def scale_factors(df: pd.DataFrame, arm: str = "pilot-js") -> dict[str, float]:
