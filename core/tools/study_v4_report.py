@@ -24,6 +24,7 @@ CSV_COLUMNS = ["arm", "seed", "step", "set", "prompt", "metric", "value"]
 BASELINE = "gdpo"
 ALL = "eval/all_satisfied"
 SETS = ("heldout", "ood")
+SET_LABELS = {"heldout": "held-out", "ood": "out-of-template (ood)"}  # how the tables name each set
 KINDS = ("format", "safety", "style", "content", "correctness")
 DONE = "run/complete"  # the last row a run's scoring appends: the run is in the CSV whole
 INITIAL = "initial"  # the untrained model's rows (step 0, one per seed: the evaluation seed follows the run seed)
@@ -215,6 +216,7 @@ def report(df: pd.DataFrame, arms: Sequence[str] | None = None, n_boot: int = BO
     seeds = df[df["metric"] == DONE].groupby("arm")["seed"].nunique()
     out = ["Runs in the CSV (whole): " + ", ".join(f"{a} {seeds[a]}" for a in arms) + "."]
     held = per_prompt(df, "heldout")
+    shares = {set_name: constraint_share(df, set_name) for set_name in SETS}  # read by two tables of each set
     out += ["", "**Primary endpoint** (held-out all-satisfied averaged over the evaluations, paired by seed; "
             "Holm over the arms):", "", comparison_table(held, arms, n_boot=n_boot)]
     if {"mrtpo-js", "mrtpo-js-shuffle"} <= set(arms):
@@ -226,14 +228,13 @@ def report(df: pd.DataFrame, arms: Sequence[str] | None = None, n_boot: int = BO
                                          n_boot=n_boot)]
         # Added after the 60 runs (stop 57), not in the plan: where the all-satisfied rate is at its floor, the
         # key contrast per reward kind and on the share of a prompt's constraints met says what position does.
-        for set_name in SETS:
-            label = "held-out" if set_name == "heldout" else "out-of-template (ood)"
+        for set_name, label in SET_LABELS.items():
             if kind_metric_names(df, set_name):
                 out += ["", f"**Key contrast per reward kind, {label}** (mrtpo-js minus mrtpo-js-shuffle, averaged "
                             "over the evaluations; exploratory, added after the runs, not pre-registered):", "",
                         kind_table(df, set_name, ["mrtpo-js"], baseline="mrtpo-js-shuffle", n_boot=n_boot), "",
                         f"The same contrast on the share of a prompt's constraints satisfied, {label}:", "",
-                        comparison_table(constraint_share(df, set_name), ["mrtpo-js"], baseline="mrtpo-js-shuffle",
+                        comparison_table(shares[set_name], ["mrtpo-js"], baseline="mrtpo-js-shuffle",
                                          correct=False, n_boot=n_boot)]
     if kept := kept_mass(df, arms):
         out += ["", "Advantage mass kept (mean `span/<k>/retained` over steps, seeds and rewards): "
@@ -241,8 +242,7 @@ def report(df: pd.DataFrame, arms: Sequence[str] | None = None, n_boot: int = BO
     if {"mrtpo-js", "gdpo-scaled"} <= set(arms):
         out += ["", "**mrtpo-js minus gdpo-scaled** (held-out; no correction):", "",
                 comparison_table(held, ["mrtpo-js"], baseline="gdpo-scaled", correct=False, n_boot=n_boot)]
-    for set_name in SETS:
-        label = "held-out" if set_name == "heldout" else "out-of-template (ood)"
+    for set_name, label in SET_LABELS.items():
         if set_name == "ood" and len(pp := per_prompt(df, "ood")):
             out += ["", f"**{label}**, averaged over the evaluations (secondary, no correction):", "",
                     comparison_table(pp, arms, correct=False, n_boot=n_boot)]
@@ -253,7 +253,7 @@ def report(df: pd.DataFrame, arms: Sequence[str] | None = None, n_boot: int = BO
         if kind_metric_names(df, set_name):
             out += ["", f"**{label}, per reward kind** (averaged over the evaluations; secondary):", "",
                     kind_table(df, set_name, arms, n_boot=n_boot)]
-        if len(share := constraint_share(df, set_name)):
+        if len(share := shares[set_name]):
             out += ["", f"**{label}, share of a prompt's constraints satisfied** (averaged over the evaluations; "
                         "exploratory, not pre-registered: `constraint_share`):", "",
                     comparison_table(share, arms, correct=False, n_boot=n_boot)]
@@ -274,13 +274,18 @@ def constraint_share(df: pd.DataFrame, set_name: str) -> pd.DataFrame:
 def kept_mass(df: pd.DataFrame, arms: Sequence[str]) -> dict[str, float]:
     """arm -> the mean over its steps, seeds and rewards of `span/<k>/retained` (the share of reward k's advantage
     mass its routed weights keep, docs/METHOD.md `retained_mass`): what the shuffle and scaled controls match."""
-    rows = df[df["arm"].isin(arms) & (df["set"] == "train") & df["metric"].str.match(r"^span/.+/retained$")]
+    rows = retained_rows(df, arms)
     return {a: float(v) for a, v in rows.groupby("arm")["value"].mean().items()}
+
+
+def retained_rows(df: pd.DataFrame, arms: Sequence[str]) -> pd.DataFrame:
+    """The training rows `span/<k>/retained` of `arms`: what `kept_mass` and `scale_factors` average."""
+    return df[df["arm"].isin(arms) & (df["set"] == "train") & df["metric"].str.match(r"^span/.+/retained$")]
 
 
 def scale_factors(df: pd.DataFrame, arm: str = "pilot-js") -> dict[str, float]:
     """reward name -> f_k, the mean over the pilot's steps and seeds of `span/<k>/retained` (study-v4.md, "Scale
     factors of gdpo-scaled")."""
-    rows = df[(df["arm"] == arm) & (df["set"] == "train") & df["metric"].str.match(r"^span/.+/retained$")]
+    rows = retained_rows(df, [arm])
     means = rows.groupby("metric")["value"].mean()
     return {m.removeprefix("span/").removesuffix("/retained"): round(float(v), 4) for m, v in means.items()}
