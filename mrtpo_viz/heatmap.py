@@ -219,26 +219,32 @@ def visible_token_html(token: str) -> tuple[str, bool]:
         return f'<span class="ws">{"·" * len(token)}</span>', False
     parts = []
     based = False  # a character drawn as itself precedes: a combining mark sits on it
+    marks = ""  # combining marks with nothing to sit on, drawn together on one ◌
     for ch in token:
-        if unicodedata.category(ch).startswith("M") and not based:
-            if parts and parts[-1].startswith(f'<span class="ws">{MARK_BASE}'):  # one ◌ for a run of marks
-                parts[-1] = parts[-1].removesuffix("</span>") + f"{html.escape(ch)}</span>"
-            else:
-                parts.append(f'<span class="ws">{MARK_BASE}{html.escape(ch)}</span>')
+        category = unicodedata.category(ch)
+        if category.startswith("M") and not based:
+            marks += ch
             continue
-        based = ch not in "\n\t\r" and unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")
+        parts.append(_on_mark_base(marks))
+        marks = ""
+        based = category not in ("Cc", "Cf", "Zl", "Zp")  # not drawn as an escape or a symbol (\n, \t, \r are Cc)
         if ch == "\n":
             parts.append('<span class="ws">↵</span>')
         elif ch == "\t":
             parts.append('<span class="ws">⇥</span>')
         elif ch == "\r":
             parts.append('<span class="ws">␍</span>')
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):  # control / invisible format characters
+        elif not based:  # control / invisible format characters
             parts.append(f'<span class="ws">\\x{ord(ch):02x}</span>' if ord(ch) < 256
                          else f'<span class="ws">\\u{ord(ch):04x}</span>')
         else:
             parts.append(html.escape(ch, quote=True))
-    return "".join(parts), token.endswith("\n")
+    return "".join(parts) + _on_mark_base(marks), token.endswith("\n")
+
+
+def _on_mark_base(marks: str) -> str:
+    """Combining marks with nothing to sit on, drawn on one dim ◌ (MARK_BASE); "" for none."""
+    return f'<span class="ws">{MARK_BASE}{html.escape(marks)}</span>' if marks else ""
 
 
 def _fmt(x: float, signed: bool = False) -> str:
