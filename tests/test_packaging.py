@@ -25,8 +25,9 @@ def tracked(*paths: str) -> list[str]:
 def test_a_built_wheel_holds_every_data_file_and_auto_reads_its_evidence_when_installed(tmp_path):
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the repository's git checkout (git ls-files)")
+    files = tracked(*PACKAGES)
     src = tmp_path / "src"  # a copy, so the build writes its build/ and egg-info folders outside the checkout
-    for rel in [*tracked(*PACKAGES), "pyproject.toml", "README.md"]:
+    for rel in [*files, "pyproject.toml", "README.md"]:
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, src / rel)
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -34,7 +35,7 @@ def test_a_built_wheel_holds_every_data_file_and_auto_reads_its_evidence_when_in
     assert build.returncode == 0, build.stdout + build.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    data = [rel for rel in tracked(*PACKAGES) if not rel.endswith(".py")]
+    data = [rel for rel in files if not rel.endswith(".py")]
     assert "core/evidence/tiny-multi.json" in data  # the files this test is about exist
     assert [rel for rel in data if rel not in names] == []
 
